@@ -1,22 +1,31 @@
-"""Sample division: mixtures over per-sample losses, and scoring against the true noise."""
+"""Sample division: two-component mixtures over per-sample losses, the clean/noisy split they give,
+co-divide, PC²'s prediction oscillation, and scoring a division against the true noise.
 
+A bottom layer: it needs numpy, scipy and scikit-learn only. (``mispair.division.per_sample``,
+which computes the losses with a model, sits beside it and is imported by its full name.)
+"""
+
+from mispair.division.bmm import fit_bmm
 from mispair.division.detection import detection_metrics
-from mispair.division.mixtures import Division, fit_bmm, fit_gmm, fit_vbgmm, min_max_normalize
+from mispair.division.gmm import fit_gmm, fit_vbgmm
+from mispair.division.mixtures import (
+    DegenerateDivisionWarning,
+    Division,
+    co_divide,
+    divide,
+    min_max_normalize,
+)
 from mispair.division.oscillation import oscillation_scores
 
 __all__ = [
+    "DegenerateDivisionWarning",
     "Division",
     "co_divide",
     "detection_metrics",
+    "divide",
     "fit_bmm",
     "fit_gmm",
     "fit_vbgmm",
     "min_max_normalize",
     "oscillation_scores",
 ]
-
-
-def co_divide(divisions: list) -> list:
-    """NCR's co-divide: model ``k`` trains on the division computed from the other model's losses,
-    so the two divisions (or clean-probability arrays) are returned swapped."""
-    return list(reversed(divisions))

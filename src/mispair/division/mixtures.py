@@ -1,145 +1,109 @@
-"""Two-component mixtures over per-sample losses: the clean/noisy division of NCR, ASL, L2RM.
+"""The clean/noisy division of per-sample losses, and the cases where there is nothing to divide.
 
-Each ``fit_*`` takes the per-sample losses (1-D) and returns a :class:`Division` whose
-``clean_prob`` is the posterior of the lower-mean component. Degenerate inputs (fewer than two
-samples, all losses equal, NaN/inf) warn and give a defined result instead of failing:
-non-finite losses are treated as noisy (``clean_prob`` 0) and the rest is fitted; with fewer than
-two distinct finite losses every finite sample gets ``clean_prob`` 1 (nothing can be told apart).
+Every mixture (:func:`~mispair.division.gmm.fit_gmm`, :func:`~mispair.division.gmm.fit_vbgmm`,
+:func:`~mispair.division.bmm.fit_bmm`) goes through :func:`divide`, which fixes one convention for
+degenerate input, warns with :class:`DegenerateDivisionWarning`, and never raises:
+
+* non-finite losses (NaN, ±inf) get ``clean_prob`` 0 — taken as noisy — and the rest is fitted;
+* fewer than two finite samples, fewer than two distinct finite losses, or a fit that leaves a
+  component with less than half a sample's worth of posterior mass (a collapsed component) give
+  ``clean_prob`` 1 to every finite sample: one population, nothing can be told apart, and like
+  NCR's first epochs every pair counts as clean. ``params`` is empty for the first two cases and
+  holds the collapsed fit for the third.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
-from scipy import stats
-from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
+
+T = TypeVar("T")
+
+#: A fit of finite losses ``[n]`` → (posteriors ``[n, 2]``, lower-mean component first; params).
+MixtureFit = Callable[[np.ndarray], tuple[np.ndarray, dict[str, list[float]]]]
 
 
-@dataclass
+class DegenerateDivisionWarning(RuntimeWarning):
+    """The losses could not be divided by a two-component mixture as they are."""
+
+
+@dataclass(eq=False)
 class Division:
-    """The result of fitting a mixture to per-sample losses.
+    """A two-component mixture fitted to per-sample losses.
 
     Attributes:
-        clean_prob: ``[N]`` float64, posterior of the lower-mean (clean) component.
-        params: the fitted mixture as plain numbers (``means``, ``weights``, and ``variances`` or
-            ``alphas``/``betas``), lower-mean component first; empty for degenerate input.
+        clean_prob: ``[N]`` float64 in [0, 1], posterior of the lower-mean (clean) component.
+        params: the fitted mixture as plain numbers, lower-mean component first: ``means``,
+            ``weights``, and ``variances`` (Gaussian) or ``alphas``/``betas`` (beta).
     """
 
     clean_prob: np.ndarray
     params: dict[str, list[float]] = field(default_factory=dict)
 
     def split(self, threshold: float = 0.5) -> np.ndarray:
-        """``[N]`` bool, True where the pair is taken as clean (``clean_prob > threshold``)."""
+        """``[N]`` bool, True where the pair is taken as clean: ``clean_prob > threshold``."""
         return self.clean_prob > threshold
 
 
 def min_max_normalize(losses: np.ndarray) -> np.ndarray:
-    """Scale finite losses to [0, 1] (NCR normalises before fitting); constant input gives 0."""
+    """Scale losses ``[N]`` to [0, 1] by their finite minimum and maximum, as NCR does before the
+    fit; non-finite entries stay non-finite, and constant input becomes all 0."""
     losses = np.asarray(losses, dtype=np.float64)
     finite = np.isfinite(losses)
     if not finite.any():
         return losses.copy()
     low, high = losses[finite].min(), losses[finite].max()
-    out = losses - low
-    return out / (high - low) if high > low else np.where(finite, 0.0, losses)
+    span = high - low if high > low else 1.0
+    return np.where(finite, (losses - low) / span, losses)
 
 
-def _guarded(fit: Callable[[np.ndarray], Division]) -> Callable[..., Division]:
-    """Handle the degenerate cases shared by every mixture, then fit the finite losses."""
+def divide(losses: np.ndarray, fit: MixtureFit) -> Division:
+    """Run ``fit`` on the finite losses ``[N]`` under the degenerate-case convention above.
 
-    def run(losses: np.ndarray, **options) -> Division:
-        losses = np.asarray(losses, dtype=np.float64).ravel()
-        finite = np.isfinite(losses)
-        prob = np.zeros(len(losses))
-        if not finite.all():
-            warnings.warn(f"{(~finite).sum()} non-finite per-sample losses: treated as noisy",
-                          RuntimeWarning, stacklevel=2)  # fmt: skip
-        if len(np.unique(losses[finite])) < 2:
-            warnings.warn("fewer than two distinct losses: every finite sample is taken as clean",
-                          RuntimeWarning, stacklevel=2)  # fmt: skip
-            prob[finite] = 1.0
-            return Division(prob)
-        division = fit(losses[finite], **options)
-        prob[finite] = division.clean_prob
-        return Division(prob, division.params)
-
-    run.__name__, run.__doc__ = fit.__name__, fit.__doc__
-    return run
-
-
-def _gaussian_division(model, losses: np.ndarray) -> Division:
-    x = losses.reshape(-1, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # sklearn's ConvergenceWarning at NCR's max_iter=10
-        model.fit(x)
-    posterior = model.predict_proba(x)
-    order = np.argsort(model.means_.ravel())
-    params = {
-        "means": model.means_.ravel()[order].tolist(),
-        "variances": model.covariances_.ravel()[order].tolist(),
-        "weights": model.weights_[order].tolist(),
-    }
-    return Division(posterior[:, order[0]], params)
-
-
-@_guarded
-def fit_gmm(
-    losses: np.ndarray, *, max_iter: int = 10, tol: float = 1e-2, reg_covar: float = 5e-4, seed: int = 0
-) -> Division:
-    """Gaussian mixture (scikit-learn ``GaussianMixture``, 2 components) with NCR's settings."""
-    model = GaussianMixture(2, max_iter=max_iter, tol=tol, reg_covar=reg_covar, random_state=seed)
-    return _gaussian_division(model, losses)
-
-
-@_guarded
-def fit_vbgmm(
-    losses: np.ndarray, *, max_iter: int = 10, reg_covar: float = 5e-4, tol: float = 1e-2, seed: int = 0
-) -> Division:
-    """Variational Bayesian Gaussian mixture (scikit-learn ``BayesianGaussianMixture``,
-    2 components), ASL's "Soft Label Estimation with VBGMM": max_iter 10, regularisation 5e-4."""
-    model = BayesianGaussianMixture(n_components=2, max_iter=max_iter, tol=tol,
-                                    reg_covar=reg_covar, random_state=seed)  # fmt: skip
-    return _gaussian_division(model, losses)
-
-
-@_guarded
-def fit_bmm(losses: np.ndarray, *, max_iter: int = 10, eps: float = 1e-3) -> Division:
-    """Beta mixture by EM with weighted method-of-moments M-steps (L2RM §4.1, as BiCro/L2RM).
-
-    Losses are clipped to ``[eps, 1 − eps]`` (normalise them first); the components start from a
-    split at the median. Returns the posterior of the lower-mean component.
+    Raises:
+        ValueError: ``losses`` is not one-dimensional.
     """
-    x = np.clip(losses, eps, 1 - eps)
-    resp = np.stack([x <= np.median(x), x > np.median(x)]).astype(np.float64) + 1e-6
-    resp /= resp.sum(axis=0)
-    for _ in range(max_iter):
-        alphas, betas, weights = _beta_moments(x, resp)
-        resp = _beta_posterior(x, alphas, betas, weights)
-    alphas, betas, weights = _beta_moments(x, resp)
-    posterior = _beta_posterior(x, alphas, betas, weights)
-    means = alphas / (alphas + betas)
-    order = np.argsort(means)
-    params = {"alphas": alphas[order].tolist(), "betas": betas[order].tolist(),
-              "weights": weights[order].tolist(), "means": means[order].tolist()}  # fmt: skip
-    return Division(posterior[order[0]], params)
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 1:
+        raise ValueError(f"per-sample losses must be 1-D, got shape {losses.shape}")
+    finite = np.isfinite(losses)
+    prob = np.zeros(len(losses))
+    if not finite.all():
+        _warn(f"{(~finite).sum()} of {len(losses)} losses are NaN or infinite: taken as noisy")
+    if len(np.unique(losses[finite])) < 2:
+        _warn("fewer than two distinct finite losses: every finite sample is taken as clean")
+        prob[finite] = 1.0
+        return Division(prob)
+    posterior, params = fit(losses[finite])
+    if posterior.sum(axis=0).min() < 0.5:
+        _warn(
+            f"a mixture component collapsed (weights {params['weights']}): every finite sample "
+            "is taken as clean"
+        )
+        prob[finite] = 1.0
+    else:
+        prob[finite] = posterior[:, 0]
+    return Division(prob, params)
 
 
-def _beta_moments(x: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Weighted method of moments: ``α = m·k``, ``β = (1 − m)·k`` with ``k = m(1 − m)/v − 1``."""
-    weights = resp.sum(axis=1)
-    mean = (resp * x).sum(axis=1) / weights
-    var = (resp * (x - mean[:, None]) ** 2).sum(axis=1) / weights
-    var = np.maximum(var, 1e-8)
-    common = np.maximum(mean * (1 - mean) / var - 1, 1e-3)
-    return mean * common, (1 - mean) * common, weights / weights.sum()
+def co_divide(divisions: Sequence[T]) -> list[T]:
+    """NCR's co-divide: the two networks swap divisions, so the split each one trains on comes
+    from the *other* network's losses (less confirmation of its own mistakes).
+
+    ``co_divide([div_a, div_b])`` is ``[div_b, div_a]``: entry ``k`` is what model ``k`` trains
+    on. Works for :class:`Division` objects or bare ``clean_prob`` arrays alike.
+
+    Raises:
+        ValueError: not exactly two divisions.
+    """
+    if len(divisions) != 2:
+        raise ValueError(f"co-divide needs the divisions of two networks, got {len(divisions)}")
+    return [divisions[1], divisions[0]]
 
 
-def _beta_posterior(x: np.ndarray, alphas, betas, weights) -> np.ndarray:
-    log_lik = np.stack([np.log(w + 1e-300) + stats.beta.logpdf(x, a, b)
-                        for a, b, w in zip(alphas, betas, weights)])  # fmt: skip
-    log_lik -= log_lik.max(axis=0)
-    lik = np.exp(log_lik)
-    return lik / lik.sum(axis=0)
+def _warn(message: str) -> None:
+    warnings.warn(message, DegenerateDivisionWarning, stacklevel=4)

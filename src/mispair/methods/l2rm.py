@@ -1,0 +1,346 @@
+"""``l2rm``: Learning to Rematch Mismatched Pairs (Han et al., CVPR 2024).
+
+One model. After ``warmup_epochs`` on all pairs (InfoNCE + reverse cross-entropy, Eq. 3 + Eq. 5),
+every epoch (Algorithm 1):
+
+1. **division** (§4.1): per-sample triplet losses of every pair → min–max normalised → a beta
+   mixture; pair ``i`` is *mismatched* when its posterior ``w_i`` of the higher-mean component
+   exceeds ``threshold`` (0.5);
+2. one pass over the matched pairs; each step also takes a batch of mismatched pairs (cycled) and
+   - **cost function** (Eq. 6): reconstructs pairs from the matched batch's captions and the
+     mismatched batch's images (:func:`reconstruct_pairs`) and takes one Adam step of its own
+     (lr ``cost_lr``, 2e-6) on ``⟨π^sup, f_c(S)⟩``;
+   - **rematching** (Eq. 7–9, Appendix B): the refined alignment ``π̃`` of the mismatched batch is
+     the entropic partial transport of mass ``ρ`` between uniform marginals, under the cost
+     ``f_c(S)`` with the given pairs masked (Eq. 8), from the shared solver
+     :func:`mispair.ot.sinkhorn`; it is the target of the rematch loss (Eq. 10,
+     :func:`mispair.losses.rematch.rematch_loss`);
+   - **matched pairs**: hardest-negative triplet loss, margin α (Eq. 2); objective Eq. 11.
+
+Table 3's ablations are options: ``partial=false`` (full OT), ``mask_positives=false``,
+``cost=cosine`` (``1 − S``), ``rematch=kl`` / ``infonce``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mispair.data.batching import Batch
+from mispair.data.noise import NoiseRecord
+from mispair.division import detection_metrics, fit_bmm, min_max_normalize
+from mispair.division.per_sample import mean_hinge_loss, per_sample_losses
+from mispair.errors import ConfigError
+from mispair.losses import info_nce_loss, reverse_cross_entropy, triplet_loss
+from mispair.losses.rematch import REMATCH_KINDS, rematch_loss
+from mispair.methods.base import Recipe, register_recipe
+from mispair.methods.cotrain import _cycle
+from mispair.nn.cost_function import COST_FUNCTIONS, cosine_cost, create_cost_function
+from mispair.ot import positive_pair_mask, sinkhorn
+
+WARMUP_LOSSES = ("infonce_rce", "infonce", "triplet", "triplet_hardest")
+DIVISION_LOSSES = ("mean", "hardest")
+
+
+def reconstruct_pairs(
+    images: Tensor, pool: Tensor, max_fraction: float, rng: np.random.Generator
+) -> tuple[Tensor, Tensor]:
+    """Reconstructed pairs for the cost function and their matching matrix (L2RM §4.2, Fig. 2).
+
+    ``k`` matched images (``k`` uniform in ``1..max(1, ⌊max_fraction · n⌋)``, as the reference's
+    ``randint(1, 0.1 B)``) are kept for ``k`` random captions of the matched batch and put at
+    ``k`` random slots of a batch of ``pool`` images (from the mismatched subset); every other
+    slot keeps its pool image. ``π^sup[slot, caption] = 1`` for the kept pairs, 0 elsewhere.
+
+    Args:
+        images: ``[n, K, D]`` images of the matched batch (image ``j`` belongs to caption ``j``).
+        pool: ``[n_pool, K, D]`` substitute images.
+        max_fraction: upper bound of ``k / n``.
+        rng: random source.
+
+    Returns:
+        ``(recon [n_pool, K, D], supervision [n_pool, n])``; score ``recon`` against the matched
+        batch's captions.
+    """
+    n, n_pool = images.shape[0], pool.shape[0]
+    k = int(rng.integers(1, max(1, int(max_fraction * n)) + 1))
+    k = min(k, n, n_pool)
+    captions = torch.from_numpy(rng.permutation(n)[:k])
+    slots = torch.from_numpy(rng.permutation(n_pool)[:k])
+    recon = pool.clone()
+    recon[slots] = images[captions]
+    supervision = torch.zeros(n_pool, n, dtype=images.dtype)
+    supervision[slots, captions] = 1.0
+    return recon, supervision
+
+
+def division_log(
+    clean_prob: np.ndarray, noise: NoiseRecord | None, threshold: float, prefix: str = "division"
+) -> dict[str, float]:
+    """The clean fraction of a single-model division and, when the true noise is known, its
+    detection scores (``auc``, ``precision``, ``recall``, ``f1`` of the clean split)."""
+    values = {f"{prefix}/clean_fraction": float((clean_prob > threshold).mean())}
+    if noise is not None:
+        scores = detection_metrics(clean_prob, noise.is_noisy, threshold=threshold)
+        values.update({f"{prefix}/{name}": v for name, v in scores.items()})
+    return values
+
+
+@torch.no_grad()
+def refined_alignment(
+    cost: Tensor,
+    reg: float,
+    *,
+    mass: float | None = 0.1,
+    mask_positives: bool = True,
+    dummy_margin: float = 1.0,
+    n_iter: int = 1000,
+    tol: float | None = 1e-5,
+) -> Tensor:
+    """The refined alignment ``π̃`` of a mismatched batch, L2RM Eq. 7–9 (Appendix B).
+
+    Entropic OT (regularisation λ = ``reg``) between uniform marginals ``1/n`` under ``cost``,
+    moving only ``mass`` = ρ units (Eq. 7, solved on the dummy-point extension of Eq. 12–14 with
+    ``A = max C + dummy_margin``; ``None`` = full OT, Eq. 1) and, with ``mask_positives``, none
+    between the two halves of a given pair (Eq. 8), by :func:`mispair.ot.sinkhorn`.
+
+    Args:
+        cost: ``[n, n]`` transport costs ``f_c(S)``.
+        reg: λ.
+        mass: ρ ≤ 1, or None for full transport.
+        mask_positives: forbid the diagonal.
+        dummy_margin: ``A − max C`` (the reference code uses 0).
+        n_iter, tol: Sinkhorn's iteration budget and marginal tolerance.
+
+    Returns:
+        ``[n, n]`` plan: row sums ≤ 1/n, column sums ≤ 1/n, total ρ (1 for full OT), zero
+        diagonal when masked.
+    """
+    n = cost.shape[0]
+    mask = positive_pair_mask(n, device=cost.device) if mask_positives and n > 1 else None
+    big = None
+    if mass is not None:
+        big = float((cost if mask is None else cost[mask]).max()) + dummy_margin
+    result = sinkhorn(cost[None], None, None, reg, mask=mask, partial_mass=mass, n_iter=n_iter,
+                      tol=tol, big=big)  # fmt: skip
+    return result.plan[0]
+
+
+@register_recipe
+class L2RM(Recipe):
+    """L2RM on one model; see the module docstring for the algorithm.
+
+    Options (paper values in brackets):
+
+    - ``warmup_epochs`` (Table 5: 5 F30K, 10 COCO/CC152K); ``warmup_loss``: ``infonce_rce``
+      (Eq. 3 + 5, Algorithm 1), ``infonce`` (Eq. 3), ``triplet`` (hinge averaged over the
+      negatives, summed over the batch: the reference's commented-out warm-up) or
+      ``triplet_hardest`` (Eq. 2; Table 4's "triplet"); ``tau`` τ [0.05]; ``rce_eps`` ε [1e-7].
+    - ``division_loss``: ``mean`` (hinges averaged over the batch, the reference's
+      ``eval_loss``) or ``hardest`` (Eq. 2 as Eq. 4 writes it); ``threshold`` on ``w_i`` [0.5].
+    - ``cost``: ``exchangeable`` (default; order-equivariant), ``linear`` (the reference's
+      ``Linear(B, B)``) or ``cosine`` (``1 − S``, Table 3); ``cost_lr`` [2e-6];
+      ``cost_lr_decay_epochs``/``cost_lr_decay`` (the reference decays it with the model's lr);
+      ``reconstruct_fraction`` [0.1], the largest share of kept matched images.
+    - ``partial`` (Eq. 7; false = full OT), ``rho`` ρ [0.1 at batch 128; Table 9 scales it with
+      the batch: ``rho_batch`` 128, 0 = no scaling], ``reg`` λ [0.01 F30K, 0.07 COCO/CC152K],
+      ``mask_positives`` (Eq. 8; ``auto`` masks unless the run has no noise record, i.e. the
+      split is taken as clean — D.1), ``dummy_margin`` (``A = max C + dummy_margin`` of Eq. 12;
+      the reference uses 0), ``sinkhorn_iters``/``sinkhorn_tol``.
+    - ``rematch``: ``sym_kl`` (Eq. 10), ``kl``, ``infonce`` (Table 3); ``rematch_reduction``:
+      ``mean`` over the batch (the reference) or ``sum`` (Eq. 11 as written); ``margin`` α [0.2]
+      of the matched pairs' hardest-negative triplet loss, summed over the batch.
+    """
+
+    name = "l2rm"
+
+    @dataclass
+    class Options:
+        warmup_epochs: int = 5
+        warmup_loss: str = "infonce_rce"
+        tau: float = 0.05
+        rce_eps: float = 1e-7
+        margin: float = 0.2
+        division_loss: str = "mean"
+        threshold: float = 0.5
+        cost: str = "exchangeable"
+        cost_lr: float = 2e-6
+        cost_lr_decay_epochs: list = field(default_factory=list)
+        cost_lr_decay: float = 0.1
+        reconstruct_fraction: float = 0.1
+        partial: bool = True
+        rho: float = 0.1
+        rho_batch: int = 128
+        reg: float = 0.07
+        mask_positives: Any = "auto"
+        dummy_margin: float = 1.0
+        sinkhorn_iters: int = 1000
+        sinkhorn_tol: float = 1e-5
+        rematch: str = "sym_kl"
+        rematch_reduction: str = "mean"
+
+        def __post_init__(self) -> None:
+            choices = {"warmup_loss": WARMUP_LOSSES, "division_loss": DIVISION_LOSSES,
+                       "cost": COST_FUNCTIONS, "rematch": REMATCH_KINDS,
+                       "rematch_reduction": ("mean", "sum"),
+                       "mask_positives": (True, False, "auto")}  # fmt: skip
+            for key, allowed in choices.items():
+                if getattr(self, key) not in allowed:
+                    raise ConfigError(f"method.{key}: one of {', '.join(map(str, allowed))}, "
+                                      f"got {getattr(self, key)!r}")  # fmt: skip
+            if not 0 < self.rho <= 1 or not self.reg > 0:
+                raise ConfigError(f"method: need 0 < rho <= 1 and reg > 0, got rho={self.rho}, "
+                                  f"reg={self.reg}")  # fmt: skip
+
+    def __init__(self, models, options, context) -> None:
+        super().__init__(models, options, context)
+        self.cost_fn = create_cost_function(options.cost, context.batch_size)
+        self.cost_optimizer = None
+        if self.cost_fn is not None:
+            self.cost_fn.to(context.device)
+            self.cost_optimizer = torch.optim.Adam(self.cost_fn.parameters(), lr=options.cost_lr)
+        self.clean_prob: np.ndarray | None = None  # [n_pairs] from the last division
+
+    # ---------------------------------------------------------------- division
+    def begin_epoch(self, epoch: int) -> dict[str, float]:
+        opts, ctx = self.options, self.context
+        if self.cost_optimizer is not None:
+            factor = opts.cost_lr_decay ** sum(epoch >= e for e in opts.cost_lr_decay_epochs)
+            for group in self.cost_optimizer.param_groups:
+                group["lr"] = opts.cost_lr * factor
+        if epoch < opts.warmup_epochs:
+            return {}
+        losses = per_sample_losses(self.models, ctx.train, batch_size=ctx.batch_size,
+                                   seed=ctx.seed * 31 + epoch, device=ctx.device,
+                                   loss_fn=self.division_loss)[0]  # fmt: skip
+        self.clean_prob = fit_bmm(min_max_normalize(losses)).clean_prob
+        return division_log(self.clean_prob, ctx.noise, 1 - opts.threshold)
+
+    def division_loss(self, sims: Tensor) -> Tensor:
+        """Per-sample loss the division fits (Eq. 4)."""
+        if self.options.division_loss == "hardest":
+            return triplet_loss(sims, self.options.margin, hardest=True)
+        return mean_hinge_loss(sims, self.options.margin)
+
+    def matched(self) -> np.ndarray:
+        """``[n_pairs]`` bool: ``w_i = 1 − clean_prob ≤ threshold`` (Algorithm 1's ``D_m``)."""
+        return 1 - self.clean_prob <= self.options.threshold
+
+    # ---------------------------------------------------------------- batches
+    def epoch_batches(self, epoch: int, seed: int) -> Iterator[tuple]:
+        train, size = self.context.train, self.context.batch_size
+        if epoch < self.options.warmup_epochs or self.clean_prob is None:
+            for batch in train.batches(size, seed=seed):
+                yield ("warmup", batch)
+            return
+        matched = self.matched()
+        noisy = _cycle(train, np.flatnonzero(~matched), size, seed + 1)
+        rng = np.random.default_rng([seed, 2])
+        for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
+            mismatched = next(noisy)
+            if mismatched is None:
+                yield ("train", batch, None, None, None)
+                continue
+            fraction = self.options.reconstruct_fraction
+            recon, supervision = reconstruct_pairs(batch.images, mismatched.images, fraction, rng)
+            yield ("train", batch, mismatched, recon, supervision)
+
+    def n_steps(self, epoch: int) -> int | None:
+        train, size = self.context.train, self.context.batch_size
+        if epoch < self.options.warmup_epochs or self.clean_prob is None:
+            return train.n_batches(size)
+        return train.n_batches(size, int(self.matched().sum()))
+
+    # ---------------------------------------------------------------- steps
+    def train_step(self, item: tuple, epoch: int) -> dict[str, Tensor]:
+        model, opts = self.models[0], self.options
+        if item[0] == "warmup":
+            return {f"warmup_{opts.warmup_loss}": self.warmup_loss(item[1])}
+        _, matched, mismatched, recon, supervision = item
+        terms: dict[str, Tensor] = {}
+        if recon is not None and self.cost_fn is not None:
+            terms["cost_ot"] = self.update_cost(matched, recon, supervision)
+        sims = model(matched.images, matched.tokens, matched.lengths)
+        terms["triplet"] = triplet_loss(sims, opts.margin, hardest=True).sum()
+        if mismatched is not None and len(mismatched) > 1:
+            sims_n = model(mismatched.images, mismatched.tokens, mismatched.lengths)
+            plan = self.refined_alignment(sims_n.detach())
+            loss = rematch_loss(sims_n, plan, opts.tau, kind=opts.rematch)
+            terms["rematch"] = loss.mean() if opts.rematch_reduction == "mean" else loss.sum()
+        return terms
+
+    def warmup_loss(self, batch: Batch) -> Tensor:
+        """Warm-up on all pairs: Eq. 3 + Eq. 5 (default), Eq. 3, or a triplet loss."""
+        opts = self.options
+        sims = self.models[0](batch.images, batch.tokens, batch.lengths)
+        if opts.warmup_loss == "triplet":
+            return mean_hinge_loss(sims, opts.margin).sum()
+        if opts.warmup_loss == "triplet_hardest":
+            return triplet_loss(sims, opts.margin, hardest=True).sum()
+        loss = info_nce_loss(sims, opts.tau)
+        if opts.warmup_loss == "infonce_rce":
+            loss = loss + reverse_cross_entropy(sims, opts.tau, opts.rce_eps)
+        return loss.mean()
+
+    def update_cost(self, matched: Batch, recon: Tensor, supervision: Tensor) -> Tensor:
+        """One Adam step of ``f_c`` on Eq. 6, ``⟨π^sup, f_c(g(V', T))⟩``; returns the loss."""
+        model = self.models[0]
+        device = matched.images.device
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            sims = model(recon.to(device), matched.tokens, matched.lengths)
+        model.train(was_training)
+        loss = (supervision.to(device, sims.dtype) * self.cost_fn(sims)).sum()
+        self.cost_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.cost_optimizer.step()
+        return loss.detach()
+
+    @torch.no_grad()
+    def cost(self, sims: Tensor) -> Tensor:
+        """Transport cost ``f_c(S)`` of a batch (``1 − S`` for ``cost=cosine``)."""
+        return cosine_cost(sims) if self.cost_fn is None else self.cost_fn(sims)
+
+    def refined_alignment(self, sims: Tensor) -> Tensor:
+        """``π̃ [n, n]`` of a mismatched batch from its (detached) similarities."""
+        opts = self.options
+        n = sims.shape[0]
+        mass = None
+        if opts.partial:
+            mass = min(1.0, opts.rho * n / opts.rho_batch if opts.rho_batch else opts.rho)
+        return refined_alignment(self.cost(sims), opts.reg, mass=mass,
+                                 mask_positives=self.mask_positives(),
+                                 dummy_margin=opts.dummy_margin, n_iter=opts.sinkhorn_iters,
+                                 tol=opts.sinkhorn_tol)  # fmt: skip
+
+    def mask_positives(self) -> bool:
+        """Eq. 8's mask: on, off, or ``auto`` — off when the split is taken as clean (D.1)."""
+        if self.options.mask_positives == "auto":
+            return self.context.noise is not None
+        return bool(self.options.mask_positives)
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        if self.clean_prob is not None:
+            state["clean_prob"] = torch.as_tensor(self.clean_prob)
+        if self.cost_fn is not None:
+            state["cost_fn"] = self.cost_fn.state_dict()
+            state["cost_optimizer"] = self.cost_optimizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "clean_prob" in state:
+            self.clean_prob = np.asarray(state["clean_prob"].cpu().numpy(), dtype=np.float64)
+        if self.cost_fn is not None and "cost_fn" in state:
+            self.cost_fn.load_state_dict(state["cost_fn"])
+            self.cost_optimizer.load_state_dict(state["cost_optimizer"])
+
+    def export_scores(self) -> dict[str, np.ndarray]:
+        return {} if self.clean_prob is None else {"clean_prob": self.clean_prob}
