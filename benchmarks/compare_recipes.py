@@ -35,7 +35,32 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "asl-gmm": ("asl", ["method.mixture=gmm"]),
     "pc2": ("pc2", []),
     "l2rm": ("l2rm", []),
+    # L2RM Table 3 ablations, the reference's order-dependent cost, Table 4's triplet warm-up
+    "l2rm-full-ot": ("l2rm", ["method.partial=false"]),
+    "l2rm-no-mask": ("l2rm", ["method.mask_positives=false"]),
+    "l2rm-cosine-cost": ("l2rm", ["method.cost=cosine"]),
+    "l2rm-linear-cost": ("l2rm", ["method.cost=linear"]),
+    "l2rm-kl": ("l2rm", ["method.rematch=kl"]),
+    "l2rm-infonce": ("l2rm", ["method.rematch=infonce"]),
+    "l2rm-triplet-warmup": ("l2rm", ["method.warmup_loss=triplet_hardest"]),
+    # ASL Table 3 ablations (asl-gmm above)
+    "asl-triplet": ("asl", ["method.loss=triplet"]),
+    "asl-no-warmup": ("asl", ["method.warmup_epochs=0"]),
+    "asl-non-detached": ("asl", ["method.detach_weights=false"]),
+    # PC² Table 3 ablations (ncr = none of the three components)
+    "pc2-no-pcap": ("pc2", ["method.pseudo_captioning=false"]),
+    "pc2-no-rect": ("pc2", ["method.rectification=false"]),
+    "pc2-pcap-only": ("pc2", ["method.pseudo_classification=false", "method.rectification=false",
+                              "method.caption_by=embedding"]),
+    "pc2-embedding": ("pc2", ["method.caption_by=embedding"]),
+    # OMIT and its baselines (issue 4)
+    "omit": ("omit", []),
+    "cam": ("omit", ["model.head=cam", "model.head_options={num_regions: 49}"]),
+    "cam-partial": ("omit", ["model.head=cam", "model.head_options={partial: true, num_regions: 49}"]),
 }
+# ASL's hyperparameter analysis: z × λ
+VARIANTS.update({f"asl-z{z:g}-l{lam}": ("asl", [f"method.z={z}", f"method.scale={lam}"])
+                 for z in (2.0, 3.0, 5.0) for lam in (32, 64, 96)})
 
 
 def run_key(dataset: str, variant: str, noise: float, seed: int, extra: list[str]) -> str:
@@ -94,6 +119,15 @@ def print_table(results: list[dict]) -> None:
               f"| {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} |")
 
 
+def _claim(result: Path) -> bool:
+    """Atomically mark a job as taken, so workers started on the same job list share it."""
+    try:
+        result.with_suffix(".running").open("x").close()
+    except FileExistsError:
+        return False
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -105,7 +139,8 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for every run")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--runs", type=Path, default=Path("runs/compare"))
-    parser.add_argument("--shard", default="0/1", help="i/n: run every n-th job starting at i")
+    parser.add_argument("--shard", default="0/1", help="i/n: run every n-th job starting at i "
+                        "(workers on the same jobs also skip the ones another has claimed)")
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
     index, count = (int(x) for x in args.shard.split("/"))
@@ -114,10 +149,13 @@ def main() -> None:
             for s in args.seeds]  # fmt: skip
     for d, v, n, s in jobs[index::count]:
         path = args.results / f"{run_key(d, v, n, s, args.set)}.json"
-        if args.table_only or path.is_file():
+        if args.table_only or path.is_file() or not _claim(path):
             continue
-        result = run_one(d, v, n, s, args.set, args.runs)
-        path.write_text(json.dumps(result, indent=1) + "\n")
+        try:
+            result = run_one(d, v, n, s, args.set, args.runs)
+            path.write_text(json.dumps(result, indent=1) + "\n")
+        finally:
+            path.with_suffix(".running").unlink(missing_ok=True)
         print(f"{path.stem}: rsum {result['test']['rsum']:.1f} ({result['seconds']:.0f}s)", flush=True)
     wanted = {run_key(d, v, n, s, args.set) for d, v, n, s in jobs}
     results = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json")) if p.stem in wanted]
