@@ -242,6 +242,21 @@ def test_recipe_epoch_steps_and_state_round_trip(cost):
         )
 
 
+def test_collapsed_division_keeps_the_previous_one(monkeypatch):
+    from mispair.division import Division
+    from mispair.methods import l2rm as l2rm_module
+
+    recipe = _recipe()
+    recipe.begin_epoch(1)
+    previous = recipe.clean_prob.copy()
+    monkeypatch.setattr(l2rm_module, "fit_bmm", lambda losses: Division(np.zeros(len(losses))))
+    values = recipe.begin_epoch(2)
+    assert values["division/kept_previous"] == 1.0
+    assert np.array_equal(recipe.clean_prob, previous) and recipe.n_steps(2) > 0
+    fresh = _recipe()  # no division yet: every pair is matched
+    assert fresh.begin_epoch(1)["division/clean_fraction"] == 1.0 and fresh.clean_prob is None
+
+
 def test_mask_auto_follows_the_noise_record():
     recipe = _recipe()
     assert recipe.mask_positives()

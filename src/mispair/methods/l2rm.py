@@ -143,6 +143,8 @@ class L2RM(Recipe):
       ``triplet_hardest`` (Eq. 2; Table 4's "triplet"); ``tau`` τ [0.05]; ``rce_eps`` ε [1e-7].
     - ``division_loss``: ``mean`` (hinges averaged over the batch, the reference's
       ``eval_loss``) or ``hardest`` (Eq. 2 as Eq. 4 writes it); ``threshold`` on ``w_i`` [0.5].
+      A division that leaves fewer than two matched pairs (a collapsed mixture) is not used: the
+      previous one is kept (or the warm-up goes on) and ``division/kept_previous`` logged.
     - ``cost``: ``exchangeable`` (default; order-equivariant), ``linear`` (the reference's
       ``Linear(B, B)``) or ``cosine`` (``1 − S``, Table 3); ``cost_lr`` [2e-6];
       ``cost_lr_decay_epochs``/``cost_lr_decay`` (the reference decays it with the model's lr);
@@ -218,7 +220,12 @@ class L2RM(Recipe):
         losses = per_sample_losses(self.models, ctx.train, batch_size=ctx.batch_size,
                                    seed=ctx.seed * 31 + epoch, device=ctx.device,
                                    loss_fn=self.division_loss)[0]  # fmt: skip
-        self.clean_prob = fit_bmm(min_max_normalize(losses)).clean_prob
+        clean_prob = fit_bmm(min_max_normalize(losses)).clean_prob
+        if (1 - clean_prob <= opts.threshold).sum() < 2:
+            # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).
+            previous = self.clean_prob if self.clean_prob is not None else np.ones_like(clean_prob)
+            return {**division_log(previous, ctx.noise, 1 - opts.threshold), "division/kept_previous": 1.0}
+        self.clean_prob = clean_prob
         return division_log(self.clean_prob, ctx.noise, 1 - opts.threshold)
 
     def division_loss(self, sims: Tensor) -> Tensor:
