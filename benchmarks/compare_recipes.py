@@ -53,6 +53,11 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "pc2-pcap-only": ("pc2", ["method.pseudo_classification=false", "method.rectification=false",
                               "method.caption_by=embedding"]),
     "pc2-embedding": ("pc2", ["method.caption_by=embedding"]),
+    # the SGR head in the plain recipe (issue 3): the reference's lr 2e-4 and gradient clipping 2,
+    # 12 epochs to fit a CPU budget; vse-cosine-12 is the cosine head on the same schedule
+    "vse-sgr-12": ("vse", ["model.head=sgr", "model.head_options={num_regions: 49}", "train.lr=2e-4",
+                           "train.grad_clip=2.0", "train.epochs=12", "train.lr_decay_epochs=[8]"]),
+    "vse-cosine-12": ("vse", ["train.epochs=12", "train.lr_decay_epochs=[8]"]),
     # OMIT and its baselines (issue 4)
     "omit": ("omit", []),
     "cam": ("omit", ["model.head=cam", "model.head_options={num_regions: 49}"]),
