@@ -84,14 +84,22 @@ def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str
     began = time.perf_counter()
     summary = train_run(config, resume=True, progress=False, log=lambda m: None)
     log = [json.loads(x) for x in (runs / key / "log.jsonl").read_text().splitlines()]
-    divided = [r for r in log if "division/0/clean_fraction" in r] or [{}]
-    first, last = ({k: v for k, v in r.items() if k.startswith("division/")}
-                   for r in (divided[0], divided[-1]))  # fmt: skip
+    first, last = division_records(log)
     return {"dataset": dataset, "variant": variant, "noise": noise, "seed": seed, "extra": extra,
             "test": summary["test"], "best_epoch": summary["best_epoch"],
             "detection_first": first, "detection": last,
             "seconds": round(time.perf_counter() - began, 1),
             "seconds_per_epoch": statistics.median(r["seconds"] for r in log)}  # fmt: skip
+
+
+def division_records(log: list[dict]) -> tuple[dict, dict]:
+    """The first and last epoch's ``division/`` values of a run log, keyed as the co-training
+    recipes log them (``division/0/auc``; a single-model recipe's ``division/auc`` counts as
+    model 0's)."""
+    rows = [{k.replace("division/", "division/0/", 1) if k.count("/") == 1 else k: v
+             for k, v in r.items() if k.startswith("division/")} for r in log]  # fmt: skip
+    divided = [r for r in rows if "division/0/clean_fraction" in r] or [{}]
+    return divided[0], divided[-1]
 
 
 def _mean_std(values: list[float]) -> str:
