@@ -23,12 +23,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections import defaultdict
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 
+from bench_epoch_cost import timers
 from mispair.config import load_config
 from mispair.engine.run import train_run
 from mispair.engine.trainer import Trainer
@@ -41,31 +40,6 @@ VARIANTS = [
     ("l2rm (cosine cost)", ["method.cost=cosine"]),
     ("l2rm (full OT)", ["method.partial=false"]),
 ]
-
-
-@contextmanager
-def timers(targets: list[tuple[type, str]]):
-    """Accumulate the wall time of each ``cls.method`` while the block runs."""
-    spent: dict[str, float] = defaultdict(float)
-    originals = [(cls, name, getattr(cls, name)) for cls, name in targets]
-
-    def wrap(label, fn):
-        def timed(*args, **kwargs):
-            began = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[label] += time.perf_counter() - began
-
-        return timed
-
-    for cls, name, fn in originals:
-        setattr(cls, name, wrap(name, fn))
-    try:
-        yield spent
-    finally:
-        for cls, name, fn in originals:
-            setattr(cls, name, fn)
 
 
 def timed_run(recipe: str, args, extra: list[str]) -> tuple[dict[str, float], float]:
