@@ -58,6 +58,9 @@ class ModelConfig:
     head_options: dict[str, Any] = field(default_factory=dict)
 
 
+OPTIMIZERS = ("adam", "adamw")
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 20
@@ -70,6 +73,14 @@ class TrainConfig:
     device: str = "auto"
     eval_batch_size: int = 256
     threads: int = 0  # torch CPU threads; 0 = leave torch's default
+    optimizer: str = "adam"  # adam | adamw (OMIT)
+    weight_decay: float = 0.0  # decoupled for adamw, L2 for adam
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"train.optimizer: one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not self.weight_decay >= 0:
+            raise ConfigError(f"train.weight_decay: must be >= 0, got {self.weight_decay}")
 
 
 @dataclass

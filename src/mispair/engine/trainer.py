@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from mispair.config import RunConfig
+from mispair.config import RunConfig, TrainConfig
 from mispair.data.batching import Batch
 from mispair.data.pairset import PairSet
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
@@ -55,7 +55,7 @@ class Trainer:
         self.progress = progress
         self.log = log
         self.device = recipe.context.device
-        self.optimizer = torch.optim.Adam(recipe.param_groups(config.train.lr))
+        self.optimizer = build_optimizer(recipe.param_groups(config.train.lr), config.train)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
 
     # ----------------------------------------------------------------- checkpoints
@@ -165,6 +165,13 @@ class Trainer:
             save_checkpoint(self.out_dir / "last.pt", self._payload(epoch + 1, best_epoch, best_dev))
             self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
         return TrainResult(best_epoch, best_dev, last_dev)
+
+
+def build_optimizer(param_groups: list[dict[str, Any]], train: TrainConfig) -> torch.optim.Optimizer:
+    """Adam (the NCR family) or AdamW (OMIT) over the recipe's parameter groups, with
+    ``train.weight_decay`` (L2 for Adam, decoupled for AdamW)."""
+    cls = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
+    return cls(param_groups, weight_decay=train.weight_decay)
 
 
 def _to_device(item: Any, device: torch.device) -> Any:
