@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import ot
 import pytest
@@ -118,3 +120,41 @@ def test_bad_arguments_raise():
         sinkhorn(cost, a, b, 0.0)
     with pytest.raises(ValueError):
         sinkhorn(cost[0], a, b, REG)
+
+
+@pytest.mark.parametrize("tol", [None, 1e-7])
+def test_cpu_chunks_give_the_unchunked_result(monkeypatch, tol):
+    solver = importlib.import_module("mispair.ot.sinkhorn")  # the module, not the function
+    cost, a, b = random_problem(7, 5, 4, seed=11)
+    a[2, -2:] = 0.0  # padding rows in one problem
+    a[2] /= a[2].sum()
+    whole = sinkhorn(cost, a, b, REG, n_iter=300, tol=tol)
+    monkeypatch.setattr(solver, "CPU_CHUNK_ELEMENTS", 2 * 5 * 4)  # chunks of 2 problems
+    parts = sinkhorn(cost, a, b, REG, n_iter=300, tol=tol)
+    for field in ("plan", "value", "n_iter", "error", "value_linear"):
+        torch.testing.assert_close(getattr(parts, field), getattr(whole, field), rtol=0, atol=0)
+
+
+def test_chunks_keep_gradients(monkeypatch):
+    solver = importlib.import_module("mispair.ot.sinkhorn")  # the module, not the function
+    cost, a, b = random_problem(5, 4, 3, seed=12)
+    cost.requires_grad_(True)
+    grad_whole = torch.autograd.grad(sinkhorn(cost, a, b, REG, n_iter=50).value.sum(), cost)[0]
+    monkeypatch.setattr(solver, "CPU_CHUNK_ELEMENTS", 12)
+    grad_parts = torch.autograd.grad(sinkhorn(cost, a, b, REG, n_iter=50).value.sum(), cost)[0]
+    torch.testing.assert_close(grad_parts, grad_whole, rtol=0, atol=0)
+
+
+def test_kernel_is_exact_at_the_edge_of_its_float32_range():
+    from mispair.ot._domains import kernel_limit
+
+    n, m, reg = 40, 30, 0.01
+    spread = kernel_limit(torch.float32) - float(np.log(n)) - 0.5  # just inside the limit
+    gen = torch.Generator().manual_seed(13)
+    cost = torch.rand(3, n, m, generator=gen) * spread * reg
+    cost[:, :, 0], cost[:, :, 1] = 0.0, spread * reg  # every row spans the whole range
+    kern = sinkhorn(cost, None, None, reg, n_iter=500, method="kernel")
+    assert sinkhorn(cost, None, None, reg, n_iter=1).method == "kernel"
+    ref = sinkhorn(cost.double(), None, None, reg, n_iter=500, method="log")
+    assert torch.isfinite(kern.plan).all() and torch.isfinite(kern.value).all()
+    torch.testing.assert_close(kern.plan.double(), ref.plan, atol=1e-6, rtol=0)

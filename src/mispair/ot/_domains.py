@@ -8,14 +8,16 @@ Both domains compute the same soft c-transforms on scaled potentials ``α = f/ε
 
 ``LogDomain`` evaluates them with an exact per-row log-sum-exp (one ``exp`` of the whole
 ``[B, n, m]`` tensor per half-step). ``KernelDomain`` precomputes the max-shifted kernel
-``K_ij = exp(-C_ij/ε - s_i)``, ``s_i = max_j(-C_ij/ε)``, once, and shifts the potentials by their
-maximum, so a half-step is one batched vector–matrix product; it is exact in float32 as long as
-every row's cost range over ``ε`` stays below :func:`kernel_limit` (then no entry of ``K`` and no
-row or column sum underflows), see :func:`kernel_safe`.
+``K_ij = exp(-C_ij/ε - s_i)``, ``s_i = max_j(-C_ij/ε)``, once and iterates the scalings
+``u = e^α``, ``v = e^β`` (each kept at sum 1 per problem, its scale in a separate log factor), so
+a half-step is one batched vector–matrix product and one division; it is exact in float32 as long
+as every row's cost range over ``ε`` stays below :func:`kernel_limit` minus ``log max(n, m)``
+(then no entry of ``K`` and no row or column sum underflows), see :func:`kernel_safe`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -37,41 +39,57 @@ class Problem:
     """A batch prepared for iteration: scaled cost and log-marginals, zeroed where masked."""
 
     cr: Tensor  # [B, n, m]  -C/ε on valid entries, neg_fill elsewhere
-    valid: Tensor  # [B, n, m] bool: transport allowed and both endpoints carry mass
+    valid: Tensor | None  # [B, n, m] bool: transport allowed; None: every row x col pair
     loga: Tensor  # [B, n]  log a on transportable rows, 0 elsewhere
     logb: Tensor  # [B, m]
     a: Tensor  # [B, n]  a on transportable rows, 0 elsewhere
     b: Tensor  # [B, m]
     rows: Tensor  # [B, n] bool: the row has mass and at least one allowed entry
     cols: Tensor  # [B, m] bool
-    rect: bool = False  # the support is known to be rows x cols (no mask given)
+    row_max: Tensor  # [B, n] max_j cr_ij over allowed entries; 0 on other rows (detached)
+    row_min: Tensor  # [B, n] min_j cr_ij over allowed entries; 0 on other rows (detached)
 
     def select(self, idx: Tensor) -> Problem:
         """The sub-batch ``idx`` (a bool mask or an index tensor over problems)."""
-        fields = [k for k in self.__dataclass_fields__ if k != "rect"]
-        return Problem(*(getattr(self, k)[idx] for k in fields), rect=self.rect)
+        return Problem(
+            *(None if x is None else x[idx] for x in (getattr(self, k) for k in _FIELDS))
+        )
+
+
+_FIELDS = tuple(Problem.__dataclass_fields__)
 
 
 def prepare(cost: Tensor, a: Tensor, b: Tensor, reg: float, mask: Tensor | None) -> Problem:
     """Build a :class:`Problem`; padded or masked entries can hold anything, even NaN."""
-    valid = (a > 0).unsqueeze(2) & (b > 0).unsqueeze(1)
-    if mask is not None:
-        valid = valid & mask.to(torch.bool)
-    rows, cols = valid.any(2), valid.any(1)
-    cr = torch.where(valid, cost * (-1.0 / reg), neg_fill(cost.dtype))
-    a0 = torch.where(rows, a, torch.ones((), dtype=a.dtype))
-    b0 = torch.where(cols, b, torch.ones((), dtype=b.dtype))
-    zero = torch.zeros((), dtype=cost.dtype)
+    has_a, has_b = a > 0, b > 0
+    scaled = cost * (-1.0 / reg)
+    if mask is None:  # rectangular support: the rows and columns that carry mass
+        valid = None
+        rows, cols = has_a & has_b.any(1, keepdim=True), has_b & has_a.any(1, keepdim=True)
+        full = bool(rows.all()) and bool(cols.all())
+        support = None if full else rows.unsqueeze(2) & cols.unsqueeze(1)
+    else:
+        valid = has_a.unsqueeze(2) & has_b.unsqueeze(1) & mask.to(torch.bool)
+        rows, cols, support = valid.any(2), valid.any(1), valid
+    if support is None:
+        cr = scaled
+        low, high = torch.aminmax(cr.detach(), dim=2)
+    else:
+        cr = torch.where(support, scaled, neg_fill(cost.dtype))
+        high = cr.detach().amax(2)
+        low = torch.where(support, cr.detach(), torch.finfo(cr.dtype).max).amin(2)
+    zero, one = torch.zeros((), dtype=cost.dtype), torch.ones((), dtype=cost.dtype)
     return Problem(
         cr,
         valid,
-        torch.where(rows, a0.log(), zero),
-        torch.where(cols, b0.log(), zero),
+        torch.where(rows, torch.where(rows, a, one).log(), zero),
+        torch.where(cols, torch.where(cols, b, one).log(), zero),
         torch.where(rows, a, zero),
         torch.where(cols, b, zero),
         rows,
         cols,
-        rect=mask is None,
+        torch.where(rows, high, zero),
+        torch.where(rows, low, zero),
     )
 
 
@@ -79,18 +97,17 @@ def kernel_safe(p: Problem) -> Tensor:
     """``[B]`` bool: the kernel domain is exact for this problem.
 
     Requires a rectangular support (the allowed entries are all pairs of transportable rows and
-    columns, as with padding) and a largest row range of ``C/ε`` below :func:`kernel_limit`.
-    Then ``K`` has a 1 in every row and no entry below ``tiny``, so every shifted row and column
-    sum is at least ``exp(-limit)``. Sparser supports (e.g. L2RM's Eq. 8 mask) use the log domain.
+    columns, as with padding) and a largest row range of ``C/ε`` below :func:`kernel_limit` minus
+    ``log max(n, m)``. Then ``K`` has a 1 in every row and no entry below ``tiny``, and the
+    scalings (sum 1) have an entry of at least ``1/max(n, m)``, so every row and column sum is at
+    least ``exp(-limit)``. Sparser supports (e.g. L2RM's Eq. 8 mask) use the log domain.
     """
-    if p.rect:
+    if p.valid is None:
         rect = torch.ones_like(p.rows[:, 0])
     else:
         rect = (p.valid == (p.rows.unsqueeze(2) & p.cols.unsqueeze(1))).flatten(1).all(1)
-    big = torch.finfo(p.cr.dtype).max
-    low = torch.where(p.valid, p.cr, big).amin(2)
-    spread = torch.where(p.rows, p.cr.amax(2) - low, 0).amax(1)
-    return rect & (spread <= kernel_limit(p.cr.dtype))
+    spread = (p.row_max - p.row_min).amax(1)
+    return rect & (spread <= kernel_limit(p.cr.dtype) - math.log(max(p.cr.shape[1:])))
 
 
 def _lse(x: Tensor, dim: int) -> Tensor:
@@ -101,12 +118,23 @@ def _lse(x: Tensor, dim: int) -> Tensor:
 
 
 class LogDomain:
-    """Exact per-row / per-column log-sum-exp (robust at any ``ε``)."""
+    """Exact per-row / per-column log-sum-exp (robust at any ``ε``); state ``(α, β)``."""
 
     name = "log"
 
     def __init__(self, p: Problem) -> None:
-        self.cr = p.cr
+        self.cr, self.rows, self.cols = p.cr, p.rows, p.cols
+        self.loga, self.logb = p.loga, p.logb
+
+    def start(self) -> tuple[Tensor, ...]:
+        return self.loga.new_zeros(self.loga.shape), self.logb.new_zeros(self.logb.shape)
+
+    def step(self, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        alpha = torch.where(self.rows, self.loga - self.row(state[1]), 0)
+        return alpha, torch.where(self.cols, self.logb - self.col(alpha), 0)
+
+    def potentials(self, state: tuple[Tensor, ...]) -> tuple[Tensor, Tensor]:
+        return state[0], state[1]
 
     def row(self, beta: Tensor) -> Tensor:
         return _lse(self.cr + beta.unsqueeze(1), 2)
@@ -116,37 +144,58 @@ class LogDomain:
 
     def select(self, idx: Tensor) -> LogDomain:
         new = LogDomain.__new__(LogDomain)
-        new.cr = self.cr[idx]
+        for key in ("cr", "rows", "cols", "loga", "logb"):
+            setattr(new, key, getattr(self, key)[idx])
         return new
 
 
 class KernelDomain:
-    """Max-shifted kernel: each half-step is one batched vector–matrix product."""
+    r"""Max-shifted kernel in scaling form: a half-step is one batched vector–matrix product.
+
+    ``K_ij = exp(-C_ij/ε - s_i)`` with ``s_i = max_j(-C_ij/ε)`` (row maximum 1). The state is
+    ``(û, log c_u, v̂, log c_v)`` with scalings ``u = c_u û``, ``v = c_v v̂``, each of ``û``,
+    ``v̂`` scaled to sum 1 per problem, and ``P_ij = u_i K_ij v_j``:
+
+    .. math::
+        u = a \oslash (K v), \qquad v = b \oslash (K^\top u).
+
+    Under :func:`kernel_safe` every ``K v̂`` and ``K^T û`` on a transportable row/column is at
+    least ``exp(-limit)``: no ``exp``/``log`` inside the loop, and no underflow. Potentials:
+    ``α = log u - s``, ``β = log v``.
+    """
 
     name = "kernel"
 
     def __init__(self, p: Problem) -> None:
-        self.rows, self.cols = p.rows, p.cols
-        self.shift = torch.where(p.rows, p.cr.amax(2), 0).detach()  # [B, n]
+        self.rows, self.cols, self.a, self.b = p.rows, p.cols, p.a, p.b
+        self.shift = p.row_max  # [B, n]
         k = p.cr - self.shift.unsqueeze(2)
         self.k = k.exp_() if not k.requires_grad else k.exp()  # [B, n, m], max 1 per row
-        self.kt = self.k.transpose(1, 2).contiguous()  # [B, m, n]
-        self.neg = neg_fill(p.cr.dtype)
+        self.tiny = torch.finfo(p.cr.dtype).tiny
 
-    def row(self, beta: Tensor) -> Tensor:
-        shifted = torch.where(self.cols, beta, self.neg)
-        top = shifted.amax(1, keepdim=True).detach()
-        s = (torch.exp(shifted - top).unsqueeze(1) @ self.kt).squeeze(1)  # [B, n]
-        return self.shift + top + torch.where(self.rows, s, 1).log()
+    def start(self) -> tuple[Tensor, ...]:
+        zero = self.a.new_zeros(self.a.shape[0])
+        return torch.ones_like(self.a), zero, torch.ones_like(self.b), zero
 
-    def col(self, alpha: Tensor) -> Tensor:
-        shifted = torch.where(self.rows, alpha + self.shift, self.neg)
-        top = shifted.amax(1, keepdim=True).detach()
-        s = (torch.exp(shifted - top).unsqueeze(1) @ self.k).squeeze(1)  # [B, m]
-        return top + torch.where(self.cols, s, 1).log()
+    def _scale(self, marg: Tensor, sums: Tensor, log_other: Tensor) -> tuple[Tensor, Tensor]:
+        x = marg / sums.squeeze(1).clamp_min(self.tiny)  # zero where the marginal is zero
+        total = x.sum(1).clamp_min(self.tiny).detach()
+        return x / total.unsqueeze(1), total.log() - log_other
+
+    def step(self, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        u, log_cu = self._scale(self.a, state[2].unsqueeze(1) @ self.k.transpose(1, 2), state[3])
+        v, log_cv = self._scale(self.b, u.unsqueeze(1) @ self.k, log_cu)
+        return u, log_cu, v, log_cv
+
+    def potentials(self, state: tuple[Tensor, ...]) -> tuple[Tensor, Tensor]:
+        u, log_cu, v, log_cv = state
+        alpha = torch.where(self.rows, u, 1).log() + (log_cu.unsqueeze(1) - self.shift)
+        beta = torch.where(self.cols, v, 1).log() + log_cv.unsqueeze(1)
+        return torch.where(self.rows, alpha, 0), torch.where(self.cols, beta, 0)
 
     def select(self, idx: Tensor) -> KernelDomain:
         new = KernelDomain.__new__(KernelDomain)
-        new.rows, new.cols, new.shift = self.rows[idx], self.cols[idx], self.shift[idx]
-        new.k, new.kt, new.neg = self.k[idx], self.kt[idx], self.neg
+        for key in ("rows", "cols", "a", "b", "shift", "k"):
+            setattr(new, key, getattr(self, key)[idx])
+        new.tiny = self.tiny
         return new

@@ -14,6 +14,7 @@ from mispair.ot.result import OTResult
 GRAD_MODES = ("detach", "autodiff", "envelope")
 METHODS = ("auto", "log", "kernel")
 _DOMAINS = {"log": LogDomain, "kernel": KernelDomain}
+CPU_CHUNK_ELEMENTS = 1 << 20
 
 
 def sinkhorn(
@@ -126,9 +127,39 @@ def sinkhorn(
     n_iter = n_iter if n_iter is not None else (100 if tol is None else 1000)
     opts = {"n_iter": n_iter, "tol": tol, "grad": grad, "method": method, "every": check_every}
     if partial_mass is None:
-        return _solve(prepare(cost, a, b, reg, mask), reg, opts)
+        return _solve_balanced(cost, a, b, reg, mask, opts)
     ext = partial_extension(cost, a, b, partial_mass, mask=mask, xi=xi, big=big)
     return _solve(prepare(*ext[:3], reg, ext[3]), reg, opts, block=cost.shape[1:])
+
+
+def _solve_balanced(cost, a, b, reg, mask, opts) -> OTResult:
+    """On CPU, problems go in chunks of ~``CPU_CHUNK_ELEMENTS`` cost entries, so that each
+    chunk's kernel stays in cache across its iterations (memory-bound otherwise)."""
+    bsz, n, m = cost.shape
+    chunk = max(1, CPU_CHUNK_ELEMENTS // (n * m)) if cost.device.type == "cpu" else bsz
+    if chunk >= bsz:
+        return _solve(prepare(cost, a, b, reg, mask), reg, opts)
+    batched_mask = mask is not None and mask.dim() == 3
+    plan = None if cost.requires_grad else torch.empty_like(cost)  # chunks write into it
+    parts = []
+    for start in range(0, bsz, chunk):
+        rows = slice(start, start + chunk)
+        part = prepare(cost[rows], a[rows], b[rows], reg, mask[rows] if batched_mask else mask)
+        parts.append(_solve(part, reg, opts, out=None if plan is None else plan[rows]))
+    return _concat(parts, plan)
+
+
+def _concat(parts: list[OTResult], plan: Tensor | None) -> OTResult:
+    methods = {p.method for p in parts}
+    return OTResult(
+        plan=torch.cat([p.plan for p in parts]) if plan is None else plan,
+        value=torch.cat([p.value for p in parts]),
+        n_iter=torch.cat([p.n_iter for p in parts]),
+        error=torch.cat([p.error for p in parts]),
+        value_linear=torch.cat([p.value_linear for p in parts]),
+        potentials=tuple(torch.cat([p.potentials[k] for p in parts]) for k in (0, 1)),
+        method=methods.pop() if len(methods) == 1 else "mixed",
+    )
 
 
 def _check(cost: Tensor, reg: float, grad: str, method: str) -> None:
@@ -151,11 +182,12 @@ def _marginals(cost: Tensor, a: Tensor | None, b: Tensor | None) -> tuple[Tensor
     return a, b
 
 
-def _solve(p: Problem, reg: float, opts: dict, block: tuple[int, int] | None = None) -> OTResult:
+def _solve(p: Problem, reg: float, opts: dict, block=None, out: Tensor | None = None) -> OTResult:
+    """Iterate and build the result; ``out`` receives the plan when it needs no graph."""
     autodiff = opts["grad"] == "autodiff"
     with contextlib.nullcontext() if autodiff else torch.no_grad():
         alpha, beta, iters, name = _run(p, opts)
-    return _finish(p, alpha, beta, iters, name, reg, opts["grad"], block)
+    return _finish(p, alpha, beta, iters, name, reg, opts["grad"], block, out)
 
 
 def _run(p: Problem, opts: dict) -> tuple[Tensor, Tensor, Tensor, str]:
@@ -177,69 +209,75 @@ def _run(p: Problem, opts: dict) -> tuple[Tensor, Tensor, Tensor, str]:
     return alpha, beta, iters, "mixed"
 
 
-def _step(dom, p: Problem, alpha: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
-    alpha = torch.where(p.rows, p.loga - dom.row(beta), 0)
-    return alpha, torch.where(p.cols, p.logb - dom.col(alpha), 0)
-
-
 def _iterate(dom, p: Problem, opts: dict) -> tuple[Tensor, Tensor, Tensor]:
-    alpha, beta = p.loga.new_zeros(p.loga.shape), p.logb.new_zeros(p.logb.shape)
+    state = dom.start()
     if opts["tol"] is None:
         for _ in range(opts["n_iter"]):
-            alpha, beta = _step(dom, p, alpha, beta)
-        return alpha, beta, torch.full_like(p.rows[:, 0], opts["n_iter"], dtype=torch.long)
-    return _iterate_tol(dom, p, alpha, beta, opts)
+            state = dom.step(state)
+        iters = torch.full_like(p.rows[:, 0], opts["n_iter"], dtype=torch.long)
+        return (*dom.potentials(state), iters)
+    return _iterate_tol(dom, p, state, opts)
 
 
-def _iterate_tol(dom, p: Problem, alpha: Tensor, beta: Tensor, opts: dict):
-    """Blocks of ``check_every`` iterations; converged problems leave the batch after each."""
+def _iterate_tol(dom, p: Problem, state: tuple[Tensor, ...], opts: dict):
+    """Blocks of ``check_every`` iterations; converged problems are recorded after each, and
+    leave the batch once they are at least half of it (compaction copies the kernel)."""
     compact = opts["grad"] != "autodiff"
-    out_a, out_b = alpha.clone(), beta.clone()
+    out_a, out_b = (x.clone() for x in dom.potentials(state))
     iters = torch.full_like(p.rows[:, 0], opts["n_iter"], dtype=torch.long)
-    idx, done = torch.arange(alpha.shape[0], device=alpha.device), 0
+    idx, done, marg, rows = torch.arange(out_a.shape[0], device=out_a.device), 0, p.a, p.rows
+    active = torch.ones_like(rows[:, 0])
     while done < opts["n_iter"]:
         for _ in range(min(opts["every"], opts["n_iter"] - done) - 1):
-            alpha, beta = _step(dom, p, alpha, beta)
-        new_alpha, beta = _step(dom, p, alpha, beta)
-        # error of the state before this last step: P1 = a * exp(alpha - new_alpha), free.
-        conv = _row_error(p, p.a * torch.exp(alpha - new_alpha)) <= opts["tol"]
-        alpha, done = new_alpha, done + min(opts["every"], opts["n_iter"] - done)
+            state = dom.step(state)
+        old_alpha = dom.potentials(state)[0]
+        state = dom.step(state)
+        alpha, beta = dom.potentials(state)
+        # row-marginal error of the state before this last step: P1 = a * exp(old_alpha - alpha)
+        row_sums = marg * torch.exp(old_alpha - alpha)
+        conv = torch.where(rows, row_sums - marg, 0).norm(dim=1) <= opts["tol"]
+        done += min(opts["every"], opts["n_iter"] - done)
         if not compact:
             if bool(conv.all()):
                 return alpha, beta, torch.full_like(iters, done)
             continue
-        fin, keep = idx[conv], ~conv
-        out_a[fin], out_b[fin], iters[fin] = alpha[conv], beta[conv], done
-        if not bool(keep.any()):
+        new = conv & active
+        fin = idx[new]
+        out_a[fin], out_b[fin], iters[fin] = alpha[new], beta[new], done
+        active = active & ~conv
+        n_active = int(active.sum())
+        if n_active == 0:
             return out_a, out_b, iters
-        idx, p, dom = idx[keep], p.select(keep), dom.select(keep)
-        alpha, beta = alpha[keep], beta[keep]
+        if 2 * n_active <= active.numel():
+            idx, marg, rows, dom = idx[active], marg[active], rows[active], dom.select(active)
+            state = tuple(x[active] for x in state)
+            active = active[active]
     if compact:
-        out_a[idx], out_b[idx] = alpha, beta
+        keep = idx[active]
+        out_a[keep], out_b[keep] = (x[active] for x in dom.potentials(state))
         return out_a, out_b, iters
-    return alpha, beta, iters
+    return (*dom.potentials(state), iters)
 
 
 def _row_error(p: Problem, row_sums: Tensor) -> Tensor:
     return torch.where(p.rows, row_sums - p.a, 0).norm(dim=1)
 
 
-def _finish(p, alpha, beta, iters, name, reg, grad, block) -> OTResult:
+def _finish(p, alpha, beta, iters, name, reg, grad, block, out=None) -> OTResult:
     if grad == "detach" and p.cr.requires_grad:
         alpha = alpha.detach()
         beta = torch.where(p.cols, p.logb - LogDomain(p).col(alpha), 0)
     elif grad != "autodiff":
         alpha, beta = alpha.detach(), beta.detach()
-    plan = p.cr + alpha.unsqueeze(2)
-    if plan.requires_grad:
-        plan = torch.exp(plan + beta.unsqueeze(1))
+    if p.cr.requires_grad or alpha.requires_grad or beta.requires_grad:
+        plan = torch.exp(p.cr + alpha.unsqueeze(2) + beta.unsqueeze(1))
     else:
-        plan = plan.add_(beta.unsqueeze(1)).exp_()
-    dual = (p.a * alpha).sum(1) + (p.b * beta).sum(1) - plan.sum((1, 2)) + p.a.sum(1)
+        plan = torch.add(p.cr, alpha.unsqueeze(2), out=out).add_(beta.unsqueeze(1)).exp_()
+    row_sums = plan.sum(2)
+    dual = (p.a * alpha).sum(1) + (p.b * beta).sum(1) - row_sums.sum(1) + p.a.sum(1)
     if grad == "envelope":
         plan = plan.detach()
-    with torch.no_grad():
-        error = _row_error(p, plan.sum(2))
+    error = _row_error(p, row_sums.detach())
     cr = p.cr  # value_linear = -ε <P, cr>: cr is finite everywhere, and P = 0 where masked
     if block is not None:
         plan, cr = plan[:, : block[0], : block[1]], cr[:, : block[0], : block[1]]
@@ -248,7 +286,7 @@ def _finish(p, alpha, beta, iters, name, reg, grad, block) -> OTResult:
         value=reg * dual,
         n_iter=iters,
         error=error,
-        value_linear=-reg * (plan * cr).sum((1, 2)),
+        value_linear=-reg * torch.linalg.vecdot(plan.flatten(1), cr.flatten(1)),
         potentials=(reg * alpha, reg * beta),
         method=name,
     )
