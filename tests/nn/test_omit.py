@@ -279,3 +279,30 @@ def test_unknown_options_are_rejected():
     with pytest.raises((ValueError, ConfigError)):
         create_head("omit", DIM, marginals="zipf")
     assert np.isclose(create_head("omit", DIM).settings.reg, 0.02)
+
+
+def test_encoders_keep_raw_norms_for_the_norm_marginals():
+    """Eq. 7 "norm" weighs fragments by their norms before the encoders normalise them: the
+    image encoder's ``fc`` output and the BiGRU's averaged directions, recomputed here by hand
+    (one caption at a time, no packing)."""
+    from mispair.nn.encoders import BiGRUTextEncoder, FragmentImageEncoder
+
+    torch.manual_seed(0)
+    image_encoder, text_encoder = FragmentImageEncoder(6, DIM), BiGRUTextEncoder(20, 5, DIM)
+    features = torch.randn(2, 4, 6)
+    tokens = torch.tensor([[3, 5, 7, 0], [2, 9, 0, 0], [4, 4, 8, 1]])
+    lengths = (tokens > 0).sum(1)
+    with torch.no_grad():
+        img, txt = image_encoder(features), text_encoder(tokens, lengths)
+        a, b = fragment_marginals(img, txt, "norm")
+        raw_img = image_encoder.fc(features).norm(dim=-1)
+        for j, n_words in enumerate(lengths.tolist()):
+            states, _ = text_encoder.rnn(text_encoder.embed(tokens[j : j + 1, :n_words]))
+            raw = ((states[0, :, :DIM] + states[0, :, DIM:]) / 2).norm(dim=-1)
+            torch.testing.assert_close(b[0, j, :n_words], raw / raw.sum())
+            assert torch.all(b[:, j, n_words:] == 0)
+    torch.testing.assert_close(a[:, 0], raw_img / raw_img.sum(1, keepdim=True))
+    assert not torch.allclose(a[:, 0], torch.full_like(a[:, 0], 0.25))  # not uniform
+    assert torch.allclose(img.local.norm(dim=-1), torch.ones(2, 4))  # local stays normalised
+    sub = Fragments.cat([txt[:1], txt[1:]])
+    torch.testing.assert_close(sub.norms, txt.norms)

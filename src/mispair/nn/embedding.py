@@ -17,11 +17,19 @@ class Fragments:
         mask: ``[B, K]`` bool, True where a fragment is real (all True for images).
         pooled: ``[B, d]`` a global embedding of each item (L2-normalised mean of the real
             fragments for the standard encoders).
+        norms: ``[B, K]`` the norms of the fragments before the encoder normalised them (OMIT's
+            ``norm`` marginals, Eq. 7), or None (then taken from ``local``).
     """
 
     local: Tensor
     mask: Tensor
     pooled: Tensor
+    norms: Tensor | None = None
+
+    @property
+    def fragment_norms(self) -> Tensor:
+        """``[B, K]``: ``norms`` if the encoder kept them, else the norms of ``local``."""
+        return self.local.norm(dim=-1) if self.norms is None else self.norms
 
     def __len__(self) -> int:
         return self.local.shape[0]
@@ -33,26 +41,32 @@ class Fragments:
 
     def __getitem__(self, index: slice | Tensor) -> Fragments:
         """Select items (rows) by slice, index tensor or bool mask."""
-        return Fragments(self.local[index], self.mask[index], self.pooled[index])
+        norms = None if self.norms is None else self.norms[index]
+        return Fragments(self.local[index], self.mask[index], self.pooled[index], norms)
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> Fragments:
         local = self.local.to(device=device, dtype=dtype or self.local.dtype)
         pooled = self.pooled.to(device=device, dtype=dtype or self.pooled.dtype)
-        return Fragments(local, self.mask.to(device), pooled)
+        norms = None if self.norms is None else self.norms.to(device=device, dtype=local.dtype)
+        return Fragments(local, self.mask.to(device), pooled, norms)
 
     def detach(self) -> Fragments:
-        return Fragments(self.local.detach(), self.mask, self.pooled.detach())
+        norms = None if self.norms is None else self.norms.detach()
+        return Fragments(self.local.detach(), self.mask, self.pooled.detach(), norms)
 
     @staticmethod
     def cat(parts: list[Fragments]) -> Fragments:
         """Concatenate batches along the item axis, padding the fragment axis to the longest."""
         width = max(p.local.shape[1] for p in parts)
-        locals_, masks = [], []
+        locals_, masks, norms = [], [], []
         for p in parts:
             pad = width - p.local.shape[1]
             locals_.append(torch.nn.functional.pad(p.local, (0, 0, 0, pad)))
             masks.append(torch.nn.functional.pad(p.mask, (0, pad), value=False))
-        return Fragments(torch.cat(locals_), torch.cat(masks), torch.cat([p.pooled for p in parts]))
+            norms.append(torch.nn.functional.pad(p.fragment_norms, (0, pad)))
+        keep = any(p.norms is not None for p in parts)
+        pooled = torch.cat([p.pooled for p in parts])
+        return Fragments(torch.cat(locals_), torch.cat(masks), pooled, torch.cat(norms) if keep else None)
 
 
 def masked_mean(local: Tensor, mask: Tensor) -> Tensor:

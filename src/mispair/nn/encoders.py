@@ -13,7 +13,8 @@ class FragmentImageEncoder(nn.Module):
     """Projects precomputed fragment features (regions or grid cells) into the joint space.
 
     ``Linear(feature_dim → embed_dim)``, optionally followed by a residual two-layer MLP
-    (``mlp=True``), then L2-normalised per fragment (SCAN/NCR ``EncoderImagePrecomp``).
+    (``mlp=True``), then L2-normalised per fragment (SCAN/NCR ``EncoderImagePrecomp``); the norms
+    before normalisation are kept in ``Fragments.norms``.
 
     Input ``[B, K, feature_dim]``; output ``Fragments`` with ``local [B, K, embed_dim]`` and
     ``pooled [B, embed_dim]`` (the normalised mean of the fragments).
@@ -41,13 +42,14 @@ class FragmentImageEncoder(nn.Module):
         local = self.fc(features)
         if self.mlp is not None:
             local = local + self.mlp(features)
-        local = l2_normalize(local)
+        norms, local = local.norm(dim=-1), l2_normalize(local)
         mask = torch.ones(local.shape[:2], dtype=torch.bool, device=local.device)
-        return Fragments(local, mask, l2_normalize(local.mean(dim=1)))
+        return Fragments(local, mask, l2_normalize(local.mean(dim=1)), norms)
 
 
 class BiGRUTextEncoder(nn.Module):
-    """Word embeddings → bidirectional GRU, both directions averaged, L2-normalised per word.
+    """Word embeddings → bidirectional GRU, both directions averaged, L2-normalised per word
+    (the norms before normalisation kept in ``Fragments.norms``).
 
     As NCR's ``EncoderText`` (word_dim 300, one layer). Input token ids ``[B, L]`` (0 = padding)
     and ``lengths [B]``; output ``Fragments`` with ``local [B, L, embed_dim]``, ``mask [B, L]`` and
@@ -69,7 +71,8 @@ class BiGRUTextEncoder(nn.Module):
         output, _ = self.rnn(packed)
         output, _ = pad_packed_sequence(output, batch_first=True, total_length=tokens.shape[1])
         half = output.shape[2] // 2
-        local = l2_normalize((output[:, :, :half] + output[:, :, half:]) / 2)
+        local = (output[:, :, :half] + output[:, :, half:]) / 2
+        norms, local = local.norm(dim=-1), l2_normalize(local)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         mask = positions[None, :] < lengths[:, None].to(tokens.device)
-        return Fragments(local, mask, l2_normalize(masked_mean(local, mask)))
+        return Fragments(local, mask, l2_normalize(masked_mean(local, mask)), norms)

@@ -84,6 +84,7 @@ class MiniLMTextEncoder(nn.Module):
         mask = positions[None, :] < lengths[:, None].to(tokens.device)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
             states = self.bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
-        local = l2_normalize(self.fc(states))
+        local = self.fc(states)
+        norms, local = local.norm(dim=-1), l2_normalize(local)
         pooled = l2_normalize(self.fc(masked_mean(states, mask)))
-        return Fragments(local, mask, pooled)
+        return Fragments(local, mask, pooled, norms)

@@ -50,8 +50,9 @@ def fragment_marginals(
 
     and symmetrically for :math:`\beta_j` over the words (``inter`` uses :math:`\bar v`). Sums run
     over the real fragments; padding gets zero mass. :math:`v_i` are the L2-normalised fragments,
-    :math:`\tilde v_i` the fragments as given (``norm`` equals ``uni`` for encoders that already
-    normalise them), :math:`\bar v, \bar t` the normalised pooled embeddings.
+    :math:`\lVert\tilde v_i\rVert` the norms of the fragments before the encoder normalised them
+    (``Fragments.norms``; the norms of ``local`` when an encoder does not keep them),
+    :math:`\bar v, \bar t` the normalised pooled embeddings.
 
     Args:
         images: ``Bi`` images (``local [Bi, K, d]``); texts: ``Bt`` captions (``[Bt, L, d]``).
@@ -75,8 +76,8 @@ def fragment_marginals(
         a = _masked_softmax(torch.einsum("ikd,jd->ijk", v, tg) / tau, images.mask[:, None])
         b = _masked_softmax(torch.einsum("jld,id->ijl", t, vg) / tau, texts.mask[None])
     elif kind == "norm":
-        a = images.local.norm(dim=-1) * images.mask
-        b = texts.local.norm(dim=-1) * texts.mask
+        a = images.fragment_norms * images.mask
+        b = texts.fragment_norms * texts.mask
         a, b = (a / a.sum(-1, keepdim=True))[:, None], (b / b.sum(-1, keepdim=True))[None]
     else:
         raise ValueError(f"marginals must be one of {MARGINALS}, got {kind!r}")
@@ -214,7 +215,8 @@ class OMITHead(nn.Module):
     def prepare_texts(self, texts: Fragments) -> Fragments:
         """Captions with the word axis trimmed to the longest one."""
         width = max(int(texts.lengths.max()), 1) if len(texts) else 1
-        return Fragments(texts.local[:, :width], texts.mask[:, :width], texts.pooled)
+        norms = None if texts.norms is None else texts.norms[:, :width]
+        return Fragments(texts.local[:, :width], texts.mask[:, :width], texts.pooled, norms)
 
     def score(self, images: Fragments, texts: Fragments) -> Tensor:
         dustbins = None if self.dustbins is None else (self.dustbins[0], self.dustbins[1])
