@@ -192,6 +192,22 @@ def test_engine_respects_a_tiny_memory_budget() -> None:
     torch.testing.assert_close(sims, expected, rtol=0, atol=1e-6)
 
 
+def test_engine_blocks_fill_the_budget_with_few_images() -> None:
+    """With fewer images than ``image_chunk``, a block holds as many captions as the budget
+    allows for the images there are (not for ``image_chunk`` images)."""
+    head = small_head("saf")
+    images, texts = random_images(3, 5, 32, 1), random_texts([4] * 40, 32, 2)
+    images, texts = images.to("cpu", torch.float64), texts.to("cpu", torch.float64)
+    blocks = []
+    score = head.score
+    head.score = lambda i, t: blocks.append((len(i.glob), len(t.glob))) or score(i, t)
+    budget = 3 * 40 * head.pair_bytes(4)  # exactly all pairs, far less than 256 × 40
+    sims = all_pair_similarities(head, images, texts, max_block_bytes=budget)
+    assert blocks == [(3, 40)]
+    with torch.no_grad():
+        torch.testing.assert_close(sims, head(images, texts).float(), rtol=0, atol=1e-6)
+
+
 def concept_pairs(combos: Tensor, prototypes: Tensor, gen: torch.Generator) -> tuple[Tensor, ...]:
     """Images whose regions render the pair's two concepts (plus two distractors), and captions
     naming them (token ``1 + c``) among filler tokens, in random order."""

@@ -113,7 +113,7 @@ def _prepared_similarities(
     if out.numel() == 0:
         return out
     lengths = texts.lengths.cpu()
-    rows = max(1, min(image_chunk, budget // head.pair_bytes(int(lengths.max()))))
+    rows = max(1, min(image_chunk, len(images), budget // head.pair_bytes(int(lengths.max()))))
     groups = _length_groups(lengths, caption_chunk, lambda n: rows * head.pair_bytes(n), budget)
     prepared = [head.prepare_texts(texts[group].to(device, dtype)) for group in groups]
     blocks = [(i, g) for i in _blocks(len(images), rows) for g in range(len(groups))]

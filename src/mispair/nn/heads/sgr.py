@@ -25,17 +25,27 @@ class GraphReasoning(nn.Module):
         self.update = nn.Linear(sim_dim, sim_dim)
         _xavier(self.query, self.key, self.update)
 
-    def forward(self, nodes: Tensor, key_bias: Tensor, queries: Tensor | None = None) -> Tensor:
-        """Update ``queries`` (default: all nodes) from ``nodes [..., N, S]``.
+    def _bilinear(self) -> tuple[Tensor, Tensor]:
+        return self.key.weight.t() @ self.query.weight, self.query.bias @ self.key.weight
 
-        ``key_bias [..., 1, N]`` is 0 for real nodes and ``-inf`` for padding; returns
-        ``[..., Nq, S]``.
-        """
-        queries = nodes if queries is None else queries
-        bilinear = self.key.weight.t() @ self.query.weight
-        queries_k = F.linear(queries, bilinear, self.query.bias @ self.key.weight)
-        edges = torch.softmax(queries_k @ nodes.transpose(-1, -2) + key_bias, dim=-1)
-        return torch.relu(self.update(edges @ nodes))
+    def forward(self, nodes: Tensor, key_bias: Tensor) -> Tensor:
+        """``nodes [P, N, S]``, ``key_bias [P, 1, N]`` (0 for real nodes, ``-inf`` for padding)
+        -> updated nodes ``[P, N, S]``."""
+        queries_k = F.linear(nodes, *self._bilinear())
+        edges = torch.softmax(torch.baddbmm(key_bias, queries_k, nodes.transpose(-1, -2)), dim=-1)
+        return _relu(self.update(torch.bmm(edges, nodes)))
+
+    def global_node(self, nodes: Tensor, key_bias: Tensor) -> Tensor:
+        """The updated first (global) node only: ``[P, N, S] -> [P, S]``."""
+        bilinear, query_bias = self._bilinear()
+        queries_k = F.linear(nodes[:, 0], bilinear, query_bias)  # [P, S]
+        logits = torch.baddbmm(key_bias, queries_k.unsqueeze(1), nodes.transpose(1, 2)).squeeze(1)
+        edges = torch.softmax(logits, dim=-1)
+        return _relu(self.update(torch.bmm(edges.unsqueeze(1), nodes).squeeze(1)))
+
+
+def _relu(x: Tensor) -> Tensor:
+    return torch.relu(x) if torch.is_grad_enabled() else x.relu_()
 
 
 @register_head("sgr")
@@ -60,5 +70,4 @@ class SGRHead(SimilarityNodeHead):
         for step in self.steps[:-1]:
             nodes = step(nodes, key_bias)
         # only the global node is read after the last step
-        glob = self.steps[-1](nodes, key_bias, nodes[:, :1])
-        return glob.view(n_images, n_texts, sim_dim)
+        return self.steps[-1].global_node(nodes, key_bias).view(n_images, n_texts, sim_dim)
