@@ -66,7 +66,8 @@ def prepare(cost: Tensor, a: Tensor, b: Tensor, reg: float, mask: Tensor | None)
     if mask is None:  # rectangular support: the rows and columns that carry mass
         valid = None
         rows, cols = has_a & has_b.any(1, keepdim=True), has_b & has_a.any(1, keepdim=True)
-        full = bool(rows.all()) and bool(cols.all())
+        # all-real batches skip the padding fill; the check reads the device, so CPU only
+        full = cost.device.type == "cpu" and bool(rows.all()) and bool(cols.all())
         support = None if full else rows.unsqueeze(2) & cols.unsqueeze(1)
     else:
         valid = has_a.unsqueeze(2) & has_b.unsqueeze(1) & mask.to(torch.bool)
