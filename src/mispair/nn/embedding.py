@@ -44,6 +44,12 @@ class Fragments:
         norms = None if self.norms is None else self.norms[index]
         return Fragments(self.local[index], self.mask[index], self.pooled[index], norms)
 
+    def trimmed(self) -> Fragments:
+        """The same items with the fragment axis cut to the longest item (at least 1 wide)."""
+        width = max(int(self.lengths.max()), 1) if len(self) else 1
+        norms = None if self.norms is None else self.norms[:, :width]
+        return Fragments(self.local[:, :width], self.mask[:, :width], self.pooled, norms)
+
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> Fragments:
         local = self.local.to(device=device, dtype=dtype or self.local.dtype)
         pooled = self.pooled.to(device=device, dtype=dtype or self.pooled.dtype)

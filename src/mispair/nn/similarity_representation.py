@@ -160,9 +160,8 @@ class SimilarityRepresentation(nn.Module):
 
     def encode_texts(self, texts: Fragments) -> TextSide:
         """Per-caption parts, the word axis trimmed to the longest caption."""
-        width = max(int(texts.lengths.max()), 1) if len(texts) else 1
-        words, mask = texts.local[:, :width], texts.mask[:, :width]
-        return TextSide(words, mask, self.text_attention(words, mask))
+        texts = texts.trimmed()
+        return TextSide(texts.local, texts.mask, self.text_attention(texts.local, texts.mask))
 
     def forward(self, image: ImageSide, text: TextSide) -> tuple[Tensor, Tensor]:
         """Nodes ``[Bi, Bt, 1 + L, sim_dim]`` (global first) and their mask ``[Bt, 1 + L]``."""

@@ -214,9 +214,7 @@ class OMITHead(nn.Module):
 
     def prepare_texts(self, texts: Fragments) -> Fragments:
         """Captions with the word axis trimmed to the longest one."""
-        width = max(int(texts.lengths.max()), 1) if len(texts) else 1
-        norms = None if texts.norms is None else texts.norms[:, :width]
-        return Fragments(texts.local[:, :width], texts.mask[:, :width], texts.pooled, norms)
+        return texts.trimmed()
 
     def score(self, images: Fragments, texts: Fragments) -> Tensor:
         dustbins = None if self.dustbins is None else (self.dustbins[0], self.dustbins[1])
