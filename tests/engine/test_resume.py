@@ -61,3 +61,15 @@ def test_cli_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("mispair: error: "), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_auto_source_says_why_it_falls_back_to_synthetic(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no data/tuxpaint_precomp here
+    seen = []
+    _run(tmp_path / "auto", ["data.source=auto", "train.epochs=1"], log=seen.append)
+    notes = [m for m in seen if m.startswith("note: no prepared data in")]
+    assert len(notes) == 1 and str(tmp_path / "data" / "tuxpaint_precomp") in notes[0]
+    assert any(m.startswith("vse on synthetic") for m in seen)
+    seen.clear()
+    _run(tmp_path / "explicit", ["train.epochs=1"], log=seen.append)  # data.source=synthetic
+    assert not any(m.startswith("note:") for m in seen)

@@ -23,10 +23,16 @@ def resolve_source(data: DataConfig) -> tuple[str, str | None]:
         if data.source != "synthetic" and not data.root:
             raise ConfigError(f"data.root: required for data.source={data.source}")
         return data.source, data.root
-    root = Path(data.root) if data.root else DEFAULT_REAL_ROOT
+    root = fallback_root(data)
     if (root / f"{data.train_split}_ims.npy").is_file():
         return "precomp", str(root)
     return "synthetic", None
+
+
+def fallback_root(data: DataConfig) -> Path:
+    """Where ``auto`` looks for prepared data: ``data.root``, else ``data/tuxpaint_precomp``
+    (relative to the working directory, where ``mispair prepare`` writes it)."""
+    return Path(data.root) if data.root else DEFAULT_REAL_ROOT
 
 
 def load_split(data: DataConfig, split: str) -> PairSet:

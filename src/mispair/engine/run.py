@@ -12,7 +12,7 @@ import torch
 
 from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
 from mispair.data.batching import Tokenizer, TrainingPairs, encode_captions
-from mispair.data.loading import load_split, resolve_source
+from mispair.data.loading import fallback_root, load_split, resolve_source
 from mispair.data.noise import NoiseRecord, inject_noise
 from mispair.data.pairset import PairSet
 from mispair.data.sources.openclipart import read_natural_noise
@@ -169,6 +169,9 @@ def train_run(
              "vocab_size": vocab_size}  # fmt: skip
     kind = config.data.noise.protocol if config.data.noise.rate > 0 else "labelled"
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
+    if resolve_source(config.data)[0] == "synthetic" and config.data.source == "auto":
+        log(f"note: no prepared data in {fallback_root(config.data).resolve()}; training on synthetic "
+            "data (run `mispair prepare tuxpaint` in this folder, or set data.root)")  # fmt: skip
     log(f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
         f"{data.train.n_captions} captions{noise_text}; device {device}")  # fmt: skip
     dev_tokens = encode_captions(data.dev, data.vocab)
