@@ -1,0 +1,33 @@
+"""Every shipped config loads, names a registered recipe and head, and builds its options."""
+
+from pathlib import Path
+
+import pytest
+
+from mispair.config import load_config
+from mispair.methods.base import build_options, get_recipe
+from mispair.nn.heads import create_head, list_heads
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = sorted(CONFIG_DIR.rglob("*.yaml"))
+
+
+def test_configs_are_found():
+    assert len(CONFIGS) >= 40
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_config_builds(path):
+    config = load_config(path, [])
+    assert config.recipe == ("vse" if path.parent.name == "sgraf" else path.parent.name)
+    assert config.name
+    build_options(get_recipe(config.recipe), config.method)  # an unknown method key raises
+    assert config.model.head in list_heads()
+    create_head(config.model.head, 32, **config.model.head_options)  # an unknown option raises
+
+
+def test_sgraf_configs_pair_an_sgr_and_a_saf_run_on_the_same_schedule():
+    for dataset in ("f30k_precomp", "coco_precomp", "cc152k_precomp", "tuxpaint"):
+        sgr, saf = (load_config(CONFIG_DIR / "sgraf" / f"{dataset}_{h}.yaml", []) for h in ("sgr", "saf"))
+        assert (sgr.model.head, saf.model.head) == ("sgr", "saf")
+        assert sgr.train == saf.train and sgr.data == saf.data and sgr.method == saf.method
