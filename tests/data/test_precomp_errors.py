@@ -47,8 +47,12 @@ def test_malformed_splits_are_one_line_errors(tmp_path, images, captions, messag
 
 
 def test_missing_directory_and_split(tmp_path):
-    with pytest.raises(DataError, match="no such data directory"):
+    with pytest.raises(DataError, match=r"no such data directory$"):
         read_precomp(tmp_path / "nope", "train")
+    with pytest.raises(DataError, match=r"run `mispair prepare tuxpaint` in "):
+        read_precomp(tmp_path / "tuxpaint_precomp", "train")
+    with pytest.raises(DataError, match="cannot be downloaded by mispair"):
+        read_precomp(tmp_path / "f30k_precomp", "train")
     _write(tmp_path / "d", np.ones((1, 1, 1), np.float32), b"a\n")
     with pytest.raises(DataError, match=r"split 'dev' not found \(splits present: train\)"):
         read_precomp(tmp_path / "d", "dev")

@@ -69,12 +69,22 @@ def read_precomp(root: str | Path, split: str, *, check_finite: bool = True) -> 
 def split_features_path(root: Path, split: str) -> Path:
     """``root/{split}_ims.npy``, or a DataError naming what is missing (and the splits present)."""
     if not root.is_dir():
-        raise DataError(f"{root}: no such data directory")
+        raise DataError(f"{root}: no such data directory{_how_to_get(root)}")
     ims_path = root / f"{split}_ims.npy"
     if not ims_path.is_file():
         found = ", ".join(available_splits(root)) or "none"
         raise DataError(f"{ims_path}: split {split!r} not found (splits present: {found})")
     return ims_path
+
+
+def _how_to_get(root: Path) -> str:
+    """A hint for the data sets mispair knows by folder name."""
+    name = root.name
+    if name in ("tuxpaint_precomp", "openclipart_precomp"):
+        return f" (run `mispair prepare {name.removesuffix('_precomp')}` in {Path.cwd()})"
+    if name in ("f30k_precomp", "coco_precomp", "cc152k_precomp", "now100k_precomp"):
+        return " (the published features cannot be downloaded by mispair: see the README's Data section)"
+    return ""
 
 
 def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
