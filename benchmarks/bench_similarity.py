@@ -23,7 +23,7 @@ max abs difference, and how often each image's best caption is unchanged (``top-
 these untrained weights the similarities span little, so this is a harsh test).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_similarity.py [--quick] [--no-memory]
-[--dtype bfloat16]``.
+[--dtype bfloat16] [--device cuda]``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ EMBED, REGIONS = 1024, 36
 @torch.no_grad()
 def reference_strategy(head: torch.nn.Module, images: Fragments, texts: Fragments, shard: int):
     """NCR ``shard_attn_scores``: shards of images × captions, a caption loop inside each."""
-    sims = torch.empty(len(images), len(texts))
+    sims = torch.empty(len(images), len(texts), device=images.local.device)
     for i in range(0, len(images), shard):
         for j in range(0, len(texts), shard):
             block = reference_similarities(head, images[i : i + shard], texts[j : j + shard])
@@ -61,10 +61,11 @@ def reference_strategy(head: torch.nn.Module, images: Fragments, texts: Fragment
     return sims
 
 
-def inputs(n_images: int, n_captions: int, seed: int = 0) -> tuple[Fragments, Fragments]:
+def inputs(n_images: int, n_captions: int, seed: int = 0, device: str = "cpu") -> tuple[Fragments, Fragments]:
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(6, 21, (n_captions,), generator=gen).tolist()
-    return random_images(n_images, REGIONS, EMBED, seed), random_texts(lengths, EMBED, seed + 1)
+    images = random_images(n_images, REGIONS, EMBED, seed)
+    return images.to(device), random_texts(lengths, EMBED, seed + 1).to(device)
 
 
 def timed(fn, repeats: int) -> tuple[float, torch.Tensor]:
@@ -72,13 +73,15 @@ def timed(fn, repeats: int) -> tuple[float, torch.Tensor]:
     for _ in range(repeats):
         began = time.perf_counter()
         out = fn()
+        if out.is_cuda:
+            torch.cuda.synchronize()
         best = min(best, time.perf_counter() - began)
-    return best, out
+    return best, out.cpu()
 
 
-def gemm_macs_per_second() -> float:
+def gemm_macs_per_second(device: str) -> float:
     """Throughput of one ``[16384, 1024] × [1024, 256]`` product (best of 3)."""
-    x, w = torch.randn(16384, EMBED), torch.randn(256, EMBED)
+    x, w = torch.randn(16384, EMBED, device=device), torch.randn(256, EMBED, device=device)
     seconds, _ = timed(lambda: torch.nn.functional.linear(x, w), 3)
     return x.shape[0] * EMBED * 256 / seconds
 
@@ -104,17 +107,18 @@ def low_precision_row(head, images, texts, ref, ref_s, dtype, repeats) -> str:
             f"top-1 kept {kept:.0%}")  # fmt: skip
 
 
-def speed_table(sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dtype | None) -> None:
-    rate = gemm_macs_per_second()
+def speed_table(sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dtype | None,
+                device: str) -> None:  # fmt: skip
+    rate = gemm_macs_per_second(device)
     print(f"dense throughput {2 * rate / 1e9:.1f} GFLOP/s")
     print(f"{'head':>4} {'images×captions':>16} {'shard':>5} {'reference s':>11} "
           f"{'engine s':>9} {'ratio':>6} {'floor s':>8} {'engine/floor':>12} "
           f"{'max |diff|':>11}")  # fmt: skip
     for name in ("sgr", "saf"):
         torch.manual_seed(0)
-        head = create_head(name, EMBED, num_regions=REGIONS).eval()
+        head = create_head(name, EMBED, num_regions=REGIONS).eval().to(device)
         for n_images, n_captions, shard in sizes:
-            images, texts = inputs(n_images, n_captions)
+            images, texts = inputs(n_images, n_captions, device=device)
             ref_s, ref = timed(partial(reference_strategy, head, images, texts, shard), repeats)
             eng_s, eng = timed(partial(all_pair_similarities, head, images, texts), repeats)
             diff = (ref - eng).abs().max().item()
@@ -165,16 +169,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--dtype", choices=["bfloat16", "float16"], help="also time the engine in it")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (memory is reported on the CPU only)")
     parser.add_argument("--memory-child", choices=["engine", "reference"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child)
         return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, embed {EMBED}, "
+    print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, embed {EMBED}, "
           f"{REGIONS} regions, sim_dim 256; best of {args.repeats}")  # fmt: skip
     sizes = [(100, 500, 100)] + ([] if args.quick else [(1000, 100, 1000)])
-    speed_table(sizes, args.repeats, getattr(torch, args.dtype) if args.dtype else None)
-    if not args.no_memory:
+    speed_table(sizes, args.repeats, getattr(torch, args.dtype) if args.dtype else None, args.device)
+    if not args.no_memory and args.device == "cpu":
         memory_report()
 
 
