@@ -23,7 +23,8 @@ max abs difference, and how often each image's best caption is unchanged (``top-
 these untrained weights the similarities span little, so this is a harsh test).
 
 Run: ``PYTHONPATH=src python benchmarks/bench_similarity.py [--quick] [--no-memory]
-[--dtype bfloat16] [--device cuda]``.
+[--dtype bfloat16] [--device cuda] [--profile]``. ``--profile`` first prints the share of
+the engine's time spent in matrix products (torch profiler).
 """
 
 from __future__ import annotations
@@ -130,6 +131,25 @@ def speed_table(sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dt
                 print("     ", low_precision_row(head, images, texts, ref, ref_s, dtype, repeats))
 
 
+GEMM_OPS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm")
+
+
+def gemm_share(n_images: int = 200, n_captions: int = 100, device: str = "cpu") -> None:
+    """Share of the engine's SGR time spent in matrix products (torch profiler, self time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    head = create_head("sgr", EMBED, num_regions=REGIONS).eval().to(device)
+    images, texts = inputs(n_images, n_captions, device=device)
+    all_pair_similarities(head, images, texts)  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        all_pair_similarities(head, images, texts)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS)
+    print(f"engine, SGR {n_images}×{n_captions}: {gemm / total:.0%} of the CPU time in "
+          f"{'/'.join(op.removeprefix('aten::') for op in GEMM_OPS)}")  # fmt: skip
+
+
 def _rss_mib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field):
@@ -169,6 +189,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--dtype", choices=["bfloat16", "float16"], help="also time the engine in it")
+    parser.add_argument("--profile", action="store_true", help="the engine's share of time in GEMMs")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (memory is reported on the CPU only)")
     parser.add_argument("--memory-child", choices=["engine", "reference"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -178,6 +199,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, embed {EMBED}, "
           f"{REGIONS} regions, sim_dim 256; best of {args.repeats}")  # fmt: skip
     sizes = [(100, 500, 100)] + ([] if args.quick else [(1000, 100, 1000)])
+    if args.profile:
+        gemm_share(device=args.device)
     speed_table(sizes, args.repeats, getattr(torch, args.dtype) if args.dtype else None, args.device)
     if not args.no_memory and args.device == "cpu":
         memory_report()
