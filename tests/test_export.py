@@ -25,3 +25,24 @@ def test_export_pairs_after_a_noisy_ncr_run(tmp_path, capsys):
     paired = [f"syn0_{i}" for i in noise.image_of_caption]
     assert [r["image_id"] for r in rows] == paired
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_export_into_a_missing_folder_fails_before_training(tmp_path, capsys):
+    out = tmp_path / "run"
+    table = tmp_path / "no" / "such" / "pairs.csv"
+    args = ["train", "data.source=synthetic", "--out", str(out), "--quiet", "--export-pairs", str(table)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mispair: error: --export-pairs") and "no such directory" in err
+    assert "\n" not in err and not out.exists()  # nothing was trained
+
+
+def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path, capsys):
+    out, table = tmp_path / "run", tmp_path / "pairs.csv"
+    table.mkdir()  # a folder where the file should go: os.replace fails
+    overrides = ["data.source=synthetic", "data.synthetic_images=60", "model.embed_dim=16",
+                 "model.word_dim=8", "train.epochs=1", "train.batch_size=30", "train.threads=1"]  # fmt: skip
+    assert main(["train", *overrides, "--out", str(out), "--quiet", "--export-pairs", str(table)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"mispair: error: {table}: cannot write the pair table")
+    assert not list(tmp_path.glob("*.tmp"))

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mispair.errors import MispairError
+from mispair.errors import ConfigError, DataError, MispairError
 
 _METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
@@ -38,12 +38,15 @@ def _cmd_train(args: argparse.Namespace) -> None:
     config = load_config(path, overrides)
     if args.out:
         config.output = args.out
+    export = Path(args.export_pairs) if args.export_pairs else None
+    if export is not None and not export.parent.is_dir():  # before training, not after
+        raise ConfigError(f"--export-pairs {export}: no such directory {export.parent}")
     summary = train_run(config, resume=not args.no_resume, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr))  # fmt: skip
     print(format_metrics(summary["test"], f"test ({config.output_dir / 'best.pt'}, "
                                           f"best epoch {summary['best_epoch'] + 1})"))  # fmt: skip
-    if args.export_pairs:
-        _export_pairs(config, Path(args.export_pairs))
+    if export is not None:
+        _export_pairs(config, export)
 
 
 def _export_pairs(config, path: Path) -> None:
@@ -51,11 +54,15 @@ def _export_pairs(config, path: Path) -> None:
 
     rows = export_training_pairs(config)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"{path}: cannot write the pair table ({exc.strerror})") from None
     print(f"wrote {len(rows)} training pairs to {path}", file=sys.stderr)
 
 
