@@ -44,5 +44,5 @@ def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path, capsys):
                  "model.word_dim=8", "train.epochs=1", "train.batch_size=30", "train.threads=1"]  # fmt: skip
     assert main(["train", *overrides, "--out", str(out), "--quiet", "--export-pairs", str(table)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith(f"mispair: error: {table}: cannot write the pair table")
+    assert err.startswith(f"mispair: error: {table}: cannot write (")
     assert not list(tmp_path.glob("*.tmp"))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mispair.errors import ConfigError, DataError, MispairError
+from mispair.atomic import atomic_text
+from mispair.errors import ConfigError, MispairError
 
 _METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
@@ -53,16 +54,11 @@ def _export_pairs(config, path: Path) -> None:
     from mispair.engine.export import export_training_pairs
 
     rows = export_training_pairs(config)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DataError(f"{path}: cannot write the pair table ({exc.strerror})") from None
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_text(path, table.getvalue())
     print(f"wrote {len(rows)} training pairs to {path}", file=sys.stderr)
 
 

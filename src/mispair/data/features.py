@@ -27,6 +27,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from mispair.atomic import atomic_write
+
 PREPROCESS_VERSION = "fit-square-on-white-v1"
 
 
@@ -202,10 +204,7 @@ def _batches(items, size: int):
 
 
 def _save_chunk(path: Path, features: np.ndarray, valid: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, features=features, valid=valid)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: np.savez(f, features=features, valid=valid))
 
 
 def _load_chunk(path: Path) -> tuple[np.ndarray, np.ndarray]:

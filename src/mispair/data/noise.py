@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from mispair.atomic import atomic_write
 from mispair.errors import DataError
 
 PROTOCOLS = ("ncr", "pmp")
@@ -38,10 +38,7 @@ class NoiseRecord:
         atomically."""
         path = Path(path)
         table = np.stack([self.image_of_caption, self.true_image, self.is_noisy.astype(np.int64)])
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, table.astype(np.int64))
-        os.replace(tmp, path)
+        atomic_write(path, lambda f: np.save(f, table.astype(np.int64)))
 
     @classmethod
     def load(cls, path: str | Path) -> NoiseRecord:

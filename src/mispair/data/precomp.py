@@ -14,11 +14,11 @@ A directory holds, per split (``train``, ``dev``, ``test``, ``testall`` for COCO
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from mispair.atomic import atomic_text, atomic_write
 from mispair.data.pairset import PairSet
 from mispair.errors import DataError
 
@@ -100,22 +100,13 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
             raise DataError(f"{pairs.name}: caption {k} is empty or contains a newline")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    _atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, np.asarray(pairs.images)))
-    text = "".join(c.strip() + "\n" for c in pairs.captions)
-    _atomic_write(root / f"{split}_caps.txt", lambda f: f.write(text.encode("utf-8")))
+    atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, np.asarray(pairs.images)))
+    atomic_text(root / f"{split}_caps.txt", "".join(c.strip() + "\n" for c in pairs.captions))
     if pairs.image_ids is not None:
-        ids = "".join(f"{i}\n" for i in pairs.image_ids)
-        _atomic_write(root / f"{split}_ids.txt", lambda f: f.write(ids.encode("utf-8")))
+        atomic_text(root / f"{split}_ids.txt", "".join(f"{i}\n" for i in pairs.image_ids))
     if pairs.image_meta:
         meta = json.dumps({"image_meta": pairs.image_meta}, ensure_ascii=False)
-        _atomic_write(root / f"{split}_meta.json", lambda f: f.write(meta.encode("utf-8")))
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)
+        atomic_text(root / f"{split}_meta.json", meta)
 
 
 def _load_features(path: Path, check_finite: bool) -> np.ndarray:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from mispair.atomic import atomic_write
 from mispair.errors import MispairError
 
 FORMAT_VERSION = 1
@@ -17,9 +17,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"format": FORMAT_VERSION, **payload}, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save({"format": FORMAT_VERSION, **payload}, f))
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from mispair.atomic import atomic_text, atomic_write
 from mispair.data.pairset import PairSet
 from mispair.data.precomp import write_precomp
 from mispair.errors import DataError
@@ -75,7 +75,7 @@ def write_splits(
     _remove_stale(out, old, entries)
     manifest = {"params": params, "splits": entries}
     if written or old != manifest:
-        _atomic_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+        atomic_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return written
 
 
@@ -106,10 +106,7 @@ def _exist(out: Path, files: list[str]) -> bool:
 def _write_split(out: Path, split: str, pairs: PairSet, extras: dict[str, np.ndarray]) -> None:
     write_precomp(pairs, out, split)
     for key, array in extras.items():
-        tmp = out / f"{split}_{key}.npy.tmp"
-        with open(tmp, "wb") as f:
-            np.save(f, array)
-        os.replace(tmp, out / f"{split}_{key}.npy")
+        atomic_write(out / f"{split}_{key}.npy", lambda f, array=array: np.save(f, array))
 
 
 def _remove_stale(out: Path, old: dict, entries: dict) -> None:
@@ -127,7 +124,3 @@ def _read_manifest(out: Path) -> dict:
         return {}
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
