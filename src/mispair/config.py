@@ -81,6 +81,11 @@ class TrainConfig:
             raise ConfigError(f"train.optimizer: one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if not self.weight_decay >= 0:
             raise ConfigError(f"train.weight_decay: must be >= 0, got {self.weight_decay}")
+        for key in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"train.{key}: must be >= 1, got {getattr(self, key)}")
+        if not self.lr > 0:
+            raise ConfigError(f"train.lr: must be > 0, got {self.lr}")
 
 
 @dataclass

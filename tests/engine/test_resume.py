@@ -7,6 +7,7 @@ import torch
 
 from mispair.cli import main
 from mispair.config import load_config
+from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.run import evaluate_checkpoint, train_run
 from mispair.errors import ConfigError
 
@@ -66,10 +67,32 @@ def test_cli_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
 def test_auto_source_says_why_it_falls_back_to_synthetic(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no data/tuxpaint_precomp here
     seen = []
-    _run(tmp_path / "auto", ["data.source=auto", "train.epochs=1"], log=seen.append)
+    summary = _run(tmp_path / "auto", ["data.source=auto", "train.epochs=1"], log=seen.append)
     notes = [m for m in seen if m.startswith("note: no prepared data in")]
     assert len(notes) == 1 and str(tmp_path / "data" / "tuxpaint_precomp") in notes[0]
     assert any(m.startswith("vse on synthetic") for m in seen)
+    saved = torch.load(tmp_path / "auto" / "best.pt", weights_only=True)["config"]["data"]
+    assert saved["source"] == "synthetic"  # evaluating it elsewhere reads the same data
+    # --data-root reads a precomputed folder instead: here the same synthetic test split written out
+    folder = write_synthetic_dataset(tmp_path / "syn", n_train=10, n_dev=10, n_test=200)
+    assert evaluate_checkpoint(tmp_path / "auto" / "best.pt", data_root=str(folder)) == summary["test"]
     seen.clear()
     _run(tmp_path / "explicit", ["train.epochs=1"], log=seen.append)  # data.source=synthetic
     assert not any(m.startswith("note:") for m in seen)
+
+
+def test_auto_source_records_the_prepared_folder_it_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_synthetic_dataset("data/tuxpaint_precomp", n_train=60, n_dev=20, n_test=20)
+    summary = _run(tmp_path / "auto", ["data.source=auto", "train.epochs=1", "train.batch_size=20"])
+    saved = torch.load(tmp_path / "auto" / "best.pt", weights_only=True)["config"]["data"]
+    assert saved["source"] == "precomp"
+    assert saved["root"] == str((tmp_path / "data" / "tuxpaint_precomp").resolve())
+    monkeypatch.chdir(tmp_path / "data")  # from elsewhere: the same test split, the same metrics
+    assert evaluate_checkpoint(tmp_path / "auto" / "best.pt") == summary["test"]
+
+
+@pytest.mark.parametrize("override", ["train.epochs=0", "train.batch_size=0", "train.lr=0"])
+def test_nonpositive_training_sizes_are_config_errors(override):
+    with pytest.raises(ConfigError, match=override.split("=")[0]):
+        load_config(None, [override])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from mispair.atomic import atomic_text
 from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
 from mispair.data.batching import Tokenizer, TrainingPairs, encode_captions
 from mispair.data.loading import fallback_root, load_split, resolve_source
@@ -144,6 +145,7 @@ def train_run(
         torch.set_num_threads(config.train.threads)
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
+    config = _resolve_auto_source(config, log)
     data = load_run_data(config)
     out_dir = config.output_dir
     _check_resume_config(out_dir, config, resume)
@@ -169,9 +171,6 @@ def train_run(
              "vocab_size": vocab_size}  # fmt: skip
     kind = config.data.noise.protocol if config.data.noise.rate > 0 else "labelled"
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
-    if resolve_source(config.data)[0] == "synthetic" and config.data.source == "auto":
-        log(f"note: no prepared data in {fallback_root(config.data).resolve()}; training on synthetic "
-            "data (run `mispair prepare tuxpaint` in this folder, or set data.root)")  # fmt: skip
     log(f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
         f"{data.train.n_captions} captions{noise_text}; device {device}")  # fmt: skip
     dev_tokens = encode_captions(data.dev, data.vocab)
@@ -211,9 +210,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def load_models(state: dict[str, Any], device: torch.device) -> list[RetrievalModel]:
@@ -225,6 +222,19 @@ def load_models(state: dict[str, Any], device: torch.device) -> list[RetrievalMo
         model.load_state_dict(weights)
         models.append(model.to(device).eval())
     return models
+
+
+def _resolve_auto_source(config: RunConfig, log: Callable[[str], None]) -> RunConfig:
+    """``data.source: auto`` made concrete, so the checkpoint records what it was trained on
+    (evaluating it from another folder then reads the same data, or says it cannot)."""
+    if config.data.source != "auto":
+        return config
+    source, root = resolve_source(config.data)
+    if source == "synthetic":
+        log(f"note: no prepared data in {fallback_root(config.data).resolve()}; training on synthetic "
+            "data (run `mispair prepare tuxpaint` in this folder, or set data.root)")  # fmt: skip
+    root = str(Path(root).resolve()) if root else root
+    return replace(config, data=replace(config.data, source=source, root=root))
 
 
 def evaluate_checkpoint(
@@ -246,7 +256,8 @@ def evaluate_checkpoint(
     config = from_dict(states[0]["config"])
     if data_root:
         config.data.root = data_root
-        config.data.source = "precomp" if config.data.source == "auto" else config.data.source
+        if config.data.source in ("auto", "synthetic"):
+            config.data.source = "precomp"
     pairs = load_split(config.data, split or config.data.test_split)
     dev = pick_device(device)
     models = [m for state in states for m in load_models(state, dev)]
