@@ -21,14 +21,19 @@ def loop_triplet(S, m, hardest):
     return torch.stack(out)
 
 
-def _probs(S, i, tau, rows):  # softmax over candidates j of query i, by rows (i2t) or columns (t2i)
+def _log_probs(S, i, tau, rows):  # log-softmax over candidates j of query i, rows (i2t) or columns
     logits = [(S[i][j] if rows else S[j][i]) / tau for j in range(len(S))]
-    z = sum(torch.exp(x) for x in logits)
-    return [torch.exp(x) / z for x in logits]
+    top = max(x.detach().item() for x in logits)  # shifted: exp never overflows, the sum is >= 1
+    log_z = torch.log(sum(torch.exp(x - top) for x in logits))
+    return [x - top - log_z for x in logits]
+
+
+def _probs(S, i, tau, rows):
+    return [torch.exp(x) for x in _log_probs(S, i, tau, rows)]
 
 
 def loop_info_nce(S, tau):
-    return torch.stack([-torch.log(_probs(S, i, tau, True)[i]) - torch.log(_probs(S, i, tau, False)[i])
+    return torch.stack([-_log_probs(S, i, tau, True)[i] - _log_probs(S, i, tau, False)[i]
                         for i in range(len(S))])  # fmt: skip
 
 

@@ -48,9 +48,12 @@ def test_division_is_invariant_to_affine_rescaling_after_normalisation(fit, seed
     np.testing.assert_allclose(moved, base, atol=1e-6)
 
 
-# VBGMM's Dirichlet-process weight prior is not symmetric in the components: which cluster
-# k-means labels first (it depends on the order) moves the posteriors by up to ~1e-2.
-@pytest.mark.parametrize("fit, atol", [(fit_gmm, 1e-6), (fit_vbgmm, 2e-2), (fit_bmm, 1e-9)])
+# Both Gaussian fits start from scikit-learn's k-means, whose initial centres depend on the order
+# of the samples, and stop early (NCR's 10 EM iterations, tol 1e-2), so the order is not fully
+# washed out: GMM posteriors move by up to 6.4e-4 (300 random permutations of two_modes data).
+# VBGMM's Dirichlet-process weight prior is also not symmetric in the components: which cluster
+# k-means labels first moves its posteriors by up to ~1e-2. (NCR fits in dataset order, as here.)
+@pytest.mark.parametrize("fit, atol", [(fit_gmm, 2e-3), (fit_vbgmm, 2e-2), (fit_bmm, 1e-9)])
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_division_is_permutation_equivariant(fit, atol, seed, data):

@@ -94,7 +94,7 @@ def prepare(cost: Tensor, a: Tensor, b: Tensor, reg: float, mask: Tensor | None)
     )
 
 
-def kernel_safe(p: Problem) -> Tensor:
+def kernel_safe(p: Problem, *, autodiff: bool = False) -> Tensor:
     """``[B]`` bool: the kernel domain is exact for this problem.
 
     Requires a rectangular support (the allowed entries are all pairs of transportable rows and
@@ -102,13 +102,17 @@ def kernel_safe(p: Problem) -> Tensor:
     ``log max(n, m)``. Then ``K`` has a 1 in every row and no entry below ``tiny``, and the
     scalings (sum 1) have an entry of at least ``1/max(n, m)``, so every row and column sum is at
     least ``exp(-limit)``. Sparser supports (e.g. L2RM's Eq. 8 mask) use the log domain.
+
+    With ``autodiff`` (backpropagation through the iterations) the limit is halved: the backward
+    pass of ``u = a / (K v)`` divides by the square of the sum, which must not overflow either.
     """
     if p.valid is None:
         rect = torch.ones_like(p.rows[:, 0])
     else:
         rect = (p.valid == (p.rows.unsqueeze(2) & p.cols.unsqueeze(1))).flatten(1).all(1)
     spread = (p.row_max - p.row_min).amax(1)
-    return rect & (spread <= kernel_limit(p.cr.dtype) - math.log(max(p.cr.shape[1:])))
+    limit = kernel_limit(p.cr.dtype) / (2 if autodiff else 1)
+    return rect & (spread <= limit - math.log(max(p.cr.shape[1:])))
 
 
 def _lse(x: Tensor, dim: int) -> Tensor:

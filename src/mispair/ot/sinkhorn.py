@@ -90,7 +90,8 @@ def sinkhorn(
         ``"log"``: exact log-sum-exp per half-step, safe at any ``reg`` (float32 at ε = 0.005
         on costs in [0, 2]). ``"kernel"``: max-shifted kernel, one batched matrix product per
         half-step — several times faster, exact only while every row's cost range over ``ε``
-        stays below ~79 in float32 (~700 in float64) on a rectangular (padding-only) mask.
+        stays below ~79 in float32 (~700 in float64) on a rectangular (padding-only) mask, half
+        that with ``grad="autodiff"`` (its backward pass squares the scaling sums).
         ``"auto"``: ``"kernel"`` for the problems where that holds, ``"log"`` for the others
         (one host synchronisation to split the batch).
     check_every : int
@@ -194,7 +195,7 @@ def _run(p: Problem, opts: dict) -> tuple[Tensor, Tensor, Tensor, str]:
     method = opts["method"]
     if method != "auto":
         return (*_iterate(_DOMAINS[method](p), p, opts), method)
-    safe = kernel_safe(p)
+    safe = kernel_safe(p, autodiff=opts["grad"] == "autodiff")
     fast, slow = safe.nonzero().squeeze(1), (~safe).nonzero().squeeze(1)
     if slow.numel() == 0 or fast.numel() == 0:
         name = "log" if fast.numel() == 0 else "kernel"
