@@ -306,3 +306,24 @@ def test_encoders_keep_raw_norms_for_the_norm_marginals():
     assert torch.allclose(img.local.norm(dim=-1), torch.ones(2, 4))  # local stays normalised
     sub = Fragments.cat([txt[:1], txt[1:]])
     torch.testing.assert_close(sub.norms, txt.norms)
+
+
+@pytest.mark.parametrize("variant", ["naive", "partial", "full"])
+def test_antipodal_fragments_keep_similarities_and_gradients_finite(variant):
+    """Costs reaching 2 (a word opposite a region) put kernel entries near e^-100 at λ = 0.02, in
+    the subnormal range the head's kernel choice relies on; backpropagating through the three
+    unrolled iterations must still give finite values, with or without dustbins."""
+    dim = 8
+    for trial in range(20):
+        gen = torch.Generator().manual_seed(trial)
+        regions = torch.nn.functional.normalize(torch.randn(3, 5, dim, generator=gen), dim=-1)
+        words = torch.nn.functional.normalize(torch.randn(3, 4, dim, generator=gen), dim=-1)
+        words[:, 0] = -regions[trial % 3, trial % 5]  # exactly opposite one region: cost 2
+        regions.requires_grad_(True)
+        images = Fragments(regions, torch.ones(3, 5, dtype=torch.bool),
+                           torch.nn.functional.normalize(regions.mean(1), dim=-1))  # fmt: skip
+        texts = Fragments(words, torch.ones(3, 4, dtype=torch.bool),
+                          torch.nn.functional.normalize(words.mean(1), dim=-1))  # fmt: skip
+        sims = create_head("omit", dim, variant=variant, num_regions=5)(images, texts)
+        sims.sum().backward()
+        assert torch.isfinite(sims).all() and torch.isfinite(regions.grad).all()
