@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from mispair.errors import ConfigError
+from mispair.options import build_dataclass
 
 
 @dataclass
@@ -109,45 +110,9 @@ class RunConfig:
 
 
 def from_dict(data: dict[str, Any], cls: type = RunConfig, where: str = "config") -> Any:
-    """Build a config dataclass from plain data, rejecting unknown keys and wrong types."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})"
-        )
-    values = {}
-    defaults = cls()
-    for name, value in data.items():
-        default = getattr(defaults, name)
-        key = f"{where}.{name}" if where != "config" else name
-        if is_dataclass(default):
-            values[name] = from_dict(value, type(default), key)
-        else:
-            values[name] = _coerce(value, default, key)
-    return cls(**values)
-
-
-def _coerce(value: Any, default: Any, key: str) -> Any:
-    if value is None or default is None:
-        return value
-    if isinstance(default, float) and isinstance(value, str):
-        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
-            return float(value)
-        except ValueError:
-            pass
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    elif isinstance(default, int) and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    elif isinstance(default, (str, list, dict)) and isinstance(value, type(default)):
-        return copy.deepcopy(value)
-    raise ConfigError(f"{key}: expected {type(default).__name__}, got {value!r}")
+    """Build a config dataclass from plain data, rejecting unknown keys and wrong types
+    (:func:`mispair.options.build_dataclass`)."""
+    return build_dataclass(cls, data, where)
 
 
 # The run of a bare ``mispair train``: the VSE baseline on the prepared Tux Paint stamps (or the

@@ -24,7 +24,7 @@ from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError, DataError
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.encoders import BiGRUTextEncoder, FragmentImageEncoder
-from mispair.nn.heads import create_head
+from mispair.nn.heads import create_head, head_options
 from mispair.nn.model import RetrievalModel
 
 
@@ -145,6 +145,7 @@ def train_run(
         torch.set_num_threads(config.train.threads)
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
+    head_options(config.model.head, config.model.head_options)  # errors before anything is written
     config = _resolve_auto_source(config, log)
     data = load_run_data(config)
     out_dir = config.output_dir

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,6 +16,7 @@ from mispair.data.batching import Batch, TrainingPairs
 from mispair.data.noise import NoiseRecord
 from mispair.errors import ConfigError
 from mispair.nn.model import RetrievalModel
+from mispair.options import build_dataclass
 
 
 @dataclass
@@ -38,7 +39,8 @@ class Recipe:
     the config's ``method`` section) and ``n_models``, and implement :meth:`train_step`. The
     trainer calls, per epoch: :meth:`begin_epoch` (e.g. the sample division), then
     :meth:`train_step` on every item of :meth:`epoch_batches`, summing the returned named loss
-    terms into one backward pass; evaluation uses :attr:`models` (similarities averaged).
+    terms into one backward pass, then :meth:`end_epoch`; evaluation uses :attr:`models`
+    (similarities averaged).
     """
 
     name: ClassVar[str] = ""
@@ -72,6 +74,10 @@ class Recipe:
     def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
         """Named scalar loss terms of one step (the trainer sums them and steps the optimizer)."""
         raise NotImplementedError
+
+    def end_epoch(self, epoch: int) -> dict[str, float]:
+        """Per-epoch values to log after the epoch's training (e.g. a learned part's drift)."""
+        return {}
 
     def after_step(self) -> None:
         """Called after each optimizer step (e.g. a second optimizer of the recipe's own)."""
@@ -117,18 +123,10 @@ def get_recipe(name: str) -> type[Recipe]:
 
 
 def build_options(cls: type[Recipe], values: dict[str, Any]) -> Any:
-    """The recipe's ``Options`` from the config's ``method`` section, rejecting unknown keys."""
-    known = {f.name for f in fields(cls.Options)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(
-            f"method.{unknown[0]}: not an option of recipe {cls.name!r} "
-            f"(options: {', '.join(sorted(known)) or 'none'})"
-        )
-    try:
-        return cls.Options(**values)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"method options of recipe {cls.name!r}: {exc}") from None
+    """The recipe's ``Options`` from the config's ``method`` section, typed by its annotations
+    (:func:`mispair.options.build_dataclass`): an unknown key or a bad value is a one-line
+    error naming ``method.<key>``."""
+    return build_dataclass(cls.Options, values, "method")
 
 
 LossFn = Callable[[Tensor], Tensor]

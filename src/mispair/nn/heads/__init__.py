@@ -11,10 +11,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 
 from mispair.errors import ConfigError
+from mispair.options import build_kwargs
 
 _HEADS: dict[str, type[nn.Module]] = {}
 
@@ -40,12 +42,21 @@ def list_heads() -> list[str]:
     return sorted(_HEADS)
 
 
-def create_head(name: str, embed_dim: int, **options) -> nn.Module:
-    """Build the head registered as ``name``."""
+def head_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The checked keyword options of head ``name`` (an unknown head, key or a wrong-typed value
+    is a one-line :class:`ConfigError` naming it); builds nothing."""
     _load_all()
     if name not in _HEADS:
-        raise ConfigError(f"unknown head {name!r} (known: {', '.join(sorted(_HEADS))})")
+        raise ConfigError(f"model.head: unknown head {name!r} (known: {', '.join(sorted(_HEADS))})")
+    return build_kwargs(_HEADS[name].__init__, options, "model.head_options", skip=1)
+
+
+def create_head(name: str, embed_dim: int, **options: Any) -> nn.Module:
+    """Build the head registered as ``name``; ``options`` are its constructor's keyword
+    parameters after ``embed_dim``, checked against their annotations (a bad one is a one-line
+    error naming ``model.head_options.<key>``)."""
+    kwargs = head_options(name, options)
     try:
-        return _HEADS[name](embed_dim, **options)
-    except TypeError as exc:
-        raise ConfigError(f"head {name!r}: {exc}") from None
+        return _HEADS[name](embed_dim, **kwargs)
+    except ValueError as exc:
+        raise ConfigError(f"model.head_options ({name}): {exc}") from None
