@@ -46,7 +46,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     # ASL Table 3 ablations (asl-gmm above)
     "asl-triplet": ("asl", ["method.loss=triplet"]),
     "asl-no-warmup": ("asl", ["method.warmup_epochs=0"]),
-    "asl-non-detached": ("asl", ["method.detach_weights=false"]),
+    "asl-detached": ("asl", ["method.detach_weights=true"]),  # circle loss's gradient
     # PC² Table 3 ablations (ncr = none of the three components)
     "pc2-no-pcap": ("pc2", ["method.pseudo_captioning=false"]),
     "pc2-no-rect": ("pc2", ["method.rectification=false"]),

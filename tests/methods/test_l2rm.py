@@ -283,4 +283,37 @@ def test_tiny_l2rm_run_beats_vse_under_60_percent_noise(tmp_path):
     assert "division/auc" not in log[0] and "loss/warmup_infonce_rce" in log[0]
     assert {"loss/triplet", "loss/rematch", "loss/cost_ot"} <= set(log[-1])
     assert log[-1]["division/auc"] > 0.85
+    # the default cost_lr moves the learned cost measurably away from relu(1 − S)
+    assert all("cost/drift_mean" in row for row in log) and log[-1]["cost/drift_mean"] > 0.02
     assert l2rm["test"]["rsum"] > vse["test"]["rsum"] + 50
+
+
+def test_cost_drift_matches_a_loop():
+    from mispair.nn.cost_function import cost_drift
+
+    assert cost_drift(ExchangeableCost(), 6) == {"cost/drift_mean": 0.0, "cost/drift_max": 0.0,
+                                                 "cost/w0": -1.0, "cost/w1": 0.0, "cost/w2": 0.0,
+                                                 "cost/w3": 0.0, "cost/b": 1.0}  # fmt: skip
+    cost = _perturbed(ExchangeableCost().double(), seed=3)
+    sims = torch.rand(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # as cost_drift
+    w, b = cost.weight.tolist(), cost.bias.item()
+    deltas = []
+    for i in range(6):
+        for j in range(6):
+            pre = (w[0] * sims[i, j] + w[1] * sims[i].mean() + w[2] * sims[:, j].mean()
+                   + w[3] * sims.mean() + b)  # fmt: skip
+            deltas.append(abs(max(float(pre), 0.0) - max(1 - float(sims[i, j]), 0.0)))
+    values = cost_drift(cost, 6)
+    assert values["cost/drift_mean"] == pytest.approx(np.mean(deltas), rel=1e-9)
+    assert values["cost/drift_max"] == pytest.approx(max(deltas), rel=1e-9)
+    assert cost_drift(LinearCost(6), 6) == {"cost/drift_mean": 0.0, "cost/drift_max": 0.0}
+
+
+def test_cost_function_has_its_own_rate_and_schedule():
+    recipe = _recipe(cost_lr=0.01, cost_lr_decay_epochs=[2], cost_lr_decay=0.5)
+    rates = []
+    for epoch in range(4):
+        recipe.begin_epoch(epoch)
+        rates.append(recipe.cost_optimizer.param_groups[0]["lr"])
+    assert rates == pytest.approx([0.01, 0.01, 0.005, 0.005])
+    assert recipe.end_epoch(0)["cost/drift_mean"] == 0.0  # nothing trained yet

@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mispair.config import load_config
 from mispair.division.per_sample import mean_hinge_loss
@@ -33,7 +35,35 @@ def test_correspondence_prediction_matches_loop():
     i2t, t2i = _hinges(sims.numpy(), 0.2)
     p = np.clip(0.2 - (i2t.mean(axis=1) + t2i.mean(axis=1)) / 2, 0, 0.2)
     top = np.sort(p)[-(23 // 10 + 1):]
-    assert np.allclose(correspondence_prediction(sims, 0.2).numpy(), p / top.mean(), rtol=1e-12)
+    expected = np.clip(p / top.mean(), 0, 1)
+    assert np.allclose(correspondence_prediction(sims, 0.2).numpy(), expected, rtol=1e-12)
+
+
+def test_no_violation_free_pair_keeps_margins_within_alpha():
+    # every positive sits below some negative: each pair violates, the top predictions differ and
+    # their ratio to the top mean exceeds 1 before NCR's clamp (1.047 was observed in a run)
+    rng = np.random.default_rng(3)
+    sims = torch.as_tensor(rng.uniform(-0.2, 0.6, size=(32, 32)))
+    sims.fill_diagonal_(0.0)
+    sims += torch.diag(torch.as_tensor(rng.uniform(0.0, 0.5, size=32)))
+    i2t, t2i = _hinges(sims.numpy(), 0.2)
+    assert ((i2t > 0).any(axis=1) | (t2i > 0).any(axis=1)).all()
+    p = np.clip(0.2 - (i2t.mean(axis=1) + t2i.mean(axis=1)) / 2, 0, 0.2)
+    assert (p / np.sort(p)[-(32 // 10 + 1):].mean()).max() > 1.0  # the case the clamp is for
+    prediction = correspondence_prediction(sims, 0.2)
+    assert prediction.min() >= 0.0 and prediction.max() <= 1.0
+    for w in (0.0, 0.3, 1.0):  # the target ŷ = w + (1 − w) p of ncr and asl
+        margins = soft_margin(w + (1 - w) * prediction, 0.2)
+        assert (margins >= 0).all() and (margins <= 0.2 + 1e-12).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(2, 40), st.integers(0, 2**31 - 1), st.floats(0.05, 0.5))
+def test_prediction_is_a_probability(n, seed, margin):
+    sims = torch.as_tensor(np.random.default_rng(seed).uniform(-1, 1, size=(n, n)))
+    prediction = correspondence_prediction(sims, margin)
+    assert prediction.shape == (n,)
+    assert (prediction >= 0).all() and (prediction <= 1).all()
 
 
 def test_soft_margin_closed_form():
@@ -74,3 +104,19 @@ def test_tiny_ncr_run_detects_noise_and_co_divides(tmp_path, monkeypatch):
     for k, mask, prob in seen:
         assert np.array_equal(mask, prob[1 - k] > 0.5) or (prob[1 - k] > 0.5).all()
     assert summary["test"]["rsum"] > 300
+
+
+def test_division_batch_size_option(make_recipe, monkeypatch):
+    from mispair.methods import cotrain
+
+    sizes = []
+    real = cotrain.per_sample_losses
+
+    def spy(*args, batch_size, **kwargs):
+        sizes.append(batch_size)
+        return real(*args, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(cotrain, "per_sample_losses", spy)
+    make_recipe("ncr", eval_batch_size=64, warmup_epochs=0).begin_epoch(0)
+    make_recipe("ncr", eval_batch_size=64, warmup_epochs=0, division_batch_size=128).begin_epoch(0)
+    assert sizes == [64, 128]

@@ -127,3 +127,13 @@ def test_tiny_omit_run_beats_chance(tmp_path):
     assert result["test"]["rsum"] > 250
     log = (tmp_path / "log.jsonl").read_text().splitlines()
     assert len(log) == 3 and '"loss/triplet"' in log[0]
+
+
+def test_reduction_option_sums_eq_6(make_recipe):
+    no_augmentation = {"visual_mask": 0.0, "caption_mask": 0.0, "caption_replace": 0.0,
+                       "caption_discard": 0.0}  # fmt: skip
+    mean = make_recipe("omit", **no_augmentation)
+    summed = make_recipe("omit", **no_augmentation, reduction="sum")
+    batch = next(iter(mean.context.train.batches(16, seed=0)))
+    total = summed.train_step(batch, epoch=2)["triplet"]
+    assert torch.allclose(total, mean.train_step(batch, epoch=2)["triplet"] * len(batch))

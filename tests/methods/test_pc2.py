@@ -15,6 +15,7 @@ from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
 from mispair.engine.run import build_model, train_run
 from mispair.errors import ConfigError
+from mispair.losses import triplet_loss
 from mispair.methods.base import RecipeContext, build_options
 from mispair.methods.pc2 import (
     PC2,
@@ -224,3 +225,14 @@ def test_tiny_noisy_run_beats_vse(tmp_path):
     pc2 = _tiny("pc2", tmp_path, "method.warmup_epochs=2")
     vse = _tiny("vse", tmp_path)
     assert pc2["test"]["rsum"] > vse["test"]["rsum"] + 5
+
+
+def test_warmup_without_classification_is_ncrs(make_recipe):
+    reference = make_recipe("pc2")
+    paper = make_recipe("pc2", warmup_classification=False)
+    batch = next(iter(paper.context.train.batches(16, seed=0)))
+    assert set(reference.warmup_terms(0, batch)) == {"warmup", "pseudo_cls", "balance"}
+    terms = paper.warmup_terms(0, batch)
+    assert set(terms) == {"warmup"}
+    sims = paper.models[0](batch.images, batch.tokens, batch.lengths)
+    assert torch.allclose(terms["warmup"], triplet_loss(sims, 0.2).sum() / len(batch))

@@ -153,6 +153,7 @@ class Trainer:
             torch.manual_seed(self.config.train.seed * 100_003 + epoch)
             epoch_values = self.recipe.begin_epoch(epoch)
             losses = self._train_epoch(epoch)
+            epoch_values.update(self.recipe.end_epoch(epoch))
             last_dev = self.evaluate_dev()
             if not best_dev or last_dev["rsum"] > best_dev["rsum"]:
                 best_epoch, best_dev = epoch, last_dev

@@ -8,15 +8,18 @@ from mispair.losses.complementary import (
     rcl_ablation_loss,
 )
 from mispair.losses.info_nce import info_nce_loss, reverse_cross_entropy
+from mispair.losses.reduction import Reduction, reduce_batch
 from mispair.losses.triplet import triplet_loss
 
 __all__ = [
+    "Reduction",
     "asymmetric_loss",
     "complementary_loss",
     "info_nce_loss",
     "matching_probabilities",
     "negative_learning_loss",
     "rcl_ablation_loss",
+    "reduce_batch",
     "reverse_cross_entropy",
     "soft_boundary",
     "triplet_loss",

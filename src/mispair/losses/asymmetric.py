@@ -33,7 +33,7 @@ def asymmetric_loss(
     m0: float = 0.2,
     scale: float = 64.0,
     z: float = 3.0,
-    detach_weights: bool = True,
+    detach_weights: bool = False,
 ) -> Tensor:
     """Bidirectional asymmetric dynamic matching loss of each pair, ASL Eq. 5–6.
 
@@ -55,9 +55,11 @@ def asymmetric_loss(
         m0: margin ``m0`` (paper: 0.2).
         scale: scale factor λ (paper: 64).
         z: relaxation factor (paper: 3).
-        detach_weights: treat ``μ_p``, ``μ_n`` as constants in the backward pass, as circle
-            loss does (the default). ``False`` differentiates through them; the gradients
-            printed below Eq. 6 in the paper are those of this variant.
+        detach_weights: ``False`` (the default) differentiates through ``μ_p`` and ``μ_n``:
+            the gradients printed below Eq. 6 in the paper are those of this form (at
+            ``S_ii = 0.5``, ``σ = 1``: ``λA(2S − σU_p − m_p) = −λA``). ``True`` treats the
+            weights as constants in the backward pass, as circle loss (Sun et al. 2020) does
+            (``−λA μ_p = −0.7 λA`` at the same point).
 
     Returns:
         ``[B]`` per-sample losses (0 for a batch of one: no negatives).

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -34,7 +34,6 @@ from mispair.division import (
     min_max_normalize,
 )
 from mispair.division.per_sample import per_sample_losses
-from mispair.errors import ConfigError
 from mispair.losses import triplet_loss
 from mispair.methods.base import Recipe
 from mispair.nn.model import RetrievalModel
@@ -47,7 +46,10 @@ def correspondence_prediction(sims: Tensor, margin: float = 0.2) -> Tensor:
 
     ``p_i = clamp(α − (mean_j h^{i2t}_{ij} + mean_j h^{t2i}_{ij}) / 2, 0, α)`` from the hinge
     costs ``h`` of pair ``i``, divided by the mean of the top ``B // 10 + 1`` values so that the
-    most confident pairs sit near 1. ``sims [B, B]`` → ``[B]``.
+    most confident pairs sit near 1, and clamped to ``[0, 1]`` as NCR's reference does: when no
+    pair of the batch is free of violations the top values differ, the ratio exceeds 1 for the
+    best pairs, and an unclamped target would give a soft margin above α (NCR Eq. 9).
+    ``sims [B, B]`` → ``[B]`` in ``[0, 1]``.
     """
     positives = sims.diagonal()[:, None]
     eye = torch.eye(sims.shape[0], dtype=torch.bool, device=sims.device)
@@ -55,7 +57,7 @@ def correspondence_prediction(sims: Tensor, margin: float = 0.2) -> Tensor:
     t2i = (margin - positives + sims.t()).clamp(min=0).masked_fill(eye, 0).mean(dim=1)
     p = (margin - (i2t + t2i) / 2).clamp(min=0, max=margin)
     top = p.sort().values[-(sims.shape[0] // 10 + 1) :]
-    return p / top.mean().clamp(min=1e-12)
+    return (p / top.mean().clamp(min=1e-12)).clamp(0, 1)
 
 
 def soft_margin(targets: Tensor, margin: float, curve: float = 10.0) -> Tensor:
@@ -66,14 +68,11 @@ def soft_margin(targets: Tensor, margin: float, curve: float = 10.0) -> Tensor:
 @dataclass
 class CoTrainingOptions:
     warmup_epochs: int = 1
-    mixture: str = "gmm"
+    mixture: Literal["gmm", "bmm", "vbgmm"] = "gmm"
     p_threshold: float = 0.5
     margin: float = 0.2
     unlabeled_from: float = 0.5  # train unlabeled pairs from this fraction of co-training epochs
-
-    def __post_init__(self) -> None:
-        if self.mixture not in MIXTURES:
-            raise ConfigError(f"method.mixture: one of {', '.join(MIXTURES)}, got {self.mixture!r}")
+    division_batch_size: int = 0  # per-sample losses scored in batches of this; 0 = train.eval_batch_size
 
 
 class CoTraining(Recipe):
@@ -92,7 +91,8 @@ class CoTraining(Recipe):
         if epoch < self.options.warmup_epochs:
             return {}
         ctx = self.context
-        losses = per_sample_losses(self.models, ctx.train, batch_size=ctx.eval_batch_size,
+        size = self.options.division_batch_size or ctx.eval_batch_size
+        losses = per_sample_losses(self.models, ctx.train, batch_size=size,
                                    seed=ctx.seed * 31 + epoch, device=ctx.device)  # fmt: skip
         fit = MIXTURES[self.options.mixture]
         self.clean_prob = np.stack([fit(min_max_normalize(row)).clean_prob for row in losses])

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
-from mispair.losses import triplet_loss
+from mispair.losses import Reduction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, RecipeContext, register_recipe
 from mispair.nn.model import RetrievalModel
 
@@ -101,7 +101,8 @@ class OMIT(Recipe):
     ``visual_mask`` fraction of fragments dropped (0.4 for regions, 0.2 for grids; 0 for heads
     that need a fixed fragment count, e.g. SGR/SAF), ``caption_mask`` / ``caption_replace`` /
     ``caption_discard`` word rates (0.1 / 0.02 / 0.08), ``mask_token`` (3 = ``<unk>``; 103 =
-    ``[MASK]`` for MiniLM).
+    ``[MASK]`` for MiniLM), ``reduction`` of the triplet loss over the batch (``mean``; OMIT
+    Eq. 6 sums: ``sum``).
     """
 
     name = "omit"
@@ -115,6 +116,7 @@ class OMIT(Recipe):
         caption_replace: float = 0.02
         caption_discard: float = 0.08
         mask_token: int = 3
+        reduction: Reduction = "mean"
 
         def __post_init__(self) -> None:
             words = (self.caption_mask, self.caption_replace, self.caption_discard)
@@ -148,4 +150,5 @@ class OMIT(Recipe):
         images, tokens, lengths = self.augment(batch, epoch)
         sims = self.models[0](images, tokens, lengths)
         hardest = epoch >= self.options.warmup_epochs
-        return {"triplet": triplet_loss(sims, self.options.margin, hardest=hardest).mean()}
+        loss = triplet_loss(sims, self.options.margin, hardest=hardest)
+        return {"triplet": reduce_batch(loss, self.options.reduction)}

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.errors import ConfigError
-from mispair.losses import info_nce_loss, triplet_loss
+from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, register_recipe
 
 
@@ -19,22 +19,20 @@ class VSE(Recipe):
     Options: ``loss`` (``triplet`` | ``infonce``), ``margin`` α, ``hardest`` (VSE++ max of
     hinges; NCR's warm-up uses the sum), ``hardest_after`` (epochs of sum before switching),
     ``tau`` (InfoNCE temperature), ``models`` (2 = average two independently initialised models,
-    as SGRAF reports SGR + SAF).
+    as SGRAF reports SGR + SAF), ``reduction`` over the batch (``mean``; VSE++ and NCR's
+    reference sum: ``sum``).
     """
 
     name = "vse"
 
     @dataclass
     class Options:
-        loss: str = "triplet"
+        loss: Literal["triplet", "infonce"] = "triplet"
         margin: float = 0.2
         hardest: bool = True
         hardest_after: int = 0
         tau: float = 0.05
-
-        def __post_init__(self) -> None:
-            if self.loss not in ("triplet", "infonce"):
-                raise ConfigError(f"method.loss: 'triplet' or 'infonce', got {self.loss!r}")
+        reduction: Reduction = "mean"
 
     def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
         opts = self.options
@@ -47,5 +45,5 @@ class VSE(Recipe):
                 hardest = opts.hardest and epoch >= opts.hardest_after
                 loss = triplet_loss(sims, opts.margin, hardest=hardest)
             suffix = "" if len(self.models) == 1 else f"_{k}"
-            terms[f"{opts.loss}{suffix}"] = loss.mean()
+            terms[f"{opts.loss}{suffix}"] = reduce_batch(loss, opts.reduction)
         return terms

@@ -81,6 +81,25 @@ def cosine_cost(sims: Tensor) -> Tensor:
     return 1 - sims
 
 
+@torch.no_grad()
+def cost_drift(cost_fn: nn.Module, size: int, seed: int = 0) -> dict[str, float]:
+    """How far a learned cost has moved from its initialisation ``relu(1 − S)``.
+
+    ``mean``/``max`` of ``|f_c(S) − relu(1 − S)|`` over a fixed ``S ~ U[0, 1]^{size × size}``
+    (the seed's), and, for :class:`ExchangeableCost`, its five parameters (``w0`` starts at −1,
+    ``b`` at 1, the others at 0).
+    """
+    param = next(cost_fn.parameters())
+    generator = torch.Generator().manual_seed(seed)
+    sims = torch.rand(size, size, generator=generator, dtype=torch.float64).to(param)
+    delta = (cost_fn(sims) - torch.relu(1 - sims)).abs()
+    values = {"cost/drift_mean": float(delta.mean()), "cost/drift_max": float(delta.max())}
+    if isinstance(cost_fn, ExchangeableCost):
+        values.update({f"cost/w{k}": float(w) for k, w in enumerate(cost_fn.weight)})
+        values["cost/b"] = float(cost_fn.bias)
+    return values
+
+
 def create_cost_function(kind: str, batch_size: int) -> nn.Module | None:
     """``exchangeable`` | ``linear`` (needs ``batch_size``) → a module; ``cosine`` → None."""
     if kind == "exchangeable":
