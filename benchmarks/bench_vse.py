@@ -28,7 +28,7 @@ def train_pairs_per_second(pairs, tokens, model_cfg, batch_size: int, steps: int
     batches = list(data.batches(batch_size, seed=0, drop_last=True))[:steps]
     began = time.perf_counter()
     for batch in batches:
-        loss = triplet_loss(model(batch.images, batch.tokens, batch.lengths), 0.2, hardest=True)
+        loss = triplet_loss(model(batch.images, batch.tokens, batch.lengths), 0.2, negatives="hardest")
         optimizer.zero_grad()
         loss.mean().backward()
         optimizer.step()

@@ -59,7 +59,7 @@ def test_losses_match_loops(n, seed, scale, per_sample, tau):
     margin = torch.rand(n, generator=gen, dtype=torch.float64) if per_sample else 0.2
     m = margin if per_sample else torch.full((n,), 0.2, dtype=torch.float64)
     cases = [(lambda S: triplet_loss(S, margin), lambda S: loop_triplet(S, m, False)),
-             (lambda S: triplet_loss(S, margin, hardest=True), lambda S: loop_triplet(S, m, True)),
+             (lambda S: triplet_loss(S, margin, negatives="hardest"), lambda S: loop_triplet(S, m, True)),
              (lambda S: info_nce_loss(S, tau), lambda S: loop_info_nce(S, tau)),
              (lambda S: reverse_cross_entropy(S, tau, 1e-3), lambda S: loop_rce(S, tau, 1e-3))]  # fmt: skip
     for fast, slow in cases:
@@ -72,7 +72,7 @@ def test_losses_match_loops(n, seed, scale, per_sample, tau):
         _close(g_fast, torch.zeros_like(sims) if g_slow is None else g_slow)
 
 
-@pytest.mark.parametrize("loss", [lambda S: triplet_loss(S), lambda S: triplet_loss(S, hardest=True),
+@pytest.mark.parametrize("loss", [lambda S: triplet_loss(S), lambda S: triplet_loss(S, negatives="hardest"),
                                   lambda S: triplet_loss(S, torch.tensor([0.5])), info_nce_loss])  # fmt: skip
 def test_batch_of_one_is_zero_and_differentiable(loss):
     sims = torch.tensor([[0.7]], requires_grad=True)

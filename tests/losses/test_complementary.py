@@ -166,7 +166,7 @@ def test_ablation_losses_dispatch():
 
     sims = _sims(5, seed=6)
     assert torch.equal(rcl_ablation_loss(sims, "TR"), triplet_loss(sims, 0.2))
-    assert torch.equal(rcl_ablation_loss(sims, "tr_hn"), triplet_loss(sims, 0.2, hardest=True))
+    assert torch.equal(rcl_ablation_loss(sims, "tr_hn"), triplet_loss(sims, 0.2, negatives="hardest"))
     assert torch.equal(rcl_ablation_loss(sims, "CL", tau=0.1), info_nce_loss(sims, 0.1))
     g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     nl = negative_learning_loss(sims, generator=g2)

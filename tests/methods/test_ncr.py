@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mispair.config import load_config
-from mispair.division.per_sample import mean_hinge_loss
 from mispair.engine.run import train_run
+from mispair.losses import mean_hinge_loss
 from mispair.methods.cotrain import correspondence_prediction, soft_margin
 
 

@@ -14,7 +14,10 @@ def test_reduction_sums_or_averages_the_per_sample_loss(make_recipe, loss):
         recipe = make_recipe("vse", loss=loss, reduction=reduction)
         values[reduction] = recipe.train_step(batch, epoch=0)[loss]
         sims = recipe.models[0](batch.images, batch.tokens, batch.lengths)
-        per_sample = info_nce_loss(sims, 0.05) if loss == "infonce" else triplet_loss(sims, 0.2, hardest=True)
+        if loss == "infonce":
+            per_sample = info_nce_loss(sims, 0.05)
+        else:
+            per_sample = triplet_loss(sims, 0.2, negatives="hardest")
         expected = per_sample.sum() if reduction == "sum" else per_sample.mean()
         assert torch.allclose(values[reduction], expected)
     assert torch.allclose(values["sum"], values["mean"] * len(batch))
@@ -25,5 +28,5 @@ def test_hardest_after_switches_from_sum_to_max(make_recipe):
     batch = next(iter(recipe.context.train.batches(16, seed=0)))
     sims = recipe.models[0](batch.images, batch.tokens, batch.lengths)
     early, late = (recipe.train_step(batch, epoch=e)["triplet"] for e in (1, 2))
-    assert torch.allclose(early, triplet_loss(sims, 0.2, hardest=False).mean())
-    assert torch.allclose(late, triplet_loss(sims, 0.2, hardest=True).mean())
+    assert torch.allclose(early, triplet_loss(sims, 0.2).mean())
+    assert torch.allclose(late, triplet_loss(sims, 0.2, negatives="hardest").mean())

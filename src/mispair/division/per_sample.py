@@ -10,20 +10,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from mispair.data.batching import TrainingPairs
+from mispair.losses.triplet import mean_hinge_loss
 from mispair.nn.model import RetrievalModel
-
-
-def mean_hinge_loss(sims: Tensor, margin: float = 0.2) -> Tensor:
-    """NCR's division loss of each pair: its hinge costs averaged over the batch, both directions.
-
-    ``ℓ_i = mean_j [α − S_ii + S_ij]_+ + mean_j [α − S_ii + S_ji]_+`` over the ``B`` columns/rows
-    (the positive contributes 0), as NCR's ``eval_loss``. ``sims`` ``[B, B]`` → ``[B]``.
-    """
-    positives = sims.diagonal()[:, None]
-    eye = torch.eye(sims.shape[0], dtype=torch.bool, device=sims.device)
-    i2t = (margin - positives + sims).clamp(min=0).masked_fill(eye, 0)
-    t2i = (margin - positives + sims.t()).clamp(min=0).masked_fill(eye, 0)
-    return i2t.mean(dim=1) + t2i.mean(dim=1)
 
 
 @torch.no_grad()

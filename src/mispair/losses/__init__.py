@@ -9,14 +9,16 @@ from mispair.losses.complementary import (
 )
 from mispair.losses.info_nce import info_nce_loss, reverse_cross_entropy
 from mispair.losses.reduction import Reduction, reduce_batch
-from mispair.losses.triplet import triplet_loss
+from mispair.losses.triplet import hinge_costs, mean_hinge_loss, triplet_loss
 
 __all__ = [
     "Reduction",
     "asymmetric_loss",
     "complementary_loss",
+    "hinge_costs",
     "info_nce_loss",
     "matching_probabilities",
+    "mean_hinge_loss",
     "negative_learning_loss",
     "rcl_ablation_loss",
     "reduce_batch",

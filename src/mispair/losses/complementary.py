@@ -143,7 +143,7 @@ def rcl_ablation_loss(
     if key == "tr":
         return triplet_loss(sims, margin)
     if key == "tr-hn":
-        return triplet_loss(sims, margin, hardest=True)
+        return triplet_loss(sims, margin, negatives="hardest")
     if key == "cl":
         return info_nce_loss(sims, tau)
     if key == "nl":

@@ -46,7 +46,7 @@ class ASL(CoTraining):
         soft_labels = soft_labels.clamp(0, 1)
         if opts.loss == "triplet":
             margins = opts.margin * soft_boundary(soft_labels, opts.z)
-            return triplet_loss(sims, margins, hardest=True)
+            return triplet_loss(sims, margins, negatives="hardest")
         return asymmetric_loss(sims, soft_labels, m0=opts.m0, scale=opts.scale, z=opts.z,
                                detach_weights=opts.detach_weights)  # fmt: skip
 

@@ -51,11 +51,7 @@ def correspondence_prediction(sims: Tensor, margin: float = 0.2) -> Tensor:
     best pairs, and an unclamped target would give a soft margin above α (NCR Eq. 9).
     ``sims [B, B]`` → ``[B]`` in ``[0, 1]``.
     """
-    positives = sims.diagonal()[:, None]
-    eye = torch.eye(sims.shape[0], dtype=torch.bool, device=sims.device)
-    i2t = (margin - positives + sims).clamp(min=0).masked_fill(eye, 0).mean(dim=1)
-    t2i = (margin - positives + sims.t()).clamp(min=0).masked_fill(eye, 0).mean(dim=1)
-    p = (margin - (i2t + t2i) / 2).clamp(min=0, max=margin)
+    p = (margin - triplet_loss(sims, margin, negatives="mean") / 2).clamp(min=0, max=margin)
     top = p.sort().values[-(sims.shape[0] // 10 + 1) :]
     return (p / top.mean().clamp(min=1e-12)).clamp(0, 1)
 

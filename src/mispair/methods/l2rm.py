@@ -34,9 +34,9 @@ from torch import Tensor
 from mispair.data.batching import Batch
 from mispair.data.noise import NoiseRecord
 from mispair.division import detection_metrics, fit_bmm, min_max_normalize
-from mispair.division.per_sample import mean_hinge_loss, per_sample_losses
+from mispair.division.per_sample import per_sample_losses
 from mispair.errors import ConfigError
-from mispair.losses import info_nce_loss, reverse_cross_entropy, triplet_loss
+from mispair.losses import info_nce_loss, mean_hinge_loss, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
 from mispair.methods.base import Recipe, register_recipe
 from mispair.methods.cotrain import _cycle
@@ -231,7 +231,7 @@ class L2RM(Recipe):
     def division_loss(self, sims: Tensor) -> Tensor:
         """Per-sample loss the division fits (Eq. 4)."""
         if self.options.division_loss == "hardest":
-            return triplet_loss(sims, self.options.margin, hardest=True)
+            return triplet_loss(sims, self.options.margin, negatives="hardest")
         return mean_hinge_loss(sims, self.options.margin)
 
     def matched(self) -> np.ndarray:
@@ -273,7 +273,7 @@ class L2RM(Recipe):
         if recon is not None and self.cost_fn is not None:
             terms["cost_ot"] = self.update_cost(matched, recon, supervision)
         sims = model(matched.images, matched.tokens, matched.lengths)
-        terms["triplet"] = triplet_loss(sims, opts.margin, hardest=True).sum()
+        terms["triplet"] = triplet_loss(sims, opts.margin, negatives="hardest").sum()
         if mismatched is not None and len(mismatched) > 1:
             sims_n = model(mismatched.images, mismatched.tokens, mismatched.lengths)
             plan = self.refined_alignment(sims_n.detach())
@@ -288,7 +288,7 @@ class L2RM(Recipe):
         if opts.warmup_loss == "triplet":
             return mean_hinge_loss(sims, opts.margin).sum()
         if opts.warmup_loss == "triplet_hardest":
-            return triplet_loss(sims, opts.margin, hardest=True).sum()
+            return triplet_loss(sims, opts.margin, negatives="hardest").sum()
         loss = info_nce_loss(sims, opts.tau)
         if opts.warmup_loss == "infonce_rce":
             loss = loss + reverse_cross_entropy(sims, opts.tau, opts.rce_eps)

@@ -150,5 +150,5 @@ class OMIT(Recipe):
         images, tokens, lengths = self.augment(batch, epoch)
         sims = self.models[0](images, tokens, lengths)
         hardest = epoch >= self.options.warmup_epochs
-        loss = triplet_loss(sims, self.options.margin, hardest=hardest)
+        loss = triplet_loss(sims, self.options.margin, negatives="hardest" if hardest else "sum")
         return {"triplet": reduce_batch(loss, self.options.reduction)}

@@ -103,7 +103,7 @@ def pseudo_pair_loss(sims: Tensor, lender: Tensor, margins: Tensor) -> Tensor:
     """
     same = lender[:, None] == lender[None, :]
     same.fill_diagonal_(False)
-    return triplet_loss(sims.masked_fill(same, float("-inf")), margins, hardest=True)
+    return triplet_loss(sims.masked_fill(same, float("-inf")), margins, negatives="hardest")
 
 
 @register_recipe
@@ -284,7 +284,7 @@ class PC2(CoTraining):
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int
                      ) -> dict[str, Tensor]:  # fmt: skip
         images, texts, sims = self._encode(k, labeled)
-        terms = {"clean": triplet_loss(sims, self.clean_margins(k, labeled), hardest=True).sum()}
+        terms = {"clean": triplet_loss(sims, self.clean_margins(k, labeled), negatives="hardest").sum()}
         terms |= self._classification_terms(k, images, texts)
         opts = self.options
         if (opts.pseudo_captioning and unlabeled is not None and len(unlabeled) > 1

@@ -43,7 +43,7 @@ class VSE(Recipe):
                 loss = info_nce_loss(sims, opts.tau)
             else:
                 hardest = opts.hardest and epoch >= opts.hardest_after
-                loss = triplet_loss(sims, opts.margin, hardest=hardest)
+                loss = triplet_loss(sims, opts.margin, negatives="hardest" if hardest else "sum")
             suffix = "" if len(self.models) == 1 else f"_{k}"
             terms[f"{opts.loss}{suffix}"] = reduce_batch(loss, opts.reduction)
         return terms
