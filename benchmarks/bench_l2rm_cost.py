@@ -29,8 +29,9 @@ import torch
 
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
+from mispair.engine.assembly import load_models, load_run_data
 from mispair.engine.checkpoint import load_checkpoint
-from mispair.engine.run import load_models, load_run_data, train_run
+from mispair.engine.run import train_run
 from mispair.methods.base import build_options, get_recipe
 from mispair.methods.l2rm import refined_alignment
 from mispair.nn.cost_function import cosine_cost, create_cost_function

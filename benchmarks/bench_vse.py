@@ -17,8 +17,8 @@ from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
 from mispair.engine.evaluation import evaluate_split
-from mispair.engine.run import build_model
 from mispair.losses import triplet_loss
+from mispair.nn.assembly import build_model
 
 
 def train_pairs_per_second(pairs, tokens, model_cfg, batch_size: int, steps: int) -> float:

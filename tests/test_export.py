@@ -6,7 +6,7 @@ import numpy as np
 
 from mispair.cli import main
 from mispair.config import load_config
-from mispair.engine.run import load_run_data
+from mispair.engine.assembly import load_run_data
 
 
 def test_export_pairs_after_a_noisy_ncr_run(tmp_path, capsys):

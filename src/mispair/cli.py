@@ -95,9 +95,11 @@ def _cmd_inject_noise(args: argparse.Namespace) -> None:
 def _cmd_recipes(args: argparse.Namespace) -> None:
     from mispair.methods import list_recipes
     from mispair.nn.heads import list_heads
+    from mispair.nn.text import list_text_encoders
 
-    print("recipes: " + ", ".join(list_recipes()))
-    print("heads:   " + ", ".join(list_heads()))
+    print("recipes:       " + ", ".join(list_recipes()))
+    print("heads:         " + ", ".join(list_heads()))
+    print("text encoders: " + ", ".join(list_text_encoders()))
 
 
 def _cmd_prepare(args: argparse.Namespace) -> None:
@@ -151,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     noise.add_argument("--out", required=True)
     noise.set_defaults(run=_cmd_inject_noise)
 
-    recipes = sub.add_parser("recipes", help="list the registered recipes and heads")
+    recipes = sub.add_parser("recipes", help="list the registered recipes, heads and text encoders")
     recipes.set_defaults(run=_cmd_recipes)
 
     prep = sub.add_parser("prepare", help="build a dataset in the precomputed format")

@@ -8,8 +8,8 @@ from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.noise import inject_noise
 from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
-from mispair.engine.run import build_model
 from mispair.methods.base import RecipeContext, build_options, get_recipe
+from mispair.nn.assembly import build_model
 
 
 @pytest.fixture

@@ -192,8 +192,8 @@ def _recipe(cost="exchangeable", batch_size=32, **options):
     from mispair.data.noise import inject_noise
     from mispair.data.synthetic import make_synthetic
     from mispair.data.vocab import Vocabulary
-    from mispair.engine.run import build_model
     from mispair.methods.base import RecipeContext
+    from mispair.nn.assembly import build_model
 
     pairs = make_synthetic(30, 5, seed=0)
     vocab = Vocabulary.build(pairs.captions, 1)

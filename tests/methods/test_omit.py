@@ -9,9 +9,10 @@ from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
-from mispair.engine.run import build_model, train_run
+from mispair.engine.run import train_run
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.methods.omit import corrupt_captions, drop_fragments, word_ids
+from mispair.nn.assembly import build_model
 
 MASK, VOCAB = 3, torch.arange(10, 60)
 

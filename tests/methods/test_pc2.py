@@ -13,7 +13,7 @@ from mispair.config import ModelConfig, load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
-from mispair.engine.run import build_model, train_run
+from mispair.engine.run import train_run
 from mispair.errors import ConfigError
 from mispair.losses import triplet_loss
 from mispair.methods.base import RecipeContext, build_options
@@ -25,6 +25,7 @@ from mispair.methods.pc2 import (
     pseudo_pair_loss,
     rectified_target,
 )
+from mispair.nn.assembly import build_model
 
 
 def _recipe(n_images=24, **options) -> PC2:

@@ -285,7 +285,8 @@ def test_encoders_keep_raw_norms_for_the_norm_marginals():
     """Eq. 7 "norm" weighs fragments by their norms before the encoders normalise them: the
     image encoder's ``fc`` output and the BiGRU's averaged directions, recomputed here by hand
     (one caption at a time, no packing)."""
-    from mispair.nn.encoders import BiGRUTextEncoder, FragmentImageEncoder
+    from mispair.nn.encoders import FragmentImageEncoder
+    from mispair.nn.text.bigru import BiGRUTextEncoder
 
     torch.manual_seed(0)
     image_encoder, text_encoder = FragmentImageEncoder(6, DIM), BiGRUTextEncoder(20, 5, DIM)

@@ -226,7 +226,8 @@ def concept_pairs(combos: Tensor, prototypes: Tensor, gen: torch.Generator) -> t
 
 @pytest.mark.parametrize("name", HEADS)
 def test_head_learns_concepts_well_above_chance(name: str) -> None:
-    from mispair.nn.encoders import BiGRUTextEncoder, FragmentImageEncoder
+    from mispair.nn.encoders import FragmentImageEncoder
+    from mispair.nn.text.bigru import BiGRUTextEncoder
 
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)

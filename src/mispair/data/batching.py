@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from mispair.data.pairset import PairSet
-
-
-class Tokenizer(Protocol):
-    """Maps a caption to token ids (0 = padding): a ``Vocabulary`` or the MiniLM tokenizer."""
-
-    def encode(self, caption: str) -> list[int]: ...
-
-    def __len__(self) -> int: ...
+from mispair.data.tokenizers import Tokenizer
 
 
 @dataclass
@@ -46,12 +38,13 @@ class Batch:
         return self.index.shape[0]
 
 
-def encode_captions(pairs: PairSet, vocab: Tokenizer | None) -> list[list[int]]:
-    """Token ids of every caption: the pre-tokenized ids when the set has them, else ``vocab``."""
+def encode_captions(pairs: PairSet, tokenizer: Tokenizer | None) -> list[list[int]]:
+    """Token ids of every caption: the pre-tokenized ids when the set has them, else
+    ``tokenizer``'s."""
     if pairs.caption_tokens is not None:
         return pairs.caption_tokens
-    assert vocab is not None, "a vocabulary is needed to tokenize captions"
-    return [vocab.encode(c) for c in pairs.captions]
+    assert tokenizer is not None, "a tokenizer is needed to tokenize captions"
+    return [tokenizer.encode(c) for c in pairs.captions]
 
 
 def pad_tokens(token_lists: list[list[int]]) -> tuple[Tensor, Tensor]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from mispair.config import DataConfig
@@ -27,6 +29,19 @@ def resolve_source(data: DataConfig) -> tuple[str, str | None]:
     if (root / f"{data.train_split}_ims.npy").is_file():
         return "precomp", str(root)
     return "synthetic", None
+
+
+def concrete_source(data: DataConfig, log: Callable[[str], None] = print) -> DataConfig:
+    """``data`` with ``source: auto`` made concrete (and its root absolute), so a checkpoint
+    records what it was trained on and evaluating it from another folder reads the same data (or
+    says it cannot); says so when ``auto`` falls back to synthetic data."""
+    if data.source != "auto":
+        return data
+    source, root = resolve_source(data)
+    if source == "synthetic":
+        log(f"note: no prepared data in {fallback_root(data).resolve()}; training on synthetic "
+            "data (run `mispair prepare tuxpaint` in this folder, or set data.root)")  # fmt: skip
+    return replace(data, source=source, root=str(Path(root).resolve()) if root else root)
 
 
 def fallback_root(data: DataConfig) -> Path:

@@ -8,6 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from mispair.atomic import atomic_write
+from mispair.config import DataConfig
+from mispair.data.loading import resolve_source
+from mispair.data.pairset import PairSet, caption_groups
+from mispair.data.precomp import read_natural_noise
 from mispair.errors import DataError
 
 PROTOCOLS = ("ncr", "pmp")
@@ -124,6 +128,46 @@ def inject_noise(
         new_image[chosen] = rng.permutation(chosen)
         paired = new_image[true_image]
     return NoiseRecord(paired, true_image, _mismatched(paired, true_image, caption_groups))
+
+
+def noise_of_split(data: DataConfig, train: PairSet) -> NoiseRecord | None:
+    """The noise of a run's training split: ``data.noise.file`` (a saved record, or a reference
+    repository's index), injected synthetic noise (``data.noise.rate > 0``), or, for a
+    precomputed collection with natural-noise labels (OpenClipart), those labels (pairs unchanged,
+    scored only); None when the split is taken as clean."""
+    per_image = train.captions_per_image
+    if data.noise.file:
+        return _noise_file(Path(data.noise.file), train)
+    if data.noise.rate <= 0:
+        return _natural_noise(data, train)
+    if per_image is None:
+        raise DataError(f"{train.name}: noise injection needs caption k of image k // c")
+    return inject_noise(train.n_images, per_image, data.noise.rate, data.noise.protocol,
+                        data.noise.seed, caption_groups=caption_groups(train.captions))  # fmt: skip
+
+
+def _noise_file(path: Path, train: PairSet) -> NoiseRecord:
+    try:
+        record = NoiseRecord.load(path)
+    except DataError:
+        if train.captions_per_image is None:
+            raise
+        record = NoiseRecord.from_reference(path, train.n_images, train.captions_per_image)
+    if len(record.image_of_caption) != train.n_captions:
+        raise DataError(f"{path}: noise for {len(record.image_of_caption)} captions, "
+                        f"training split has {train.n_captions}")  # fmt: skip
+    return record
+
+
+def _natural_noise(data: DataConfig, train: PairSet) -> NoiseRecord | None:
+    source, root = resolve_source(data)
+    labels = read_natural_noise(root, data.train_split) if source == "precomp" else None
+    if labels is None:
+        return None
+    if len(labels) != train.n_captions:
+        raise DataError(f"{root}/{data.train_split}_natural_noise.npy: {len(labels)} labels for "
+                        f"{train.n_captions} captions")  # fmt: skip
+    return NoiseRecord(train.image_of_caption, train.image_of_caption, labels)
 
 
 def _mismatched(

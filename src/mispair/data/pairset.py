@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,3 +105,9 @@ class PairSet:
             else [self.caption_tokens[k] for k in keep],
             vocab_size=self.vocab_size,
         )
+
+
+def caption_groups(captions: Sequence[str]) -> np.ndarray:
+    """``[n_captions]`` int labels, equal for captions with the same normalised text."""
+    index: dict[str, int] = {}
+    return np.array([index.setdefault(" ".join(c.lower().split()), len(index)) for c in captions])

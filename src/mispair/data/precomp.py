@@ -175,3 +175,21 @@ def _read_meta(path: Path) -> dict[str, list]:
         return dict(json.loads(path.read_text(encoding="utf-8"))["image_meta"])
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{path}: not a mispair metadata file ({exc})") from None
+
+
+def read_natural_noise(root: Path | str, split: str) -> np.ndarray | None:
+    """The ``[n_captions]`` bool natural-noise labels of ``split``, or None when not written.
+
+    Raises:
+        DataError: the file is unreadable or not a 1-D bool array.
+    """
+    path = Path(root) / f"{split}_natural_noise.npy"
+    if not path.is_file():
+        return None
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    if labels.ndim != 1 or labels.dtype != bool:
+        raise DataError(f"{path}: expected a 1-D bool array, got {labels.dtype} {labels.shape}")
+    return labels

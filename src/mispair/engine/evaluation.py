@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import pad_tokens
-from mispair.data.pairset import PairSet
+from mispair.data.pairset import PairSet, caption_groups
 from mispair.engine.metrics import retrieval_metrics
 from mispair.errors import DataError
 from mispair.nn.allpairs import all_pair_similarities
@@ -85,9 +85,3 @@ def evaluate_split(
         equivalent = retrieval_metrics(sims, per_image, folds, caption_groups=groups)
         metrics.update({f"eq_{k}": v for k, v in equivalent.items()})
     return metrics
-
-
-def caption_groups(captions: Sequence[str]) -> np.ndarray:
-    """``[n_captions]`` int labels, equal for captions with the same normalised text."""
-    index: dict[str, int] = {}
-    return np.array([index.setdefault(" ".join(c.lower().split()), len(index)) for c in captions])

@@ -9,8 +9,8 @@ import torch
 
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs, encode_captions
+from mispair.engine.assembly import load_models, load_run_data, pick_device
 from mispair.engine.checkpoint import load_checkpoint
-from mispair.engine.run import load_models, load_run_data, pick_device
 from mispair.nn.model import RetrievalModel
 
 
@@ -32,7 +32,7 @@ def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     state = load_checkpoint(config.output_dir / "best.pt")
     data = load_run_data(config)
     device = pick_device(config.train.device)
-    tokens = encode_captions(data.train, data.vocab)
+    tokens = encode_captions(data.train, data.tokenizer)
     paired = data.train.image_of_caption if data.noise is None else data.noise.image_of_caption
     train = TrainingPairs(data.train, tokens, paired)
     scores = {"similarity": pair_similarities(load_models(state, device), train,

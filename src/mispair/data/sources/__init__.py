@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from mispair.data.sources.openclipart import prepare_openclipart, read_natural_noise
+from mispair.data.precomp import read_natural_noise
+from mispair.data.sources.openclipart import prepare_openclipart
 from mispair.data.sources.tuxpaint import prepare_tuxpaint
 
 PREPARERS = {"tuxpaint": prepare_tuxpaint, "openclipart": prepare_openclipart}

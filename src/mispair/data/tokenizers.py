@@ -1,0 +1,112 @@
+"""Caption tokenizers and their registry: how a text encoder's captions become token ids.
+
+A text encoder names the tokenizer it reads (``tokenizer`` of its class in
+:mod:`mispair.nn.text`); :func:`create_tokenizer` builds it for a run and
+:func:`restore_tokenizer` rebuilds it from the words a checkpoint keeps. Registered here:
+
+- ``vocabulary``: NCR's word vocabulary (:class:`~mispair.data.vocab.Vocabulary`), read from
+  ``data.vocab`` or built from the train + dev captions (words seen ``data.min_word_count`` times);
+- ``minilm``: all-MiniLM-L6-v2's WordPiece (:class:`MiniLMTokenizer`), nothing to keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from mispair.config import DataConfig
+from mispair.data.vocab import Vocabulary
+from mispair.errors import ConfigError
+from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
+
+
+class Tokenizer(Protocol):
+    """Maps a caption to token ids (0 = padding)."""
+
+    def encode(self, caption: str) -> list[int]: ...
+
+    def __len__(self) -> int: ...
+
+
+class TokenizerKind(Protocol):
+    """A registered tokenizer: how to build one for a run and restore it from a checkpoint."""
+
+    def build(self, data: DataConfig, captions: Sequence[str]) -> Tokenizer: ...
+
+    def restore(self, words: list[str]) -> Tokenizer: ...
+
+
+_TOKENIZERS: dict[str, TokenizerKind] = {}
+
+
+def register_tokenizer(name: str) -> Callable[[type], type]:
+    """Class decorator registering a tokenizer kind (a class with ``build`` and ``restore``
+    classmethods) under ``name``."""
+
+    def add(cls: type) -> type:
+        _TOKENIZERS[name] = cls
+        return cls
+
+    return add
+
+
+def create_tokenizer(name: str, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
+    """The tokenizer ``name`` for a run whose training (and dev) captions are ``captions``."""
+    return _kind(name).build(data, captions)
+
+
+def restore_tokenizer(name: str, words: list[str]) -> Tokenizer:
+    """Tokenizer ``name`` as a checkpoint recorded it (``words``: its :func:`tokenizer_words`)."""
+    return _kind(name).restore(words)
+
+
+def tokenizer_words(tokenizer: Tokenizer) -> list[str]:
+    """What a checkpoint keeps to restore ``tokenizer``: a vocabulary's words, else nothing."""
+    return tokenizer.words if isinstance(tokenizer, Vocabulary) else []
+
+
+def _kind(name: str) -> TokenizerKind:
+    if name not in _TOKENIZERS:
+        raise ConfigError(f"unknown tokenizer {name!r} (known: {', '.join(sorted(_TOKENIZERS))})")
+    return _TOKENIZERS[name]
+
+
+@register_tokenizer("vocabulary")
+class _VocabularyKind:
+    @classmethod
+    def build(cls, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
+        if data.vocab:
+            return Vocabulary.load(data.vocab)
+        return Vocabulary.build(captions, data.min_word_count)
+
+    @classmethod
+    def restore(cls, words: list[str]) -> Tokenizer:
+        return Vocabulary(words[4:])  # the first four are the special tokens
+
+
+@register_tokenizer("minilm")
+class MiniLMTokenizer:
+    """WordPiece ids of the MiniLM tokenizer (``[CLS] ... [SEP]``, pad id 0, at most
+    ``max_length`` ids), with :class:`~mispair.data.vocab.Vocabulary`'s interface."""
+
+    def __init__(self, max_length: int = 64) -> None:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ConfigError(MINILM_INSTALL_HINT) from None
+        self._tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir()))
+        self.max_length = max_length
+
+    def __len__(self) -> int:
+        return len(self._tokenizer)
+
+    def encode(self, caption: str) -> list[int]:
+        return self._tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
+
+    @classmethod
+    def build(cls, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
+        return cls()
+
+    @classmethod
+    def restore(cls, words: list[str]) -> Tokenizer:
+        return cls()

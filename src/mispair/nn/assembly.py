@@ -1,0 +1,19 @@
+"""A retrieval model from its config: image encoder, registered text encoder, registered head."""
+
+from __future__ import annotations
+
+from mispair.config import ModelConfig
+from mispair.nn.encoders import FragmentImageEncoder
+from mispair.nn.heads import create_head
+from mispair.nn.model import RetrievalModel
+from mispair.nn.text import text_encoder_class
+
+
+def build_model(cfg: ModelConfig, feature_dim: int, vocab_size: int) -> RetrievalModel:
+    """The model of ``cfg`` for features of ``feature_dim`` and a tokenizer of ``vocab_size`` ids
+    (unused by encoders with their own vocabulary, e.g. MiniLM)."""
+    return RetrievalModel(
+        FragmentImageEncoder(feature_dim, cfg.embed_dim, mlp=cfg.image_mlp),
+        text_encoder_class(cfg.text_encoder).from_config(cfg, vocab_size),
+        create_head(cfg.head, cfg.embed_dim, **cfg.head_options),
+    )
