@@ -39,14 +39,10 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the reference lives with the tests
-
-from tests.nn.test_sgraf import random_images, random_texts, reference_similarities  # noqa: E402
-
-from mispair.nn.allpairs import all_pair_similarities  # noqa: E402
-from mispair.nn.embedding import Fragments  # noqa: E402
-from mispair.nn.heads import create_head  # noqa: E402
+from mispair.nn.allpairs import all_pair_similarities
+from mispair.nn.embedding import Fragments
+from mispair.nn.heads import create_head
+from mispair.testing import random_images, random_texts, reference_similarities
 
 EMBED, REGIONS = 1024, 36
 

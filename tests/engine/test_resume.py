@@ -54,6 +54,32 @@ def test_train_eval_and_resume(tmp_path):
         _run(tmp_path / "b", extra=["train.lr=0.01"])
 
 
+def _same(a, b) -> bool:
+    """Nested state dicts equal, tensors bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_l2rm_resumes_its_cost_function_and_optimizer_exactly(tmp_path):
+    extra = ["recipe=l2rm", "method.warmup_epochs=1", "method.cost_lr_decay_epochs=[2]"]
+    full = _run(tmp_path / "a", extra)
+    with pytest.raises(Interrupt):
+        _run(tmp_path / "b", extra, log=_stop_after(2))
+    assert _run(tmp_path / "b", extra) == full
+    a, b = (torch.load(tmp_path / run / "last.pt", weights_only=True) for run in "ab")
+    assert all(torch.equal(a["models"][0][k], b["models"][0][k]) for k in a["models"][0])
+    assert _same(a["recipe"]["cost_fn"], b["recipe"]["cost_fn"])
+    assert _same(a["recipe"]["cost_optimizer"], b["recipe"]["cost_optimizer"])
+    rows = [(tmp_path / run / "log.jsonl").read_text().splitlines() for run in "ab"]
+    strip = [[{k: v for k, v in json.loads(r).items() if k != "seconds"} for r in x] for x in rows]
+    assert strip[0] == strip[1] and "loss/cost_ot" in strip[1][-1]
+
+
 def test_cli_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for argv in (["eval", str(tmp_path / "missing.pt")], ["train", str(tmp_path / "none.yaml")],

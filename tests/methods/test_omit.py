@@ -109,7 +109,7 @@ def test_recipe_works_with_any_head():
         model = build_model(cfg, pairs.feature_dim, len(vocab))
         recipe = cls([model], build_options(cls, {}), context)
         batch = next(train.batches(16, seed=0))
-        loss = recipe.train_step(batch, epoch=1)["triplet"]
+        loss = recipe.train_step(batch, epoch=1).terms["triplet"]
         assert torch.isfinite(loss) and loss.requires_grad
         recipe.begin_epoch(1)
         first = recipe.augment(batch, 1)
@@ -136,5 +136,5 @@ def test_reduction_option_sums_eq_6(make_recipe):
     mean = make_recipe("omit", **no_augmentation)
     summed = make_recipe("omit", **no_augmentation, reduction="sum")
     batch = next(iter(mean.context.train.batches(16, seed=0)))
-    total = summed.train_step(batch, epoch=2)["triplet"]
-    assert torch.allclose(total, mean.train_step(batch, epoch=2)["triplet"] * len(batch))
+    total = summed.train_step(batch, epoch=2).terms["triplet"]
+    assert torch.allclose(total, mean.train_step(batch, epoch=2).terms["triplet"] * len(batch))

@@ -13,11 +13,10 @@ import torch
 from tqdm.auto import tqdm
 
 from mispair.config import RunConfig, TrainConfig
-from mispair.data.batching import Batch
 from mispair.data.pairset import PairSet
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
-from mispair.methods.base import Recipe
+from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update, as_updates
 
 
 @dataclass
@@ -33,6 +32,11 @@ class Trainer:
     Files written there: ``last.pt`` (after every epoch, for resume), ``best.pt`` (best dev rSum),
     ``log.jsonl`` (one line per epoch: every named loss term, the recipe's epoch values, dev
     metrics, learning rate, time). All checkpoints are written atomically.
+
+    The trainer is the only place that back-propagates and steps optimizers: the model optimizer
+    (:data:`~mispair.methods.base.MODEL_OPTIMIZER`, over the recipe's ``param_groups``, with
+    ``train.lr`` and its step decay) and the recipe's own (:meth:`Recipe.optimizers`), each
+    when an :class:`~mispair.methods.base.Update` names it.
     """
 
     def __init__(
@@ -57,6 +61,10 @@ class Trainer:
         self.device = recipe.context.device
         self.optimizer = build_optimizer(recipe.param_groups(config.train.lr), config.train)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+        own = recipe.optimizers()
+        if MODEL_OPTIMIZER in own:
+            raise ValueError(f"recipe {recipe.name!r}: {MODEL_OPTIMIZER!r} is the trainer's optimizer")
+        self.optimizers = {MODEL_OPTIMIZER: self.optimizer, **own}
 
     # ----------------------------------------------------------------- checkpoints
     def _payload(self, epoch: int, best_epoch: int, best_dev: dict[str, float]) -> dict[str, Any]:
@@ -99,18 +107,26 @@ class Trainer:
             group["lr"] = base * factor
         return self.base_lrs[0] * factor
 
-    def _step(self, item: Any, epoch: int) -> dict[str, float]:
-        terms = self.recipe.train_step(_to_device(item, self.device), epoch)
-        loss = sum(terms.values())
-        self.optimizer.zero_grad(set_to_none=True)
-        if isinstance(loss, torch.Tensor) and loss.requires_grad:
-            loss.backward()
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            if self.config.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, self.config.train.grad_clip)
-            self.optimizer.step()
-        self.recipe.after_step()
-        return {k: float(v.detach()) for k, v in terms.items()}
+    def _step(self, item: StepItem, epoch: int) -> dict[str, float]:
+        """Every update of one item, in order; the logged value of each named term."""
+        logged: dict[str, float] = {}
+        for update in as_updates(self.recipe.train_step(item.to(self.device), epoch)):
+            self._apply(update)
+            logged.update({k: float(v.detach()) for k, v in update.terms.items()})
+        return logged
+
+    def _apply(self, update: Update) -> None:
+        """Zero grad, backward of the summed terms, clip (model parameters only), step."""
+        optimizer = self.optimizers[update.optimizer]
+        loss = sum(update.terms.values())
+        optimizer.zero_grad(set_to_none=True)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+            return
+        loss.backward()
+        if update.optimizer == MODEL_OPTIMIZER and self.config.train.grad_clip > 0:
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.config.train.grad_clip)
+        optimizer.step()
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
         seed = self.config.train.seed * 100_003 + epoch
@@ -173,14 +189,6 @@ def build_optimizer(param_groups: list[dict[str, Any]], train: TrainConfig) -> t
     ``train.weight_decay`` (L2 for Adam, decoupled for AdamW)."""
     cls = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
     return cls(param_groups, weight_decay=train.weight_decay)
-
-
-def _to_device(item: Any, device: torch.device) -> Any:
-    if isinstance(item, Batch):
-        return item.to(device)
-    if isinstance(item, (tuple, list)):
-        return type(item)(_to_device(x, device) for x in item)
-    return item
 
 
 def _summary(epoch: int, epochs: int, losses: dict, dev: dict, seconds: float) -> str:

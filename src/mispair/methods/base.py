@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 import torch
@@ -17,6 +17,51 @@ from mispair.data.noise import NoiseRecord
 from mispair.errors import ConfigError
 from mispair.nn.model import RetrievalModel
 from mispair.options import build_dataclass
+
+MODEL_OPTIMIZER = "model"
+"""The name of the trainer's optimizer over :meth:`Recipe.param_groups` (the models')."""
+
+
+class StepItem(Protocol):
+    """What :meth:`Recipe.epoch_batches` yields: any item that moves itself to a device (a
+    :class:`~mispair.data.batching.Batch`, :class:`Warmup`, a recipe's own item type)."""
+
+    def to(self, device: torch.device | str) -> Self: ...
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """A warm-up step of model ``model`` on a batch of all pairs (division not used yet)."""
+
+    batch: Batch
+    model: int = 0
+
+    def to(self, device: torch.device | str) -> Warmup:
+        return replace(self, batch=self.batch.to(device))
+
+
+@dataclass
+class Update:
+    """One optimizer step a recipe asks the trainer for.
+
+    The trainer zeroes the gradients of ``optimizer`` (a name: :data:`MODEL_OPTIMIZER`, or one of
+    :meth:`Recipe.optimizers`), back-propagates the sum of ``terms`` (named scalar tensors; a
+    term without gradient, e.g. a detached diagnostic, is only logged), clips the gradients when
+    it is the model optimizer (``train.grad_clip``) and steps it; every term is logged.
+    """
+
+    terms: dict[str, Tensor]
+    optimizer: str = MODEL_OPTIMIZER
+
+
+StepResult = Update | Iterator[Update]
+"""What :meth:`Recipe.train_step` returns: one update, or a generator of sequential updates,
+each applied by the trainer before the generator computes the next."""
+
+
+def as_updates(result: StepResult) -> Iterator[Update]:
+    """The updates of one :meth:`Recipe.train_step` result, in order."""
+    return iter((result,)) if isinstance(result, Update) else result
 
 
 @dataclass
@@ -38,9 +83,10 @@ class Recipe:
     Subclasses set ``name``, ``Options`` (a dataclass of the method's hyperparameters, filled from
     the config's ``method`` section) and ``n_models``, and implement :meth:`train_step`. The
     trainer calls, per epoch: :meth:`begin_epoch` (e.g. the sample division), then
-    :meth:`train_step` on every item of :meth:`epoch_batches`, summing the returned named loss
-    terms into one backward pass, then :meth:`end_epoch`; evaluation uses :attr:`models`
-    (similarities averaged).
+    :meth:`train_step` on every item of :meth:`epoch_batches` (moved to the device by its
+    ``to``), applying each :class:`Update` it returns (zero grad, backward of the summed terms,
+    clip, optimizer step), then :meth:`end_epoch`; evaluation uses :attr:`models`
+    (similarities averaged). Recipes never call ``backward`` or ``step`` themselves.
     """
 
     name: ClassVar[str] = ""
@@ -63,7 +109,13 @@ class Recipe:
         """Per-epoch work before training (division); returns values to log."""
         return {}
 
-    def epoch_batches(self, epoch: int, seed: int) -> Iterator[Any]:
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The recipe's own optimizers by name (e.g. a learned cost's), which an :class:`Update`
+        may name; the recipe sets their learning rates and checkpoints them in
+        :meth:`state_dict`, the trainer steps them. None by default."""
+        return {}
+
+    def epoch_batches(self, epoch: int, seed: int) -> Iterator[StepItem]:
         """What :meth:`train_step` receives this epoch (default: every pair once, shuffled)."""
         return self.context.train.batches(self.context.batch_size, seed=seed)
 
@@ -71,16 +123,15 @@ class Recipe:
         """The number of items :meth:`epoch_batches` yields, for the progress bar (None: unknown)."""
         return self.context.train.n_batches(self.context.batch_size)
 
-    def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
-        """Named scalar loss terms of one step (the trainer sums them and steps the optimizer)."""
+    def train_step(self, item: Any, epoch: int) -> StepResult:
+        """The update(s) of one item of :meth:`epoch_batches` (already on the device): one
+        :class:`Update` of the model optimizer, or a generator of updates the trainer applies
+        one by one (the generator resumes only after the previous step)."""
         raise NotImplementedError
 
     def end_epoch(self, epoch: int) -> dict[str, float]:
         """Per-epoch values to log after the epoch's training (e.g. a learned part's drift)."""
         return {}
-
-    def after_step(self) -> None:
-        """Called after each optimizer step (e.g. a second optimizer of the recipe's own)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Recipe state to checkpoint (tensors and plain data only)."""

@@ -17,7 +17,7 @@ precision/recall/F1 of its clean split.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -35,7 +35,7 @@ from mispair.division import (
 )
 from mispair.division.per_sample import per_sample_losses
 from mispair.losses import triplet_loss
-from mispair.methods.base import Recipe
+from mispair.methods.base import Recipe, Update, Warmup
 from mispair.nn.model import RetrievalModel
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
@@ -59,6 +59,20 @@ def correspondence_prediction(sims: Tensor, margin: float = 0.2) -> Tensor:
 def soft_margin(targets: Tensor, margin: float, curve: float = 10.0) -> Tensor:
     """NCR's exponential soft margin ``α · (m^ŷ − 1) / (m − 1)`` (NCR Eq. 9, m = ``curve``)."""
     return margin * (curve**targets - 1) / (curve - 1)
+
+
+@dataclass(frozen=True)
+class CoTrainItem:
+    """A co-training step of model ``model``: a batch of its labeled pairs (the other model's
+    clean split) and a batch of its unlabeled pairs (None when it has none)."""
+
+    model: int
+    labeled: Batch
+    unlabeled: Batch | None
+
+    def to(self, device: torch.device | str) -> CoTrainItem:
+        unlabeled = None if self.unlabeled is None else self.unlabeled.to(device)
+        return replace(self, labeled=self.labeled.to(device), unlabeled=unlabeled)
 
 
 @dataclass
@@ -115,18 +129,20 @@ class CoTraining(Recipe):
         return prob > threshold
 
     # ---------------------------------------------------------------- batches
-    def epoch_batches(self, epoch: int, seed: int) -> Iterator[tuple]:
+    def epoch_batches(self, epoch: int, seed: int) -> Iterator[Warmup | CoTrainItem]:
+        """Model 0's items, then model 1's: :class:`Warmup` on all pairs during the warm-up,
+        then a :class:`CoTrainItem` per labeled batch (unlabeled batches cycled)."""
         train, size = self.context.train, self.context.batch_size
         for k in range(len(self.models)):
             if epoch < self.options.warmup_epochs:
                 for batch in train.batches(size, seed=seed * 2 + k):
-                    yield k, batch, None
+                    yield Warmup(batch, model=k)
                 continue
             labeled = np.flatnonzero(self.labeled_split(k))
             unlabeled = np.flatnonzero(~self.labeled_split(k))
             cycled = _cycle(train, unlabeled, size, seed * 2 + k)
             for batch in train.batches(size, seed=seed * 2 + k, subset=labeled):
-                yield k, batch, next(cycled)
+                yield CoTrainItem(k, batch, next(cycled))
 
     def n_steps(self, epoch: int) -> int | None:
         train, size = self.context.train, self.context.batch_size
@@ -134,11 +150,13 @@ class CoTraining(Recipe):
             return len(self.models) * train.n_batches(size)
         return sum(train.n_batches(size, int(self.labeled_split(k).sum())) for k in range(2))
 
-    def train_step(self, item: tuple, epoch: int) -> dict[str, Tensor]:
-        k, labeled, unlabeled = item
-        if unlabeled is None:
-            return {f"warmup_{k}": self.warmup_loss(self.models[k], labeled)}
-        return {f"{name}_{k}": v for name, v in self.cotrain_loss(k, labeled, unlabeled, epoch).items()}
+    def train_step(self, item: Warmup | CoTrainItem, epoch: int) -> Update:
+        """One model update; each term is suffixed with the model index (``warmup_0``, ...)."""
+        k = item.model
+        if isinstance(item, Warmup):
+            return Update({f"warmup_{k}": self.warmup_loss(self.models[k], item.batch)})
+        terms = self.cotrain_loss(k, item.labeled, item.unlabeled, epoch)
+        return Update({f"{name}_{k}": v for name, v in terms.items()})
 
     def warmup_loss(self, model: RetrievalModel, batch: Batch) -> Tensor:
         """NCR's warm-up: the hinge loss summed over negatives, on all pairs."""

@@ -6,10 +6,12 @@ every epoch (Algorithm 1):
 1. **division** (§4.1): per-sample triplet losses of every pair → min–max normalised → a beta
    mixture; pair ``i`` is *mismatched* when its posterior ``w_i`` of the higher-mean component
    exceeds ``threshold`` (0.5);
-2. one pass over the matched pairs; each step also takes a batch of mismatched pairs (cycled) and
+2. one pass over the matched pairs; each step (a :class:`RematchItem`) also takes a batch of
+   mismatched pairs (cycled) and
    - **cost function** (Eq. 6): reconstructs pairs from the matched batch's captions and the
      mismatched batch's images (:func:`reconstruct_pairs`) and takes one Adam step of its own
-     (lr ``cost_lr``) on ``⟨π^sup, f_c(S)⟩``;
+     (lr ``cost_lr``) on ``⟨π^sup, f_c(S)⟩`` — the first :class:`~mispair.methods.base.Update`
+     of the step, which the trainer applies before the rest of the step is computed;
    - **rematching** (Eq. 7–9, Appendix B): the refined alignment ``π̃`` of the mismatched batch is
      the entropic partial transport of mass ``ρ`` between uniform marginals, under the cost
      ``f_c(S)`` with the given pairs masked (Eq. 8), from the shared solver
@@ -24,7 +26,7 @@ Table 3's ablations are options: ``partial=false`` (full OT), ``mask_positives=f
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -38,10 +40,38 @@ from mispair.division.per_sample import per_sample_losses
 from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
-from mispair.methods.base import Recipe, register_recipe
+from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_recipe
 from mispair.methods.cotrain import _cycle
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
+
+COST_OPTIMIZER = "cost"
+"""The name of L2RM's cost-function optimizer in :meth:`L2RM.optimizers` and its updates."""
+
+
+@dataclass(frozen=True)
+class RematchItem:
+    """One L2RM step after the warm-up (Algorithm 1's inner loop).
+
+    Attributes:
+        matched: a batch of ``B`` matched pairs.
+        mismatched: a batch of ``n`` mismatched pairs (cycled), None when there are none.
+        recon: ``[n, K, D]`` reconstructed images (:func:`reconstruct_pairs`), None with
+            ``mismatched``.
+        supervision: ``[n, B]`` their matching matrix ``π^sup`` with ``matched``'s captions.
+    """
+
+    matched: Batch
+    mismatched: Batch | None = None
+    recon: Tensor | None = None
+    supervision: Tensor | None = None
+
+    def to(self, device: torch.device | str) -> RematchItem:
+        def move(x: Any) -> Any:
+            return None if x is None else x.to(device)
+
+        return replace(self, matched=self.matched.to(device), mismatched=move(self.mismatched),
+                       recon=move(self.recon), supervision=move(self.supervision))  # fmt: skip
 
 
 def reconstruct_pairs(
@@ -204,6 +234,10 @@ class L2RM(Recipe):
             self.cost_optimizer = torch.optim.Adam(self.cost_fn.parameters(), lr=options.cost_lr)
         self.clean_prob: np.ndarray | None = None  # [n_pairs] from the last division
 
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The cost function's own Adam (none for ``cost=cosine``), stepped by the trainer."""
+        return {} if self.cost_optimizer is None else {COST_OPTIMIZER: self.cost_optimizer}
+
     # ---------------------------------------------------------------- division
     def begin_epoch(self, epoch: int) -> dict[str, float]:
         opts, ctx = self.options, self.context
@@ -239,11 +273,13 @@ class L2RM(Recipe):
         return 1 - self.clean_prob <= self.options.threshold
 
     # ---------------------------------------------------------------- batches
-    def epoch_batches(self, epoch: int, seed: int) -> Iterator[tuple]:
+    def epoch_batches(self, epoch: int, seed: int) -> Iterator[Warmup | RematchItem]:
+        """:class:`Warmup` items on all pairs until there is a division, then a
+        :class:`RematchItem` per matched batch."""
         train, size = self.context.train, self.context.batch_size
         if epoch < self.options.warmup_epochs or self.clean_prob is None:
             for batch in train.batches(size, seed=seed):
-                yield ("warmup", batch)
+                yield Warmup(batch)
             return
         matched = self.matched()
         noisy = _cycle(train, np.flatnonzero(~matched), size, seed + 1)
@@ -251,11 +287,11 @@ class L2RM(Recipe):
         for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
             mismatched = next(noisy)
             if mismatched is None:
-                yield ("train", batch, None, None, None)
+                yield RematchItem(batch)
                 continue
             fraction = self.options.reconstruct_fraction
             recon, supervision = reconstruct_pairs(batch.images, mismatched.images, fraction, rng)
-            yield ("train", batch, mismatched, recon, supervision)
+            yield RematchItem(batch, mismatched, recon, supervision)
 
     def n_steps(self, epoch: int) -> int | None:
         train, size = self.context.train, self.context.batch_size
@@ -264,16 +300,27 @@ class L2RM(Recipe):
         return train.n_batches(size, int(self.matched().sum()))
 
     # ---------------------------------------------------------------- steps
-    def train_step(self, item: tuple, epoch: int) -> dict[str, Tensor]:
+    def train_step(self, item: Warmup | RematchItem, epoch: int) -> StepResult:
+        """A warm-up :class:`Update`, or the generator :meth:`rematch_updates`."""
+        if isinstance(item, Warmup):
+            return Update({f"warmup_{self.options.warmup_loss}": self.warmup_loss(item.batch)})
+        return self.rematch_updates(item)
+
+    def rematch_updates(self, item: RematchItem) -> Iterator[Update]:
+        """The cost function's update (Eq. 6; when it is learned and there are mismatched pairs),
+        then — computed only once the trainer has stepped it, so that ``π̃`` uses the updated
+        cost — the model's update: ``triplet`` of the matched pairs (Eq. 2) and ``rematch`` of
+        the mismatched ones (Eq. 10)."""
+        if item.recon is not None and self.cost_fn is not None:
+            yield self.update_cost(item.matched, item.recon, item.supervision)
+        yield Update(self.model_terms(item.matched, item.mismatched))
+
+    def model_terms(self, matched: Batch, mismatched: Batch | None) -> dict[str, Tensor]:
+        """``triplet`` (hardest negative, summed) and, for two or more mismatched pairs,
+        ``rematch`` against the refined alignment of their detached similarities."""
         model, opts = self.models[0], self.options
-        if item[0] == "warmup":
-            return {f"warmup_{opts.warmup_loss}": self.warmup_loss(item[1])}
-        _, matched, mismatched, recon, supervision = item
-        terms: dict[str, Tensor] = {}
-        if recon is not None and self.cost_fn is not None:
-            terms["cost_ot"] = self.update_cost(matched, recon, supervision)
         sims = model(matched.images, matched.tokens, matched.lengths)
-        terms["triplet"] = triplet_loss(sims, opts.margin, negatives="hardest").sum()
+        terms = {"triplet": triplet_loss(sims, opts.margin, negatives="hardest").sum()}
         if mismatched is not None and len(mismatched) > 1:
             sims_n = model(mismatched.images, mismatched.tokens, mismatched.lengths)
             plan = self.refined_alignment(sims_n.detach())
@@ -294,20 +341,21 @@ class L2RM(Recipe):
             loss = loss + reverse_cross_entropy(sims, opts.tau, opts.rce_eps)
         return loss.mean()
 
-    def update_cost(self, matched: Batch, recon: Tensor, supervision: Tensor) -> Tensor:
-        """One Adam step of ``f_c`` on Eq. 6, ``⟨π^sup, f_c(g(V', T))⟩``; returns the loss."""
+    def update_cost(self, matched: Batch, recon: Tensor, supervision: Tensor) -> Update:
+        """The cost function's update on Eq. 6, ``cost_ot = ⟨π^sup, f_c(g(V', T))⟩``.
+
+        ``recon [n, K, D]`` is scored against ``matched``'s ``B`` captions by the model in eval
+        mode without gradient, so the loss trains only ``f_c`` (through :data:`COST_OPTIMIZER`);
+        ``supervision`` is ``[n, B]``.
+        """
         model = self.models[0]
-        device = matched.images.device
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            sims = model(recon.to(device), matched.tokens, matched.lengths)
+            sims = model(recon, matched.tokens, matched.lengths)
         model.train(was_training)
-        loss = (supervision.to(device, sims.dtype) * self.cost_fn(sims)).sum()
-        self.cost_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.cost_optimizer.step()
-        return loss.detach()
+        loss = (supervision.to(sims.dtype) * self.cost_fn(sims)).sum()
+        return Update({"cost_ot": loss}, COST_OPTIMIZER)
 
     @torch.no_grad()
     def cost(self, sims: Tensor) -> Tensor:

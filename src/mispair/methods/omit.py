@@ -18,7 +18,7 @@ from torch import Tensor
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
 from mispair.losses import Reduction, reduce_batch, triplet_loss
-from mispair.methods.base import Recipe, RecipeContext, register_recipe
+from mispair.methods.base import Recipe, RecipeContext, Update, register_recipe
 from mispair.nn.model import RetrievalModel
 
 
@@ -146,9 +146,9 @@ class OMIT(Recipe):
                                            vocabulary=self.vocabulary, generator=gen)  # fmt: skip
         return images, tokens, lengths
 
-    def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
+    def train_step(self, batch: Batch, epoch: int) -> Update:
         images, tokens, lengths = self.augment(batch, epoch)
         sims = self.models[0](images, tokens, lengths)
         hardest = epoch >= self.options.warmup_epochs
         loss = triplet_loss(sims, self.options.margin, negatives="hardest" if hardest else "sum")
-        return {"triplet": reduce_batch(loss, self.options.reduction)}
+        return Update({"triplet": reduce_batch(loss, self.options.reduction)})

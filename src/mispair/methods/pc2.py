@@ -24,8 +24,8 @@ from torch import Tensor, nn
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
 from mispair.losses import triplet_loss
-from mispair.methods.base import register_recipe
-from mispair.methods.cotrain import CoTraining, CoTrainingOptions, soft_margin
+from mispair.methods.base import Update, Warmup, register_recipe
+from mispair.methods.cotrain import CoTraining, CoTrainingOptions, CoTrainItem, soft_margin
 
 
 class PseudoClassifier(nn.Module):
@@ -234,13 +234,13 @@ class PC2(CoTraining):
         return values
 
     # ---------------------------------------------------------------- steps
-    def train_step(self, item: tuple, epoch: int) -> dict[str, Tensor]:
-        k, labeled, unlabeled = item
-        if epoch < self.options.warmup_epochs:
-            terms = self.warmup_terms(k, labeled)
+    def train_step(self, item: Warmup | CoTrainItem, epoch: int) -> Update:
+        k = item.model
+        if isinstance(item, Warmup):
+            terms = self.warmup_terms(k, item.batch)
         else:
-            terms = self.cotrain_loss(k, labeled, unlabeled, epoch)
-        return {f"{name}_{k}": value for name, value in terms.items()}
+            terms = self.cotrain_loss(k, item.labeled, item.unlabeled, epoch)
+        return Update({f"{name}_{k}": value for name, value in terms.items()})
 
     def _encode(self, k: int, batch: Batch):
         model = self.models[k]

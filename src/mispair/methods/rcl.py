@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
 
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
@@ -15,7 +14,7 @@ from mispair.losses.complementary import (
     complementary_loss,
     rcl_ablation_loss,
 )
-from mispair.methods.base import Recipe, register_recipe
+from mispair.methods.base import Recipe, Update, register_recipe
 
 
 @register_recipe
@@ -46,7 +45,7 @@ class RCL(Recipe):
             if not 0 < self.ratio <= 1:
                 raise ConfigError(f"method.ratio: in (0, 1], got {self.ratio}")
 
-    def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
+    def train_step(self, batch: Batch, epoch: int) -> Update:
         opts = self.options
         generator = torch.Generator(device=batch.images.device)
         generator.manual_seed(int(batch.index[0]) + 7919 * epoch)
@@ -57,4 +56,4 @@ class RCL(Recipe):
         else:
             loss = rcl_ablation_loss(sims, opts.loss, margin=opts.margin, tau=opts.tau,
                                      generator=generator)  # fmt: skip
-        return {f"rcl_{opts.loss.lower()}": loss.mean()}
+        return Update({f"rcl_{opts.loss.lower()}": loss.mean()})

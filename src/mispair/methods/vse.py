@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from torch import Tensor
-
 from mispair.data.batching import Batch
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
-from mispair.methods.base import Recipe, register_recipe
+from mispair.methods.base import Recipe, Update, register_recipe
 
 
 @register_recipe
@@ -34,7 +32,7 @@ class VSE(Recipe):
         tau: float = 0.05
         reduction: Reduction = "mean"
 
-    def train_step(self, batch: Batch, epoch: int) -> dict[str, Tensor]:
+    def train_step(self, batch: Batch, epoch: int) -> Update:
         opts = self.options
         terms = {}
         for k, model in enumerate(self.models):
@@ -46,4 +44,4 @@ class VSE(Recipe):
                 loss = triplet_loss(sims, opts.margin, negatives="hardest" if hardest else "sum")
             suffix = "" if len(self.models) == 1 else f"_{k}"
             terms[f"{opts.loss}{suffix}"] = reduce_batch(loss, opts.reduction)
-        return terms
+        return Update(terms)

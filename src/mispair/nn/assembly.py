@@ -12,8 +12,11 @@ from mispair.nn.text import text_encoder_class
 def build_model(cfg: ModelConfig, feature_dim: int, vocab_size: int) -> RetrievalModel:
     """The model of ``cfg`` for features of ``feature_dim`` and a tokenizer of ``vocab_size`` ids
     (unused by encoders with their own vocabulary, e.g. MiniLM)."""
+    # the text encoder is initialised first: the random draws of every released result follow
+    # this order (text encoder, image encoder, head)
+    text_encoder = text_encoder_class(cfg.text_encoder).from_config(cfg, vocab_size)
     return RetrievalModel(
         FragmentImageEncoder(feature_dim, cfg.embed_dim, mlp=cfg.image_mlp),
-        text_encoder_class(cfg.text_encoder).from_config(cfg, vocab_size),
+        text_encoder,
         create_head(cfg.head, cfg.embed_dim, **cfg.head_options),
     )
