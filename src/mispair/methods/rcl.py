@@ -44,6 +44,10 @@ class RCL(Recipe):
                 raise ConfigError(f"method.loss: one of {', '.join(known)}, got {self.loss!r}")
             if not 0 < self.ratio <= 1:
                 raise ConfigError(f"method.ratio: in (0, 1], got {self.ratio}")
+            if not 0 < self.q <= 1:
+                raise ConfigError(f"method.q: in (0, 1] (RCL Eq. 17), got {self.q}")
+            if not self.tau > 0:
+                raise ConfigError(f"method.tau: must be > 0, got {self.tau}")
 
     def train_step(self, batch: Batch, epoch: int) -> Update:
         opts = self.options

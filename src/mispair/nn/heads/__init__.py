@@ -1,13 +1,16 @@
 """Similarity heads and their registry.
 
-A head is an ``nn.Module`` built as ``cls(embed_dim, **options)`` whose
-``forward(images: Fragments, texts: Fragments) -> Tensor[Bi, Bt]`` scores every image against
-every caption (higher = more similar), vectorised over both axes. Modules in this package
+A head is an ``nn.Module`` built as ``cls(embed_dim, **options)`` (the options typed by the
+constructor's annotations), or as ``cls(embed_dim, cls.Options(**options))`` when it declares its
+options as a dataclass ``Options``. Its ``forward(images: Fragments, texts: Fragments) ->
+Tensor[Bi, Bt]`` scores every image against every caption (higher = more similar), vectorised
+over both axes. Modules in this package
 register themselves with :func:`register_head`; adding a head adds one file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -16,7 +19,7 @@ from typing import Any
 from torch import nn
 
 from mispair.errors import ConfigError
-from mispair.options import build_kwargs
+from mispair.options import build_dataclass, build_kwargs
 
 _HEADS: dict[str, type[nn.Module]] = {}
 
@@ -48,15 +51,21 @@ def head_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     _load_all()
     if name not in _HEADS:
         raise ConfigError(f"model.head: unknown head {name!r} (known: {', '.join(sorted(_HEADS))})")
-    return build_kwargs(_HEADS[name].__init__, options, "model.head_options", skip=1)
+    cls = _HEADS[name]
+    if hasattr(cls, "Options"):  # a head whose options are a dataclass of their own
+        return dataclasses.asdict(build_dataclass(cls.Options, options, "model.head_options"))
+    return build_kwargs(cls.__init__, options, "model.head_options", skip=1)
 
 
 def create_head(name: str, embed_dim: int, **options: Any) -> nn.Module:
     """Build the head registered as ``name``; ``options`` are its constructor's keyword
     parameters after ``embed_dim``, checked against their annotations (a bad one is a one-line
     error naming ``model.head_options.<key>``)."""
-    kwargs = head_options(name, options)
+    checked = head_options(name, options)
+    cls = _HEADS[name]
     try:
-        return _HEADS[name](embed_dim, **kwargs)
+        if hasattr(cls, "Options"):
+            return cls(embed_dim, cls.Options(**checked))
+        return cls(embed_dim, **checked)
     except ValueError as exc:
         raise ConfigError(f"model.head_options ({name}): {exc}") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -19,22 +20,29 @@ from mispair.nn.embedding import Fragments, l2_normalize
 from mispair.nn.heads import register_head
 from mispair.ot import sinkhorn
 
-VARIANTS = ("partial", "naive", "full", "prompt")
-MARGINALS = ("uni", "intra", "inter", "norm")
-
 
 @dataclass
 class OMITSettings:
-    """Hyperparameters of :func:`omit_similarity` (see :class:`OMITHead` for their meaning)."""
+    """The options of the ``omit`` head (``model.head_options``), OMIT's paper defaults.
+
+    ``reg`` λ = 0.02 (§4.1); ``n_iter`` 3 (Algorithm A1, T = 3; the reference code's
+    ``--belta=3``); ``variant`` (Table 4); ``marginals`` (Eq. 7, Table 5) with ``marginal_tau`` τ
+    of Eq. 7; ``dustbin_mass`` ρ (the τ of Eq. 4 in §4.1); ``grad`` (``autodiff``: backpropagate
+    through the unrolled iterations, as the reference); ``method`` (``auto``: the fast kernel
+    domain where exact, see :func:`solver_method`; ``kernel`` | ``log``, see
+    :func:`~mispair.ot.sinkhorn`); ``num_regions`` (fragments per image, only to size
+    evaluation blocks).
+    """
 
     reg: float = 0.02
     n_iter: int = 3
-    variant: str = "partial"
-    marginals: str = "uni"
+    variant: Literal["partial", "naive", "full", "prompt"] = "partial"
+    marginals: Literal["uni", "intra", "inter", "norm"] = "uni"
     dustbin_mass: float = 0.1
     marginal_tau: float = 1.0
-    grad: str = "autodiff"
-    method: str = "auto"
+    grad: Literal["detach", "autodiff", "envelope"] = "autodiff"
+    method: Literal["auto", "kernel", "log"] = "auto"
+    num_regions: int = 36
 
 
 def fragment_marginals(
@@ -80,7 +88,7 @@ def fragment_marginals(
         b = texts.fragment_norms * texts.mask
         a, b = (a / a.sum(-1, keepdim=True))[:, None], (b / b.sum(-1, keepdim=True))[None]
     else:
-        raise ValueError(f"marginals must be one of {MARGINALS}, got {kind!r}")
+        raise ValueError(f"marginals must be one of uni, intra, inter, norm; got {kind!r}")
     return a.expand(n_img, n_txt, k), b.expand(n_img, n_txt, n_words)
 
 
@@ -167,46 +175,21 @@ def _pair_sims(v: Tensor, t: Tensor) -> Tensor:
 
 @register_head("omit")
 class OMITHead(nn.Module):
-    """Cross-modal Sinkhorn matching (OMIT), ``[Bi, Bt]`` similarities in [-1, 1].
-
-    Options (paper defaults): ``reg`` λ = 0.02 (§4.1), ``n_iter`` 3 (Algorithm A1, T = 3; the
-    reference code's ``--belta=3``), ``variant`` ``partial`` | ``naive`` | ``full`` | ``prompt``
-    (Table 4), ``marginals`` ``uni`` | ``intra`` | ``inter`` | ``norm`` (Eq. 7, Table 5),
-    ``marginal_tau`` τ of Eq. 7 (1), ``dustbin_mass`` ρ (0.1, the τ of Eq. 4 in §4.1),
-    ``grad`` (``autodiff``: backpropagate through the unrolled iterations, as the reference),
-    ``method`` (``auto``: the fast kernel domain where exact, see :func:`solver_method`;
-    ``kernel`` | ``log``, see :func:`~mispair.ot.sinkhorn`) and ``num_regions``
-    (fragments per image, only to size evaluation blocks).
+    """Cross-modal Sinkhorn matching (OMIT), ``[Bi, Bt]`` similarities in [-1, 1]; its options
+    are :class:`OMITSettings`.
 
     Scores in two stages for :func:`~mispair.nn.allpairs.all_pair_similarities` (captions grouped
     by length, blocks bounded in memory); see :func:`omit_similarity` for the equations.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        reg: float = 0.02,
-        n_iter: int = 3,
-        variant: str = "partial",
-        marginals: str = "uni",
-        dustbin_mass: float = 0.1,
-        marginal_tau: float = 1.0,
-        grad: str = "autodiff",
-        method: str = "auto",
-        num_regions: int = 36,
-    ) -> None:
+    Options = OMITSettings
+
+    def __init__(self, embed_dim: int, settings: OMITSettings | None = None) -> None:
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        if marginals not in MARGINALS:
-            raise ValueError(f"marginals must be one of {MARGINALS}, got {marginals!r}")
-        if method not in ("auto", "kernel", "log"):
-            raise ValueError(f"method must be 'auto', 'kernel' or 'log', got {method!r}")
-        self.settings = OMITSettings(reg, n_iter, variant, marginals, dustbin_mass,
-                                     marginal_tau, grad, method)  # fmt: skip
-        self.num_regions = num_regions
+        self.settings = settings or OMITSettings()
+        self.num_regions = self.settings.num_regions
         self.dustbins = None
-        if variant == "prompt":
+        if self.settings.variant == "prompt":
             self.dustbins = nn.Parameter(torch.randn(2, embed_dim) / embed_dim**0.5)
 
     def prepare_images(self, images: Fragments) -> Fragments:

@@ -1,0 +1,208 @@
+"""The command line through ``mispair.cli.main``: what each subcommand prints and writes, checked
+against the library calls it stands for; user mistakes are one line and exit status 2.
+
+Covered elsewhere: bad option values (tests/test_options.py), a missing checkpoint and bad
+overrides without ``--out`` (tests/engine/test_resume.py), ``--export-pairs`` of a noisy division
+run and into a missing or unwritable path (tests/test_export.py)."""
+
+import contextlib
+import csv
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from mispair.cli import format_metrics, main
+from mispair.config import load_config
+from mispair.data.batching import TrainingPairs
+from mispair.data.noise import NoiseRecord, inject_noise
+from mispair.data.precomp import read_precomp
+from mispair.data.synthetic import make_synthetic
+from mispair.engine.assembly import checkpoint_tokens, load_models, load_run_data
+from mispair.engine.checkpoint import load_checkpoint
+from mispair.methods import list_recipes
+from mispair.nn.heads import list_heads
+from mispair.nn.text import list_text_encoders
+
+TINY = ["data.source=synthetic", "data.synthetic_images=100", "model.embed_dim=16",
+        "model.word_dim=8", "train.epochs=1", "train.batch_size=50", "train.threads=1"]  # fmt: skip
+
+
+def parse_table(text: str) -> dict[str, float]:
+    """The numbers of a :func:`format_metrics` table, keyed as in the metrics dict."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[-1:] == ["rsum"])
+    words, keys = lines[head].split(), []
+    while words:
+        keys.append(words.pop(0) if words[0] == "rsum" else f"{words.pop(0)}_{words.pop(0)}")
+    out = {}
+    for line in lines[head + 1 :]:
+        label, *values = line.split()
+        if label in ("strict", "equiv."):
+            prefix = "" if label == "strict" else "eq_"
+            assert len(values) == len(keys), line
+            out.update({prefix + k: float(v) for k, v in zip(keys, values)})
+    ranks = re.search(r"^medr i2t (\S+) t2i (\S+); meanr i2t (\S+) t2i (\S+)$", lines[-1], re.M)
+    assert ranks, lines[-1]
+    names = ("i2t_medr", "t2i_medr", "i2t_meanr", "t2i_meanr")
+    out.update({k: float(v) for k, v in zip(names, ranks.groups())})
+    return out
+
+
+def assert_shows(table: dict[str, float], metrics: dict[str, float], keys) -> None:
+    for key in keys:  # printed with one decimal (medians with none)
+        places = 0 if key.endswith("medr") else 1
+        assert table[key] == pytest.approx(round(metrics[key], places), abs=1e-9), key
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One tiny ``mispair train ... --export-pairs``: its folder, stdout and config."""
+    root = tmp_path_factory.mktemp("cli")
+    out, pairs = root / "run", root / "pairs.csv"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = main(["train", *TINY, "--out", str(out), "--quiet", "--export-pairs", str(pairs)])
+    assert status == 0, stderr.getvalue()
+    config = load_config(None, [*TINY, f"output={out}"])
+    return out, pairs, stdout.getvalue(), stderr.getvalue(), config
+
+
+def test_recipes_lists_every_registered_name(capsys):
+    assert main(["recipes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = dict(line.split(":", 1) for line in lines)
+    assert list(listed) == ["recipes", "heads", "text encoders"]
+    assert listed["recipes"].strip().split(", ") == list_recipes()
+    assert listed["heads"].strip().split(", ") == list_heads()
+    assert listed["text encoders"].strip().split(", ") == list_text_encoders()
+    assert {"vse", "rcl"} <= set(list_recipes())
+
+
+def test_inject_noise_writes_the_librarys_record(tmp_path, capsys):
+    out = tmp_path / "noise.npy"
+    argv = ["inject-noise", "--images", "20", "--captions-per-image", "5", "--rate", "0.4",
+            "--protocol", "pmp", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    record, expected = NoiseRecord.load(out), inject_noise(20, 5, 0.4, "pmp", 0)
+    assert np.array_equal(record.image_of_caption, expected.image_of_caption)
+    assert np.array_equal(record.true_image, expected.true_image)
+    assert np.array_equal(record.is_noisy, expected.is_noisy) and 0 < expected.is_noisy.sum() < 100
+    printed = capsys.readouterr().out.strip()
+    assert printed == (f"wrote {out}: 100 captions, {expected.is_noisy.sum()} truly mismatched "
+                       f"({100 * expected.noise_rate:.1f}%)")  # fmt: skip
+
+
+def test_prepare_synthetic_then_inject_noise_from_the_folder(tmp_path, capsys):
+    folder = tmp_path / "syn"
+    assert main(["prepare", "synthetic", "--out", str(folder), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == f"prepared synthetic in {folder}"
+    for seed, (split, n) in enumerate([("train", 1000), ("dev", 100), ("test", 200)]):
+        pairs, expected = read_precomp(folder, split), make_synthetic(n, seed=seed)
+        assert pairs.n_images == n and pairs.captions == expected.captions
+        assert np.allclose(np.asarray(pairs.images), expected.images)
+    out = tmp_path / "dev_noise.npy"
+    argv = ["inject-noise", "--data", str(folder), "--split", "dev", "--rate", "0.2",
+            "--protocol", "ncr", "--seed", "3", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    expected = inject_noise(100, 5, 0.2, "ncr", 3)
+    assert np.array_equal(NoiseRecord.load(out).image_of_caption, expected.image_of_caption)
+    assert f"500 captions, {expected.is_noisy.sum()} truly mismatched" in capsys.readouterr().out
+
+
+def test_train_prints_the_test_metrics_it_saves(tiny_run):
+    out, _, stdout, _, _ = tiny_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert stdout.splitlines()[0] == f"test ({out / 'best.pt'}, best epoch {metrics['best_epoch'] + 1})"
+    table = parse_table(stdout)
+    assert "eq_rsum" not in table  # no equivalent-caption metrics on synthetic data
+    assert table["rsum"] == pytest.approx(round(metrics["test"]["rsum"], 1), abs=1e-9)
+    assert_shows(table, metrics["test"], list(metrics["test"]))
+    recalls = [v for k, v in table.items() if re.fullmatch(r"(i2t|t2i)_r\d+", k)]
+    assert len(recalls) == 6 and table["rsum"] == pytest.approx(sum(recalls), abs=0.35)
+
+
+def test_eval_json_is_the_saved_test_metrics(tiny_run, capsys):
+    out, _, train_stdout, _, _ = tiny_run
+    assert main(["eval", str(out / "best.pt"), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((out / "metrics.json").read_text())["test"]
+    assert main(["eval", str(out / "best.pt"), "--quiet"]) == 0  # the table, as train printed it
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == f"{out / 'best.pt'} on test"
+    assert printed.splitlines()[1:] == train_stdout.splitlines()[1:]
+
+
+def test_export_pairs_writes_one_row_per_training_caption(tiny_run):
+    out, path, _, stderr, config = tiny_run
+    rows = list(csv.DictReader(path.open(newline="")))
+    # no noise is known and vse has no clean probability: only the pair and its similarity
+    assert list(rows[0]) == ["caption_index", "image_id", "caption", "similarity"]
+    train = load_run_data(config).train
+    assert len(rows) == train.n_captions == 500
+    assert [int(r["caption_index"]) for r in rows] == list(range(500))
+    assert [r["caption"] for r in rows] == train.captions
+    assert [r["image_id"] for r in rows] == [train.image_ids[k // 5] for k in range(500)]
+    state = load_checkpoint(out / "best.pt")
+    (model,) = load_models(state, torch.device("cpu"))
+    batch = TrainingPairs(train, checkpoint_tokens(state, train)).batch(np.arange(500))
+    with torch.no_grad():
+        expected = model(batch.images, batch.tokens, batch.lengths).diagonal()
+    got = torch.tensor([float(r["similarity"]) for r in rows])
+    assert torch.allclose(got, expected, atol=2e-6, rtol=0)
+    assert f"wrote 500 training pairs to {path}" in stderr
+
+
+def _write_bad_yaml(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text("trian:\n  epochs: 1\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (lambda d: ["train", "bogus.key=1", *TINY, "--out", f"{d}/run", "--quiet"], "bogus"),
+    (lambda d: ["train", f"{d}/none.yaml", "--out", f"{d}/run", "--quiet"], "none.yaml"),
+    (lambda d: ["train", _write_bad_yaml(d), "--out", f"{d}/run", "--quiet"], "trian"),
+    (lambda d: ["train", "recipe=rcl", "method.loss=hinge", *TINY, "--out", f"{d}/run"], "method.loss"),
+    (lambda d: ["inject-noise", "--rate", "0.4", "--out", f"{d}/n.npy"], "--images"),
+    (lambda d: ["inject-noise", "--images", "9", "--rate", "1.5", "--out", f"{d}/n.npy"], "1.5"),
+])  # fmt: skip
+def test_a_user_mistake_is_one_line_exit_2_and_writes_nothing(argv, named, tmp_path, capsys,
+                                                              monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # a default output (runs/...) would land here too
+    args = argv(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mispair: error: ") and named in err[0], err
+    assert captured.out == ""
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_an_interrupted_command_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
+    seen = []
+
+    def interrupted(config, **kwargs):
+        seen.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("mispair.engine.run.train_run", interrupted)
+    assert main(["train", *TINY, "--out", str(tmp_path / "run"), "--quiet"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mispair: interrupted (rerun the same command to resume)"]
+    assert seen[0].output == str(tmp_path / "run") and seen[0].train.epochs == 1
+
+
+def test_format_metrics_shows_the_numbers_it_is_given():
+    keys = ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum"]
+    metrics = {k: 3.14 * (i + 1) for i, k in enumerate(keys)}
+    metrics |= {"eq_" + k: 100 - 2.26 * i for i, k in enumerate(keys)}
+    metrics |= {"i2t_medr": 7.0, "t2i_medr": 12.0, "i2t_meanr": 20.25, "t2i_meanr": 33.04}
+    text = format_metrics(metrics, "my title")
+    assert text.splitlines()[0] == "my title"
+    assert_shows(parse_table(text), metrics, list(metrics))
+    assert "equiv." not in format_metrics({k: v for k, v in metrics.items() if "eq_" not in k})
+    assert format_metrics(metrics).splitlines()[0].split()[-1] == "rsum"  # no title line
