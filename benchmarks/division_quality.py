@@ -19,10 +19,10 @@ import torch
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.division import detection_metrics, fit_bmm, fit_gmm, fit_vbgmm, min_max_normalize
-from mispair.division.per_sample import per_sample_losses
 from mispair.engine.assembly import load_models, load_run_data
 from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.run import train_run
+from mispair.methods.scoring import per_sample_losses
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
 

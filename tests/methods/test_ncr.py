@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from mispair.config import load_config
 from mispair.engine.run import train_run
-from mispair.losses import mean_hinge_loss
-from mispair.methods.cotrain import correspondence_prediction, soft_margin
+from mispair.losses import correspondence_prediction, mean_hinge_loss, soft_margin
 
 
 def _hinges(sims, margin):

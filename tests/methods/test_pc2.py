@@ -15,16 +15,15 @@ from mispair.data.synthetic import make_synthetic
 from mispair.data.vocab import Vocabulary
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
-from mispair.losses import triplet_loss
-from mispair.methods.base import RecipeContext, build_options
-from mispair.methods.pc2 import (
-    PC2,
-    assign_pseudo_captions,
+from mispair.losses import (
     balance_loss,
     pseudo_classification_loss,
     pseudo_pair_loss,
     rectified_target,
+    triplet_loss,
 )
+from mispair.methods.base import RecipeContext, build_options
+from mispair.methods.pc2 import PC2, assign_pseudo_captions
 from mispair.nn.assembly import build_model
 
 

@@ -103,6 +103,18 @@ class TrainingPairs:
         for start in range(0, stop, batch_size):
             yield self.batch(order[start : start + batch_size])
 
+    def cycled_batches(self, batch_size: int, *, seed: int, subset: np.ndarray) -> Iterator[Batch | None]:
+        """Endless shuffled batches over ``subset``, reshuffled at each pass (pass ``r`` shuffled
+        by ``seed * 1000 + r``); None forever when ``subset`` is empty. The co-training and L2RM
+        recipes pair each step of one subset with a batch of another this way."""
+        rounds = 0
+        while True:
+            if len(subset) == 0:
+                yield None
+                continue
+            yield from self.batches(batch_size, seed=seed * 1000 + rounds, subset=subset)
+            rounds += 1
+
     def n_batches(self, batch_size: int, subset_size: int | None = None, drop_last: bool = False) -> int:
         n = len(self) if subset_size is None else subset_size
         return n // batch_size if drop_last else -(-n // batch_size)

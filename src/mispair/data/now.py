@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from mispair.data.pairset import PairSet
-from mispair.data.precomp import _load_features, _read_lines, split_features_path
+from mispair.data.precomp import load_feature_array, read_text_lines, split_features_path
 from mispair.errors import ConfigError, DataError
 
 TOKENIZERS = ("bpe", "bert", "jieba")
@@ -131,8 +131,8 @@ def read_now(
                         f"(present: {', '.join(present)})")  # fmt: skip
     vocab_path = Path(vocab) if vocab else find_vocab(root, tokenizer)
     size, idx2word, word2idx = read_vocab(vocab_path)
-    images = _load_features(ims_path, check_finite=True)
-    lines = _read_lines(caps_path)
+    images = load_feature_array(ims_path, check_finite=True)
+    lines = read_text_lines(caps_path)
     if len(lines) != images.shape[0]:
         raise DataError(f"{caps_path}: {len(lines)} captions for {images.shape[0]} images in "
                         f"{ims_path.name} (NoW has one caption per image)")  # fmt: skip
@@ -155,7 +155,7 @@ def read_now(
 def _read_ids(path: Path, n_images: int) -> list[str] | None:
     if not path.is_file():
         return None
-    ids = [line.strip() for line in _read_lines(path)]
+    ids = [line.strip() for line in read_text_lines(path)]
     if len(ids) != n_images:
         raise DataError(f"{path}: {len(ids)} ids for {n_images} images")
     return ids

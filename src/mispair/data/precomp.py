@@ -46,7 +46,7 @@ def read_precomp(root: str | Path, split: str, *, check_finite: bool = True) -> 
     """
     root = Path(root)
     ims_path = split_features_path(root, split)
-    images = _load_features(ims_path, check_finite)
+    images = load_feature_array(ims_path, check_finite)
     captions, tsv_ids = _read_captions(root, split)
     n_images, n_captions = images.shape[0], len(captions)
     if n_images == 0 or n_captions % n_images:
@@ -109,7 +109,9 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
         atomic_text(root / f"{split}_meta.json", meta)
 
 
-def _load_features(path: Path, check_finite: bool) -> np.ndarray:
+def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
+    """The ``[n_images, n_fragments, dim]`` float features of a ``.npy`` file, memory-mapped;
+    with ``check_finite`` a NaN or infinite feature is an error naming the image."""
     try:
         images = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as exc:
@@ -130,10 +132,10 @@ def _load_features(path: Path, check_finite: bool) -> np.ndarray:
 def _read_captions(root: Path, split: str) -> tuple[list[str], list[str] | None]:
     txt, tsv = root / f"{split}_caps.txt", root / f"{split}_caps.tsv"
     if txt.is_file():
-        lines, ids = _read_lines(txt), None
+        lines, ids = read_text_lines(txt), None
     elif tsv.is_file():
         ids, lines = [], []
-        for number, line in enumerate(_read_lines(tsv), start=1):
+        for number, line in enumerate(read_text_lines(tsv), start=1):
             if "\t" not in line:
                 raise DataError(f"{tsv}:{number}: expected 'img_id<TAB>caption'")
             image_id, caption = line.split("\t", 1)
@@ -148,7 +150,8 @@ def _read_captions(root: Path, split: str) -> tuple[list[str], list[str] | None]
     return [c.strip() for c in lines], ids
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (a final newline ends the last line; ``\\r`` stripped)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -162,7 +165,7 @@ def _read_lines(path: Path) -> list[str]:
 def _read_ids(path: Path, n_images: int) -> list[str] | None:
     if not path.is_file():
         return None
-    ids = _read_lines(path)
+    ids = read_text_lines(path)
     if len(ids) != n_images:
         raise DataError(f"{path}: {len(ids)} ids for {n_images} images")
     return ids

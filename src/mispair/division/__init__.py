@@ -1,8 +1,8 @@
 """Sample division: two-component mixtures over per-sample losses, the clean/noisy split they give,
 co-divide, PC²'s prediction oscillation, and scoring a division against the true noise.
 
-A bottom layer: it needs numpy, scipy and scikit-learn only. (``mispair.division.per_sample``,
-which computes the losses with a model, sits beside it and is imported by its full name.)
+A bottom layer: it needs numpy, scipy and scikit-learn only. The per-sample losses it divides are
+computed with the recipes' models one layer up (:mod:`mispair.methods.scoring`).
 """
 
 from mispair.division.bmm import fit_bmm

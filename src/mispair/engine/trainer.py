@@ -168,14 +168,19 @@ class Trainer:
             lr = self._set_lr(epoch)
             torch.manual_seed(self.config.train.seed * 100_003 + epoch)
             epoch_values = self.recipe.begin_epoch(epoch)
+            divided = time.perf_counter()
             losses = self._train_epoch(epoch)
             epoch_values.update(self.recipe.end_epoch(epoch))
+            trained = time.perf_counter()
             last_dev = self.evaluate_dev()
+            phases = {"seconds/division": divided - began, "seconds/train": trained - divided,
+                      "seconds/eval": time.perf_counter() - trained}  # fmt: skip
             if not best_dev or last_dev["rsum"] > best_dev["rsum"]:
                 best_epoch, best_dev = epoch, last_dev
                 save_checkpoint(self.out_dir / "best.pt", self._payload(epoch + 1, best_epoch, best_dev))
             record = {"epoch": epoch, "lr": lr, **losses, **epoch_values,
                       **{f"dev/{k}": v for k, v in last_dev.items()},
+                      **{k: round(v, 3) for k, v in phases.items()},
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
             with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")

@@ -8,7 +8,7 @@ from typing import Literal
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.losses import asymmetric_loss, soft_boundary, triplet_loss
+from mispair.losses import asymmetric_loss, reduce_batch, soft_boundary, triplet_loss
 from mispair.methods.base import register_recipe
 from mispair.methods.cotrain import CoTraining, CoTrainingOptions
 
@@ -55,9 +55,9 @@ class ASL(CoTraining):
         w = self.labeled_prob(k, labeled)
         targets = w + (1 - w) * self.predict(model, labeled)
         sims = model(labeled.images, labeled.tokens, labeled.lengths)
-        terms = {"labeled": self._pair_loss(sims, targets).mean()}
+        terms = {"labeled": reduce_batch(self._pair_loss(sims, targets), "mean")}  # ASL: not stated
         if unlabeled is not None and len(unlabeled) > 1 and self.use_unlabeled(epoch):
             targets_u = sum(self.predict(m, unlabeled) for m in self.models) / len(self.models)
             sims_u = model(unlabeled.images, unlabeled.tokens, unlabeled.lengths)
-            terms["unlabeled"] = self._pair_loss(sims_u, targets_u).mean()
+            terms["unlabeled"] = reduce_batch(self._pair_loss(sims_u, targets_u), "mean")
         return terms

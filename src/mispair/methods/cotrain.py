@@ -2,7 +2,7 @@
 
 Two models; after ``warmup_epochs`` on all pairs, every epoch (NCR, Huang et al. 2021):
 
-1. each model scores every training pair (:func:`~mispair.division.per_sample.per_sample_losses`),
+1. each model scores every training pair (:func:`~mispair.methods.scoring.per_sample_losses`),
    the losses are min–max normalised and a two-component mixture gives each pair a clean
    probability (``mixture``: ``gmm`` | ``bmm`` | ``vbgmm``);
 2. co-divide: model A trains on the split computed from model B's losses and vice versa — the
@@ -33,32 +33,12 @@ from mispair.division import (
     fit_vbgmm,
     min_max_normalize,
 )
-from mispair.division.per_sample import per_sample_losses
-from mispair.losses import triplet_loss
+from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
+from mispair.methods.scoring import per_sample_losses
 from mispair.nn.model import RetrievalModel
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
-
-
-def correspondence_prediction(sims: Tensor, margin: float = 0.2) -> Tensor:
-    """NCR's predicted correspondence of each pair of a batch (its ``predict`` mode).
-
-    ``p_i = clamp(α − (mean_j h^{i2t}_{ij} + mean_j h^{t2i}_{ij}) / 2, 0, α)`` from the hinge
-    costs ``h`` of pair ``i``, divided by the mean of the top ``B // 10 + 1`` values so that the
-    most confident pairs sit near 1, and clamped to ``[0, 1]`` as NCR's reference does: when no
-    pair of the batch is free of violations the top values differ, the ratio exceeds 1 for the
-    best pairs, and an unclamped target would give a soft margin above α (NCR Eq. 9).
-    ``sims [B, B]`` → ``[B]`` in ``[0, 1]``.
-    """
-    p = (margin - triplet_loss(sims, margin, negatives="mean") / 2).clamp(min=0, max=margin)
-    top = p.sort().values[-(sims.shape[0] // 10 + 1) :]
-    return (p / top.mean().clamp(min=1e-12)).clamp(0, 1)
-
-
-def soft_margin(targets: Tensor, margin: float, curve: float = 10.0) -> Tensor:
-    """NCR's exponential soft margin ``α · (m^ŷ − 1) / (m − 1)`` (NCR Eq. 9, m = ``curve``)."""
-    return margin * (curve**targets - 1) / (curve - 1)
 
 
 @dataclass(frozen=True)
@@ -140,7 +120,7 @@ class CoTraining(Recipe):
                 continue
             labeled = np.flatnonzero(self.labeled_split(k))
             unlabeled = np.flatnonzero(~self.labeled_split(k))
-            cycled = _cycle(train, unlabeled, size, seed * 2 + k)
+            cycled = train.cycled_batches(size, seed=seed * 2 + k, subset=unlabeled)
             for batch in train.batches(size, seed=seed * 2 + k, subset=labeled):
                 yield CoTrainItem(k, batch, next(cycled))
 
@@ -161,7 +141,7 @@ class CoTraining(Recipe):
     def warmup_loss(self, model: RetrievalModel, batch: Batch) -> Tensor:
         """NCR's warm-up: the hinge loss summed over negatives, on all pairs."""
         sims = model(batch.images, batch.tokens, batch.lengths)
-        return triplet_loss(sims, self.options.margin).sum() / sims.shape[0]
+        return reduce_batch(triplet_loss(sims, self.options.margin), "mean")
 
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         raise NotImplementedError
@@ -195,14 +175,3 @@ class CoTraining(Recipe):
 
     def export_scores(self) -> dict[str, np.ndarray]:
         return {} if self.clean_prob is None else {"clean_prob": self.clean_prob.mean(axis=0)}
-
-
-def _cycle(train, subset: np.ndarray, batch_size: int, seed: int) -> Iterator[Batch | None]:
-    """Endless shuffled batches over ``subset`` (reshuffled each pass); None when it is empty."""
-    rounds = 0
-    while True:
-        if len(subset) == 0:
-            yield None
-            continue
-        yield from train.batches(batch_size, seed=seed * 1000 + rounds, subset=subset)
-        rounds += 1

@@ -36,12 +36,11 @@ from torch import Tensor
 from mispair.data.batching import Batch
 from mispair.data.noise import NoiseRecord
 from mispair.division import detection_metrics, fit_bmm, min_max_normalize
-from mispair.division.per_sample import per_sample_losses
 from mispair.errors import ConfigError
-from mispair.losses import info_nce_loss, mean_hinge_loss, reverse_cross_entropy, triplet_loss
+from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
 from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_recipe
-from mispair.methods.cotrain import _cycle
+from mispair.methods.scoring import per_sample_losses
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
 
@@ -282,7 +281,7 @@ class L2RM(Recipe):
                 yield Warmup(batch)
             return
         matched = self.matched()
-        noisy = _cycle(train, np.flatnonzero(~matched), size, seed + 1)
+        noisy = train.cycled_batches(size, seed=seed + 1, subset=np.flatnonzero(~matched))
         rng = np.random.default_rng([seed, 2])
         for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
             mismatched = next(noisy)
@@ -320,12 +319,12 @@ class L2RM(Recipe):
         ``rematch`` against the refined alignment of their detached similarities."""
         model, opts = self.models[0], self.options
         sims = model(matched.images, matched.tokens, matched.lengths)
-        terms = {"triplet": triplet_loss(sims, opts.margin, negatives="hardest").sum()}
+        terms = {"triplet": reduce_batch(triplet_loss(sims, opts.margin, negatives="hardest"), "sum")}
         if mismatched is not None and len(mismatched) > 1:
             sims_n = model(mismatched.images, mismatched.tokens, mismatched.lengths)
             plan = self.refined_alignment(sims_n.detach())
             loss = rematch_loss(sims_n, plan, opts.tau, kind=opts.rematch)
-            terms["rematch"] = loss.mean() if opts.rematch_reduction == "mean" else loss.sum()
+            terms["rematch"] = reduce_batch(loss, opts.rematch_reduction)
         return terms
 
     def warmup_loss(self, batch: Batch) -> Tensor:
@@ -333,13 +332,13 @@ class L2RM(Recipe):
         opts = self.options
         sims = self.models[0](batch.images, batch.tokens, batch.lengths)
         if opts.warmup_loss == "triplet":
-            return mean_hinge_loss(sims, opts.margin).sum()
+            return reduce_batch(mean_hinge_loss(sims, opts.margin), "sum")
         if opts.warmup_loss == "triplet_hardest":
-            return triplet_loss(sims, opts.margin, negatives="hardest").sum()
+            return reduce_batch(triplet_loss(sims, opts.margin, negatives="hardest"), "sum")
         loss = info_nce_loss(sims, opts.tau)
         if opts.warmup_loss == "infonce_rce":
             loss = loss + reverse_cross_entropy(sims, opts.tau, opts.rce_eps)
-        return loss.mean()
+        return reduce_batch(loss, "mean")
 
     def update_cost(self, matched: Batch, recon: Tensor, supervision: Tensor) -> Update:
         """The cost function's update on Eq. 6, ``cost_ot = ⟨π^sup, f_c(g(V', T))⟩``.

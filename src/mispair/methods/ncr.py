@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.losses import triplet_loss
+from mispair.losses import reduce_batch, soft_margin, triplet_loss
 from mispair.methods.base import register_recipe
-from mispair.methods.cotrain import CoTraining, CoTrainingOptions, soft_margin
+from mispair.methods.cotrain import CoTraining, CoTrainingOptions
 
 
 @register_recipe
@@ -41,10 +41,10 @@ class NCR(CoTraining):
         targets = w + (1 - w) * self.predict(model, labeled)
         sims = model(labeled.images, labeled.tokens, labeled.lengths)
         margins = soft_margin(targets, opts.margin, opts.soft_margin_curve)
-        terms = {"labeled": triplet_loss(sims, margins, negatives="hardest").sum()}
+        terms = {"labeled": reduce_batch(triplet_loss(sims, margins, negatives="hardest"), "sum")}
         if unlabeled is not None and len(unlabeled) > 1 and self.use_unlabeled(epoch):
             targets_u = sum(self.predict(m, unlabeled) for m in self.models) / len(self.models)
             sims_u = model(unlabeled.images, unlabeled.tokens, unlabeled.lengths)
             margins_u = soft_margin(targets_u, opts.margin, opts.soft_margin_curve)
-            terms["unlabeled"] = triplet_loss(sims_u, margins_u, negatives="hardest").sum()
+            terms["unlabeled"] = reduce_batch(triplet_loss(sims_u, margins_u, negatives="hardest"), "sum")
         return terms

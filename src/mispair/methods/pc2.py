@@ -23,9 +23,17 @@ from torch import Tensor, nn
 
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
-from mispair.losses import triplet_loss
+from mispair.losses import (
+    balance_loss,
+    pseudo_classification_loss,
+    pseudo_pair_loss,
+    rectified_target,
+    reduce_batch,
+    soft_margin,
+    triplet_loss,
+)
 from mispair.methods.base import Update, Warmup, register_recipe
-from mispair.methods.cotrain import CoTraining, CoTrainingOptions, CoTrainItem, soft_margin
+from mispair.methods.cotrain import CoTraining, CoTrainingOptions, CoTrainItem
 
 
 class PseudoClassifier(nn.Module):
@@ -45,31 +53,6 @@ class PseudoClassifier(nn.Module):
         return self.net(pooled)
 
 
-def pseudo_classification_loss(image_logits: Tensor, text_logits: Tensor) -> Tensor:
-    """PC² Eq. 2 per pair: ``H(q̂_i, p_i)``, the cross-entropy of the image's prediction ``p_i =
-    softmax(C(f(I_i)))`` with the hard pseudo-label ``q̂_i = argmax C(g(T_i))`` of its caption.
-
-    ``image_logits``, ``text_logits`` ``[B, K]`` → ``[B]`` (no gradient reaches the text side:
-    the label is an argmax).
-    """
-    return F.cross_entropy(image_logits, text_logits.argmax(dim=1), reduction="none")
-
-
-def balance_loss(probs: Tensor, mode: str = "mean") -> Tensor:
-    """PC² Eq. 3, the term spreading predictions ``probs [B, K]`` over the classes (scalar).
-
-    ``mode="mean"`` (the paper): ``Σ_k p̄_k log p̄_k`` with ``p̄ = (1/B) Σ_i p_i``, the negative
-    entropy of the batch's mean prediction; minimising it spreads the batch over all classes
-    while each prediction may stay confident. ``mode="sample"`` (the reference code):
-    ``(1/B) Σ_i Σ_k p_ik log p_ik``, minus the mean entropy of each prediction, which pushes every
-    single prediction towards uniform.
-    """
-    if mode == "sample":
-        return (probs * probs.clamp(min=1e-8).log()).sum(dim=1).mean()
-    mean = probs.mean(dim=0)
-    return (mean * mean.clamp(min=1e-8).log()).sum()
-
-
 def assign_pseudo_captions(noisy: Tensor, clean: Tensor) -> tuple[Tensor, Tensor]:
     """PC² Eq. 4: for each noisy image ``i``, ``j = argmax_b cos(noisy_i, clean_b)``.
 
@@ -80,30 +63,6 @@ def assign_pseudo_captions(noisy: Tensor, clean: Tensor) -> tuple[Tensor, Tensor
     sims = F.normalize(noisy, dim=1) @ F.normalize(clean, dim=1).t()
     best, index = sims.max(dim=1)
     return index, best
-
-
-def rectified_target(clean_prob: Tensor, oscillation_prob: Tensor, threshold: float = 0.5
-                     ) -> Tensor:  # fmt: skip
-    """The exponent of PC² Eq. 8: ``w^c + (1 − w^c) · 1(w^o > τ) · w^o``.
-
-    ``clean_prob`` ``w^c`` (co-divide on losses) and ``oscillation_prob`` ``w^o`` (co-divide on
-    the prediction oscillation, Eq. 7) ``[B]``; a pair the loss split doubts but whose prediction
-    is stable gets part of its margin back. ``α^c = α (m^target − 1) / (m − 1)``.
-    """
-    stable = (oscillation_prob > threshold).to(clean_prob.dtype)
-    return clean_prob + (1 - clean_prob) * stable * oscillation_prob
-
-
-def pseudo_pair_loss(sims: Tensor, lender: Tensor, margins: Tensor) -> Tensor:
-    """PC² Eq. 6 per noisy image: the hardest-negative triplet loss of ``(I_i^n, T_i^p)``.
-
-    ``sims [B, B]`` scores noisy image ``i`` against pseudo-caption ``k`` (the caption of clean
-    pair ``lender[k]``); when two noisy images borrow the same caption, that caption is not a
-    negative of either (it would be its own positive). ``margins [B]`` from Eq. 5 → ``[B]``.
-    """
-    same = lender[:, None] == lender[None, :]
-    same.fill_diagonal_(False)
-    return triplet_loss(sims.masked_fill(same, float("-inf")), margins, negatives="hardest")
 
 
 @register_recipe
@@ -254,7 +213,7 @@ class PC2(CoTraining):
         if not opts.pseudo_classification:
             return {}
         image_logits, text_logits = classifier(images.pooled), classifier(texts.pooled)
-        classification = pseudo_classification_loss(image_logits, text_logits).mean()
+        classification = reduce_batch(pseudo_classification_loss(image_logits, text_logits), "mean")
         return {
             "pseudo_cls": opts.lambda_pse * classification,
             "balance": opts.lambda_ent * balance_loss(image_logits.softmax(dim=1), opts.balance),
@@ -265,7 +224,7 @@ class PC2(CoTraining):
         ``warmup_classification`` (the reference), P-Cls on all pairs; the paper defines P-Cls on
         the clean split only (§4.2) and warms up as NCR does (``warmup_classification=false``)."""
         images, texts, sims = self._encode(k, batch)
-        terms = {"warmup": triplet_loss(sims, self.options.margin).sum() / sims.shape[0]}
+        terms = {"warmup": reduce_batch(triplet_loss(sims, self.options.margin), "mean")}
         if not self.options.warmup_classification:
             return terms
         return terms | self._classification_terms(k, images, texts)
@@ -284,7 +243,8 @@ class PC2(CoTraining):
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int
                      ) -> dict[str, Tensor]:  # fmt: skip
         images, texts, sims = self._encode(k, labeled)
-        terms = {"clean": triplet_loss(sims, self.clean_margins(k, labeled), negatives="hardest").sum()}
+        clean = triplet_loss(sims, self.clean_margins(k, labeled), negatives="hardest")
+        terms = {"clean": reduce_batch(clean, "sum")}  # summed over the batch, as NCR
         terms |= self._classification_terms(k, images, texts)
         opts = self.options
         if (opts.pseudo_captioning and unlabeled is not None and len(unlabeled) > 1
@@ -307,7 +267,7 @@ class PC2(CoTraining):
         self._record_captions(k, noisy.image_index, labeled.image_index[lender], similarity)
         margins = soft_margin(similarity.clamp(min=0), opts.margin, opts.curve)
         sims = model.similarity(noisy_images, texts[lender])
-        return pseudo_pair_loss(sims, lender, margins).sum()
+        return reduce_batch(pseudo_pair_loss(sims, lender, margins), "sum")
 
     # ---------------------------------------------------------------- pseudo-caption quality log
     def _record_captions(self, k: int, noisy_images: Tensor, lenders: Tensor, similarity: Tensor

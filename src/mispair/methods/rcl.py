@@ -8,6 +8,7 @@ import torch
 
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
+from mispair.losses import reduce_batch
 from mispair.losses.complementary import (
     ABLATION_LOSSES,
     COMPLEMENTARY_KINDS,
@@ -60,4 +61,4 @@ class RCL(Recipe):
         else:
             loss = rcl_ablation_loss(sims, opts.loss, margin=opts.margin, tau=opts.tau,
                                      generator=generator)  # fmt: skip
-        return Update({f"rcl_{opts.loss.lower()}": loss.mean()})
+        return Update({f"rcl_{opts.loss.lower()}": reduce_batch(loss, "mean")})

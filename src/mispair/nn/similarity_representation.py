@@ -30,7 +30,8 @@ def l2norm(x: Tensor, dim: int = -1, eps: float = 1e-8) -> Tensor:
     return x / (torch.linalg.vector_norm(x, dim=dim, keepdim=True) + eps)
 
 
-def _xavier(*layers: nn.Linear) -> None:
+def xavier_init(*layers: nn.Linear) -> None:
+    """Xavier-uniform weights and zero biases, as SGRAF initialises its linear layers."""
     for layer in layers:
         nn.init.xavier_uniform_(layer.weight)
         nn.init.zeros_(layer.bias)
@@ -79,7 +80,7 @@ class VisualSelfAttention(nn.Module):
         self.glob_norm = nn.BatchNorm1d(embed_dim)
         self.common = nn.Linear(embed_dim, 1)
         self.dropout = nn.Dropout(dropout)
-        _xavier(self.local, self.glob, self.common)
+        xavier_init(self.local, self.glob, self.common)
 
     def forward(self, regions: Tensor) -> Tensor:
         local = self.dropout(torch.tanh(self.local_norm(self.local(regions))))
@@ -101,7 +102,7 @@ class TextSelfAttention(nn.Module):
         self.glob = nn.Linear(embed_dim, embed_dim)
         self.common = nn.Linear(embed_dim, 1)
         self.dropout = nn.Dropout(dropout)
-        _xavier(self.local, self.glob, self.common)
+        xavier_init(self.local, self.glob, self.common)
 
     def forward(self, words: Tensor, mask: Tensor) -> Tensor:
         local = self.dropout(torch.tanh(self.local(words)))
@@ -150,7 +151,7 @@ class SimilarityRepresentation(nn.Module):
         self.text_attention = TextSelfAttention(embed_dim)
         self.local_proj = nn.Linear(embed_dim, sim_dim)
         self.global_proj = nn.Linear(embed_dim, sim_dim)
-        _xavier(self.local_proj, self.global_proj)
+        xavier_init(self.local_proj, self.global_proj)
 
     def encode_images(self, images: Fragments) -> ImageSide:
         """Per-image parts (all regions are taken as real)."""
@@ -197,7 +198,7 @@ class SimilarityNodeHead(nn.Module):
         super().__init__()
         self.representation = SimilarityRepresentation(embed_dim, sim_dim, num_regions)
         self.score_proj = nn.Linear(sim_dim, 1)
-        _xavier(self.score_proj)
+        xavier_init(self.score_proj)
 
     def aggregate(self, nodes: Tensor, mask: Tensor) -> Tensor:
         raise NotImplementedError

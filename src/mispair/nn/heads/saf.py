@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mispair.nn.heads import register_head
-from mispair.nn.similarity_representation import SimilarityNodeHead, _xavier, l1norm, l2norm
+from mispair.nn.similarity_representation import SimilarityNodeHead, l1norm, l2norm, xavier_init
 
 
 def caption_batch_norm(values: Tensor, mask: Tensor, norm: nn.BatchNorm1d) -> Tensor:
@@ -56,7 +56,7 @@ class AttentionFiltration(nn.Module):
         super().__init__()
         self.gate = nn.Linear(sim_dim, 1)
         self.norm = nn.BatchNorm1d(1)
-        _xavier(self.gate)
+        xavier_init(self.gate)
 
     def forward(self, nodes: Tensor, mask: Tensor) -> Tensor:
         """``nodes [Bi, Bt, N, S]``, ``mask [Bt, N]`` -> ``[Bi, Bt, S]``."""

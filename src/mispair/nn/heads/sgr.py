@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mispair.nn.heads import register_head
-from mispair.nn.similarity_representation import SimilarityNodeHead, _xavier
+from mispair.nn.similarity_representation import SimilarityNodeHead, xavier_init
 
 
 class GraphReasoning(nn.Module):
@@ -23,7 +23,7 @@ class GraphReasoning(nn.Module):
         self.query = nn.Linear(sim_dim, sim_dim)
         self.key = nn.Linear(sim_dim, sim_dim)
         self.update = nn.Linear(sim_dim, sim_dim)
-        _xavier(self.query, self.key, self.update)
+        xavier_init(self.query, self.key, self.update)
 
     def _bilinear(self) -> tuple[Tensor, Tensor]:
         return self.key.weight.t() @ self.query.weight, self.query.bias @ self.key.weight

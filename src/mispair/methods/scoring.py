@@ -1,4 +1,4 @@
-"""Per-sample losses of every training pair, the input of the mixture-model division."""
+"""Per-sample losses of every training pair under a recipe's models: what the division fits."""
 
 from __future__ import annotations
 
