@@ -11,7 +11,7 @@ from mispair.config import load_config
 from mispair.errors import ConfigError
 from mispair.methods import list_recipes
 from mispair.methods.base import build_options, get_recipe
-from mispair.nn.heads import _HEADS, create_head, list_heads
+from mispair.nn.heads import HEADS, create_head, list_heads
 from mispair.options import build_dataclass, coerce
 
 
@@ -73,7 +73,7 @@ def test_every_recipe_option_is_typed(recipe):
 
 @pytest.mark.parametrize("head", list_heads())
 def test_every_head_option_is_typed(head):
-    cls = _HEADS[head]
+    cls = HEADS.get(head)
     if hasattr(cls, "Options"):
         params = [f.name for f in dataclasses.fields(cls.Options)]
     else:

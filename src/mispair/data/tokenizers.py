@@ -11,13 +11,14 @@ A text encoder names the tokenizer it reads (``tokenizer`` of its class in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from mispair.config import DataConfig
 from mispair.data.vocab import Vocabulary
 from mispair.errors import ConfigError
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
+from mispair.registry import Registry
 
 
 class Tokenizer(Protocol):
@@ -36,39 +37,23 @@ class TokenizerKind(Protocol):
     def restore(self, words: list[str]) -> Tokenizer: ...
 
 
-_TOKENIZERS: dict[str, TokenizerKind] = {}
-
-
-def register_tokenizer(name: str) -> Callable[[type], type]:
-    """Class decorator registering a tokenizer kind (a class with ``build`` and ``restore``
-    classmethods) under ``name``."""
-
-    def add(cls: type) -> type:
-        _TOKENIZERS[name] = cls
-        return cls
-
-    return add
+TOKENIZERS: Registry[TokenizerKind] = Registry("tokenizer", "tokenizer")
+register_tokenizer = TOKENIZERS.register
 
 
 def create_tokenizer(name: str, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
     """The tokenizer ``name`` for a run whose training (and dev) captions are ``captions``."""
-    return _kind(name).build(data, captions)
+    return TOKENIZERS.get(name).build(data, captions)
 
 
 def restore_tokenizer(name: str, words: list[str]) -> Tokenizer:
     """Tokenizer ``name`` as a checkpoint recorded it (``words``: its :func:`tokenizer_words`)."""
-    return _kind(name).restore(words)
+    return TOKENIZERS.get(name).restore(words)
 
 
 def tokenizer_words(tokenizer: Tokenizer) -> list[str]:
     """What a checkpoint keeps to restore ``tokenizer``: a vocabulary's words, else nothing."""
     return tokenizer.words if isinstance(tokenizer, Vocabulary) else []
-
-
-def _kind(name: str) -> TokenizerKind:
-    if name not in _TOKENIZERS:
-        raise ConfigError(f"unknown tokenizer {name!r} (known: {', '.join(sorted(_TOKENIZERS))})")
-    return _TOKENIZERS[name]
 
 
 @register_tokenizer("vocabulary")

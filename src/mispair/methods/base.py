@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, Self
@@ -14,9 +12,9 @@ from torch import Tensor
 
 from mispair.data.batching import Batch, TrainingPairs
 from mispair.data.noise import NoiseRecord
-from mispair.errors import ConfigError
 from mispair.nn.model import RetrievalModel
 from mispair.options import build_dataclass
+from mispair.registry import Registry
 
 MODEL_OPTIMIZER = "model"
 """The name of the trainer's optimizer over :meth:`Recipe.param_groups` (the models')."""
@@ -145,32 +143,14 @@ class Recipe:
         return {}
 
 
-_RECIPES: dict[str, type[Recipe]] = {}
+RECIPES: Registry[type[Recipe]] = Registry("recipe", "recipe", "mispair.methods")
+list_recipes = RECIPES.names
+get_recipe = RECIPES.get
 
 
 def register_recipe(cls: type[Recipe]) -> type[Recipe]:
     """Class decorator adding a recipe to the registry under ``cls.name``."""
-    _RECIPES[cls.name] = cls
-    return cls
-
-
-def _load_all() -> None:
-    package = importlib.import_module("mispair.methods")
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"mispair.methods.{module.name}")
-
-
-def list_recipes() -> list[str]:
-    """Names of the registered recipes."""
-    _load_all()
-    return sorted(_RECIPES)
-
-
-def get_recipe(name: str) -> type[Recipe]:
-    _load_all()
-    if name not in _RECIPES:
-        raise ConfigError(f"unknown recipe {name!r} (known: {', '.join(sorted(_RECIPES))})")
-    return _RECIPES[name]
+    return RECIPES.register(cls.name)(cls)
 
 
 def build_options(cls: type[Recipe], values: dict[str, Any]) -> Any:

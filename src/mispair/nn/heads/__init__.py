@@ -11,47 +11,23 @@ register themselves with :func:`register_head`; adding a head adds one file.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
-from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
 from mispair.errors import ConfigError
 from mispair.options import build_dataclass, build_kwargs
+from mispair.registry import Registry
 
-_HEADS: dict[str, type[nn.Module]] = {}
-
-
-def register_head(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
-    """Class decorator registering a similarity head under ``name``."""
-
-    def add(cls: type[nn.Module]) -> type[nn.Module]:
-        _HEADS[name] = cls
-        return cls
-
-    return add
-
-
-def _load_all() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-
-
-def list_heads() -> list[str]:
-    """Names of the registered similarity heads."""
-    _load_all()
-    return sorted(_HEADS)
+HEADS: Registry[type[nn.Module]] = Registry("head", "model.head", __name__)
+register_head = HEADS.register
+list_heads = HEADS.names
 
 
 def head_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """The checked keyword options of head ``name`` (an unknown head, key or a wrong-typed value
     is a one-line :class:`ConfigError` naming it); builds nothing."""
-    _load_all()
-    if name not in _HEADS:
-        raise ConfigError(f"model.head: unknown head {name!r} (known: {', '.join(sorted(_HEADS))})")
-    cls = _HEADS[name]
+    cls = HEADS.get(name)
     if hasattr(cls, "Options"):  # a head whose options are a dataclass of their own
         return dataclasses.asdict(build_dataclass(cls.Options, options, "model.head_options"))
     return build_kwargs(cls.__init__, options, "model.head_options", skip=1)
@@ -62,7 +38,7 @@ def create_head(name: str, embed_dim: int, **options: Any) -> nn.Module:
     parameters after ``embed_dim``, checked against their annotations (a bad one is a one-line
     error naming ``model.head_options.<key>``)."""
     checked = head_options(name, options)
-    cls = _HEADS[name]
+    cls = HEADS.get(name)
     try:
         if hasattr(cls, "Options"):
             return cls(embed_dim, cls.Options(**checked))
