@@ -74,6 +74,7 @@ class TrainingPairs:
         self.tokens = tokens
         paired = pairs.image_of_caption if image_of_caption is None else image_of_caption
         self.image_of_caption = np.asarray(paired, dtype=np.int64)
+        self.caption_ids = np.arange(len(tokens), dtype=np.int64)  # Batch.index of each pair
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -84,8 +85,17 @@ class TrainingPairs:
         image_index = self.image_of_caption[caption_indices]
         images = torch.from_numpy(np.asarray(self.pairs.images[image_index], dtype=np.float32))
         tokens, lengths = pad_tokens([self.tokens[k] for k in caption_indices])
-        return Batch(images, tokens, lengths, torch.from_numpy(caption_indices),
+        return Batch(images, tokens, lengths, torch.from_numpy(self.caption_ids[caption_indices]),
                      torch.from_numpy(image_index))  # fmt: skip
+
+    def subset(self, caption_indices: np.ndarray) -> TrainingPairs:
+        """The pairs ``caption_indices`` as a training set of their own, as paired here; its
+        batches keep these pairs' indices in this set as ``Batch.index``."""
+        caption_indices = np.asarray(caption_indices, dtype=np.int64)
+        part = TrainingPairs(self.pairs, [self.tokens[k] for k in caption_indices],
+                             self.image_of_caption[caption_indices])  # fmt: skip
+        part.caption_ids = self.caption_ids[caption_indices]
+        return part
 
     def batches(
         self,

@@ -17,13 +17,14 @@ from mispair.nn.model import RetrievalModel
 @torch.no_grad()
 def pair_similarities(models: list[RetrievalModel], train: TrainingPairs, batch_size: int,
                       device: torch.device) -> np.ndarray:
-    """``[n_pairs]`` similarity of every training pair as paired (averaged over ``models``)."""
-    out = np.zeros(len(train), dtype=np.float32)
+    """``[len(train)]`` similarity of every pair of ``train`` as paired, in its order (averaged
+    over ``models``)."""
+    scores = []
     for batch in train.batches(batch_size):
         batch = batch.to(device)
         sims = sum(m(batch.images, batch.tokens, batch.lengths).diagonal() for m in models)
-        out[batch.index.cpu().numpy()] = (sims / len(models)).float().cpu().numpy()
-    return out
+        scores.append((sims / len(models)).float().cpu().numpy())
+    return np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
 
 
 def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:

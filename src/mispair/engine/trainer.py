@@ -31,7 +31,9 @@ class Trainer:
 
     Files written there: ``last.pt`` (after every epoch, for resume), ``best.pt`` (best dev rSum),
     ``log.jsonl`` (one line per epoch: every named loss term, the recipe's epoch values, dev
-    metrics, learning rate, time). All checkpoints are written atomically.
+    metrics, learning rate, time). All checkpoints are written atomically. Without ``dev`` and
+    ``out_dir`` only :meth:`train_epoch` serves (models trained in memory, e.g. out-of-fold
+    scorers).
 
     The trainer is the only place that back-propagates and steps optimizers: the model optimizer
     (:data:`~mispair.methods.base.MODEL_OPTIMIZER`, over the recipe's ``param_groups``, with
@@ -43,9 +45,9 @@ class Trainer:
         self,
         config: RunConfig,
         recipe: Recipe,
-        dev: PairSet,
-        dev_tokens: list[list[int]],
-        out_dir: Path,
+        dev: PairSet | None = None,
+        dev_tokens: list[list[int]] | None = None,
+        out_dir: Path | None = None,
         *,
         extra_state: dict[str, Any] | None = None,
         progress: bool = True,
@@ -54,7 +56,7 @@ class Trainer:
         self.config = config
         self.recipe = recipe
         self.dev, self.dev_tokens = dev, dev_tokens
-        self.out_dir = Path(out_dir)
+        self.out_dir = None if out_dir is None else Path(out_dir)
         self.extra_state = extra_state or {}
         self.progress = progress
         self.log = log
@@ -158,6 +160,21 @@ class Trainer:
             device=self.device,
         )
 
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One epoch without evaluation: the lr schedule, the recipe's ``begin_epoch`` (division),
+        the training pass and ``end_epoch``. Returns the epoch's log values: ``lr``, ``loss/*``,
+        the recipe's values, ``seconds/division`` and ``seconds/train``."""
+        began = time.perf_counter()
+        lr = self._set_lr(epoch)
+        torch.manual_seed(self.config.train.seed * 100_003 + epoch)
+        epoch_values = self.recipe.begin_epoch(epoch)
+        divided = time.perf_counter()
+        losses = self._train_epoch(epoch)
+        epoch_values.update(self.recipe.end_epoch(epoch))
+        return {"lr": lr, **losses, **epoch_values,
+                "seconds/division": round(divided - began, 3),
+                "seconds/train": round(time.perf_counter() - divided, 3)}  # fmt: skip
+
     def fit(self, resume: bool = True) -> TrainResult:
         """Train (continuing from ``last.pt`` when ``resume``); return the best dev metrics."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,23 +182,16 @@ class Trainer:
         last_dev = best_dev
         for epoch in range(start, self.config.train.epochs):
             began = time.perf_counter()
-            lr = self._set_lr(epoch)
-            torch.manual_seed(self.config.train.seed * 100_003 + epoch)
-            epoch_values = self.recipe.begin_epoch(epoch)
-            divided = time.perf_counter()
-            losses = self._train_epoch(epoch)
-            epoch_values.update(self.recipe.end_epoch(epoch))
+            values = self.train_epoch(epoch)
             trained = time.perf_counter()
             last_dev = self.evaluate_dev()
-            phases = {"seconds/division": divided - began, "seconds/train": trained - divided,
-                      "seconds/eval": time.perf_counter() - trained}  # fmt: skip
             if not best_dev or last_dev["rsum"] > best_dev["rsum"]:
                 best_epoch, best_dev = epoch, last_dev
                 save_checkpoint(self.out_dir / "best.pt", self._payload(epoch + 1, best_epoch, best_dev))
-            record = {"epoch": epoch, "lr": lr, **losses, **epoch_values,
-                      **{f"dev/{k}": v for k, v in last_dev.items()},
-                      **{k: round(v, 3) for k, v in phases.items()},
+            record = {"epoch": epoch, **values, **{f"dev/{k}": v for k, v in last_dev.items()},
+                      "seconds/eval": round(time.perf_counter() - trained, 3),
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
+            losses = {k: v for k, v in values.items() if k.startswith("loss/")}
             with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
             save_checkpoint(self.out_dir / "last.pt", self._payload(epoch + 1, best_epoch, best_dev))

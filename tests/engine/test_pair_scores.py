@@ -1,0 +1,78 @@
+"""Out-of-fold pair scores: no pair is scored by a model that trained on it, and they keep
+detecting planted mismatches after the in-sample scores have memorised them."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from mispair.config import load_config
+from mispair.data.batching import TrainingPairs, encode_captions
+from mispair.engine.assembly import load_run_data
+from mispair.engine.export import pair_similarities
+from mispair.engine.pair_scores import image_folds, out_of_fold_scores, train_scorer
+
+
+def _setup(images: int, epochs: int):
+    config = load_config(None, [
+        "data.source=synthetic", f"data.synthetic_images={images}", "data.noise.rate=0.4",
+        "data.noise.protocol=pmp", "method.loss=infonce", "model.embed_dim=64", "model.word_dim=32",
+        f"train.epochs={epochs}", "train.batch_size=32", "train.lr=0.002", "train.lr_decay_epochs=[]",
+    ])  # fmt: skip
+    data = load_run_data(config)
+    tokens = encode_captions(data.train, data.tokenizer)
+    return config, data, TrainingPairs(data.train, tokens, data.noise.image_of_caption)
+
+
+@pytest.mark.parametrize(("n_images", "folds"), [(10, 2), (23, 5), (100, 3)])
+def test_image_folds_follow_the_paired_image(n_images, folds):
+    paired = np.random.default_rng(1).integers(0, n_images, size=5 * n_images)
+    fold = image_folds(paired, n_images, folds, seed=4)
+    of_image = {}
+    for image, f in zip(paired.tolist(), fold.tolist()):
+        assert of_image.setdefault(image, f) == f  # every pair of an image in one fold
+    sizes = np.bincount(image_folds(np.arange(n_images), n_images, folds, seed=4), minlength=folds)
+    assert sizes.max() - sizes.min() <= 1
+    assert np.array_equal(fold, image_folds(paired, n_images, folds, seed=4))
+    with pytest.raises(ValueError):
+        image_folds(paired, n_images, 1, seed=0)
+
+
+def test_no_pair_is_scored_by_a_model_that_trained_on_it():
+    config, data, train = _setup(60, 1)
+    seen = []
+
+    def record(trainer):  # the pairs and images each fold's model trains on
+        pairs = trainer.recipe.context.train
+        trained = {int(i) for b in pairs.batches(16) for i in b.index}
+        seen.append((trained, set(pairs.image_of_caption.tolist())))
+        trainer.train_epoch(0)
+
+    scores = out_of_fold_scores(config, data, train, folds=3, train_fold=record)
+    assert len(seen) == 3
+    for k, (trained, images) in enumerate(seen):
+        held_out = np.flatnonzero(scores.fold == k)
+        assert trained == set(np.flatnonzero(scores.fold != k).tolist())
+        assert not trained & set(held_out.tolist())
+        assert not images & set(train.image_of_caption[held_out].tolist())
+    assert np.isfinite(scores.score).all() and (scores.score != 0).any()
+
+
+def test_out_of_fold_scores_stay_high_while_in_sample_scores_collapse():
+    config, data, train = _setup(120, 20)
+    clean = ~data.noise.is_noisy
+    in_sample = []
+
+    def track(trainer):  # the in-sample AUC of one model trained on every pair
+        model = trainer.recipe.models[0]
+        for epoch in range(config.train.epochs):
+            trainer.train_epoch(epoch)
+            if epoch in (4, config.train.epochs - 1):
+                scores = pair_similarities([model.eval()], train, 256, torch.device("cpu"))
+                in_sample.append(roc_auc_score(clean, scores))
+                model.train()
+
+    train_scorer(config, data, train, torch.device("cpu"), track)
+    oof = roc_auc_score(clean, out_of_fold_scores(config, data, train, folds=3).score)
+    assert in_sample[-1] < in_sample[0]  # the model fits the mismatched pairs it trains on
+    assert oof > 0.85 and oof > in_sample[-1] + 0.15
