@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ class StepItem(Protocol):
     """What :meth:`Recipe.epoch_batches` yields: any item that moves itself to a device (a
     :class:`~mispair.data.batching.Batch`, :class:`Warmup`, a recipe's own item type)."""
 
-    def to(self, device: torch.device | str) -> Self: ...
+    def to(self, device: torch.device | str) -> StepItem: ...
 
 
 @dataclass(frozen=True)
