@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,8 @@ class TrainConfig:
         for key in ("epochs", "batch_size", "eval_batch_size"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"train.{key}: must be >= 1, got {getattr(self, key)}")
-        if not self.lr > 0:
-            raise ConfigError(f"train.lr: must be > 0, got {self.lr}")
+        if not 0 < self.lr < math.inf:
+            raise ConfigError(f"train.lr: must be a finite number > 0, got {self.lr}")
 
 
 @dataclass

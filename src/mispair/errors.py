@@ -17,3 +17,7 @@ class DataError(MispairError):
 
 class ConfigError(MispairError):
     """A configuration value or command-line override is invalid."""
+
+
+class DivergedError(MispairError):
+    """Training or evaluation met non-finite numbers: a model whose weights diverged."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mispair.errors import DataError
+from mispair.errors import DataError, DivergedError
 
 METRIC_KEYS = (
     "i2t_r1", "i2t_r5", "i2t_r10", "i2t_medr", "i2t_meanr",
@@ -45,6 +45,9 @@ def retrieval_metrics(
     sims = sims.detach().float().cpu().numpy() if isinstance(sims, torch.Tensor) else np.asarray(sims)
     if sims.ndim != 2:
         raise DataError(f"similarity matrix must be [n_images, n_captions], got shape {sims.shape}")
+    if not np.isfinite(sims).all():  # NaN would rank as a match: a diverged model must not score
+        raise DivergedError(f"{int((~np.isfinite(sims)).sum())} similarities are NaN or infinite: "
+                            "the model's weights diverged (lower train.lr)")  # fmt: skip
     n_images, n_captions = sims.shape
     if caption_groups is not None and np.shape(caption_groups) != (n_captions,):
         raise DataError(

@@ -16,6 +16,7 @@ from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
+from mispair.errors import DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update, as_updates
 
 
@@ -124,6 +125,9 @@ class Trainer:
         optimizer.zero_grad(set_to_none=True)
         if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
             return
+        if not torch.isfinite(loss):  # stop before a step that would spread NaN into the weights
+            raise DivergedError(f"the training loss became {loss.item()} ({', '.join(update.terms)}); "
+                                "lower train.lr (last.pt keeps the last finished epoch)")  # fmt: skip
         loss.backward()
         if update.optimizer == MODEL_OPTIMIZER and self.config.train.grad_clip > 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
