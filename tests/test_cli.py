@@ -206,3 +206,15 @@ def test_format_metrics_shows_the_numbers_it_is_given():
     assert_shows(parse_table(text), metrics, list(metrics))
     assert "equiv." not in format_metrics({k: v for k, v in metrics.items() if "eq_" not in k})
     assert format_metrics(metrics).splitlines()[0].split()[-1] == "rsum"  # no title line
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "run/best.pt", "--folds", "0"], ["eval", "run/best.pt", "--folds", "five"],
+    ["train", "--no-such-flag"], ["prepare", "not-a-dataset"], [],
+])  # fmt: skip
+def test_a_usage_mistake_is_one_line_and_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and err[0].startswith("mispair")
+    assert "error: " in err[0]

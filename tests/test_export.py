@@ -3,6 +3,7 @@
 import csv
 
 import numpy as np
+import pytest
 
 from mispair.cli import main
 from mispair.config import load_config
@@ -46,3 +47,18 @@ def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"mispair: error: {table}: cannot write (")
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("text", ["=HYPERLINK(\"http://x\")", "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx"])
+def test_exported_text_cannot_run_as_a_spreadsheet_formula(text):
+    import csv
+    import io
+
+    from mispair.engine.export import pairs_csv
+
+    rows = [{"caption_index": 0, "image_id": text, "caption": text, "similarity": -0.5}]
+    read = next(csv.DictReader(io.StringIO(pairs_csv(rows))))
+    assert read["caption"] == "'" + text and read["image_id"] == "'" + text
+    assert read["similarity"] == "-0.5"  # numbers stay numbers
+    safe = next(csv.DictReader(io.StringIO(pairs_csv([{"caption": "a red bicycle"}]))))
+    assert safe["caption"] == "a red bicycle"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from collections.abc import Sequence
@@ -51,14 +49,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
 
 
 def _export_pairs(config, path: Path) -> None:
-    from mispair.engine.export import export_training_pairs
+    from mispair.engine.export import export_training_pairs, pairs_csv
 
     rows = export_training_pairs(config)
-    table = io.StringIO(newline="")
-    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_text(path, table.getvalue())
+    atomic_text(path, pairs_csv(rows))
     print(f"wrote {len(rows)} training pairs to {path}", file=sys.stderr)
 
 
@@ -118,8 +112,26 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
     print(f"prepared {args.dataset} in {out}")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage mistake reported as every other mistake: one line, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"mispair: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mispair", description=__doc__)
+    parser = _Parser(prog="mispair", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a recipe (default: the embedded config)")
@@ -136,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
     ev.add_argument("--split", help="split name (default: the config's test split)")
     ev.add_argument("--data-root", help="read the split from this precomputed directory")
-    ev.add_argument("--folds", type=int, help="5 for the COCO 5-fold 1K protocol")
+    ev.add_argument("--folds", type=_positive_int, help="5 for the COCO 5-fold 1K protocol")
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
     ev.add_argument("--quiet", action="store_true")

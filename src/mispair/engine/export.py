@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
 import numpy as np
@@ -50,3 +52,22 @@ def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
             row["truly_mismatched"] = bool(data.noise.is_noisy[k])
         rows.append(row)
     return rows
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""Leading characters that make a spreadsheet read a cell as a formula (CSV injection)."""
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula
+    (captions and ids are untrusted text); anything else unchanged."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def pairs_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows of :func:`export_training_pairs` as CSV text, every text cell spreadsheet-safe."""
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: spreadsheet_safe(v) for k, v in row.items()} for row in rows)
+    return table.getvalue()
