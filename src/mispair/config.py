@@ -6,7 +6,7 @@ import copy
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -19,9 +19,13 @@ class NoiseConfig:
     """Synthetic mismatches added to the training split (``rate`` 0 = none)."""
 
     rate: float = 0.0
-    protocol: str = "pmp"
+    protocol: Literal["pmp", "ncr"] = "pmp"
     seed: int = 0
     file: str | None = None  # a saved NoiseRecord (.npy) or a reference repository's noise index
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rate <= 1:
+            raise ConfigError(f"data.noise.rate: a fraction in [0, 1], got {self.rate}")
 
 
 @dataclass

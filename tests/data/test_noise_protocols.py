@@ -76,3 +76,30 @@ def test_bad_input_is_a_one_line_data_error(tmp_path, call, message):
     with pytest.raises(DataError, match=message) as info:
         call(tmp_path / "bad.npy")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("override", ["data.noise.rate=-0.1", "data.noise.rate=1.5",
+                                      "data.noise.protocol=random"])  # fmt: skip
+def test_noise_settings_are_checked(override):
+    from mispair.config import load_config
+    from mispair.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^{override.split('=')[0]}: "):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize("column, value", [(0, -1), (0, 10), (1, 10), (1, -3)])
+def test_a_noise_file_with_an_image_outside_the_split_is_refused(tmp_path, column, value):
+    from mispair.config import DataConfig
+    from mispair.data.noise import noise_of_split
+    from mispair.data.synthetic import make_synthetic
+
+    train = make_synthetic(10, 2, seed=0)
+    record = inject_noise(10, 2, 0.5, "pmp", seed=0)
+    table = np.stack([record.image_of_caption, record.true_image, record.is_noisy.astype(np.int64)])
+    table[column, 3] = value
+    np.save(tmp_path / "noise.npy", table)
+    data = DataConfig(source="synthetic")
+    data.noise.file = str(tmp_path / "noise.npy")
+    with pytest.raises(DataError, match=r"image indices outside \[0, 10\)"):
+        noise_of_split(data, train)

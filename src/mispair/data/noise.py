@@ -156,6 +156,10 @@ def _noise_file(path: Path, train: PairSet) -> NoiseRecord:
     if len(record.image_of_caption) != train.n_captions:
         raise DataError(f"{path}: noise for {len(record.image_of_caption)} captions, "
                         f"training split has {train.n_captions}")  # fmt: skip
+    for name, images in (("paired", record.image_of_caption), ("true", record.true_image)):
+        if images.min(initial=0) < 0 or images.max(initial=0) >= train.n_images:
+            raise DataError(f"{path}: {name} image indices outside [0, {train.n_images}) of the "
+                            "training split")  # fmt: skip
     return record
 
 
