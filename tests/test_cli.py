@@ -218,3 +218,36 @@ def test_a_usage_mistake_is_one_line_and_exit_2(argv, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and len(err) == 1 and err[0].startswith("mispair")
     assert "error: " in err[0]
+
+
+def test_overrides_may_follow_the_options(tmp_path):
+    from mispair.cli import parse
+
+    args = parse(["train", "a.yaml", "train.lr=0.01", "--out", str(tmp_path), "train.epochs=2", "--quiet"])
+    assert args.config == "a.yaml" and args.overrides == ["train.lr=0.01", "train.epochs=2"]
+    assert args.out == str(tmp_path) and args.quiet
+
+
+@pytest.mark.parametrize("case", ["out_is_a_file", "out_under_a_file", "empty_noise_file",
+                                  "empty_features"])  # fmt: skip
+def test_bad_paths_are_one_line_and_exit_2(tmp_path, capsys, case):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    out = tmp_path / "run"
+    args = ["train", "data.source=synthetic", "data.synthetic_images=50", "train.epochs=1"]
+    if case == "out_is_a_file":
+        out = tmp_path / "afile"
+    elif case == "out_under_a_file":
+        out = tmp_path / "afile" / "run"
+    elif case == "empty_noise_file":
+        args.append(f"data.noise.file={tmp_path / 'empty.npy'}")
+    else:
+        assert main(["prepare", "synthetic", "--out", str(tmp_path / "syn"), "--quiet"]) == 0
+        (tmp_path / "syn" / "dev_ims.npy").write_bytes(b"")
+        args += ["data.source=precomp", f"data.root={tmp_path / 'syn'}"]
+    capsys.readouterr()
+    assert main([*args, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mispair: error: ")
+    assert ("empty" in err[0]) == case.startswith("empty")
+    assert (tmp_path / "afile").read_text() == "x"

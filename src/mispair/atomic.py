@@ -34,3 +34,18 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
 def atomic_text(path: str | Path, text: str) -> None:
     """Write ``text`` as UTF-8 to ``path`` atomically (see :func:`atomic_write`)."""
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def ensure_directory(path: str | Path, what: str = "output folder") -> Path:
+    """Create the folder ``path`` (and its parents) unless it exists; a path that is a file, lies
+    under a file or cannot be created is a one-line :class:`~mispair.errors.DataError`."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise DataError(f"{path}: the {what} is a file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot create the {what} ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK):
+        raise DataError(f"{path}: the {what} is not writable")
+    return path

@@ -178,8 +178,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments; ``key=value`` overrides of ``train`` may also follow its
+    options (``mispair train --out runs/x train.epochs=5``)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "command", None) == "train" and all(
+        "=" in e and not e.startswith("-") for e in extra
+    ):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         args.run(args)
     except MispairError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mispair.data.pairset import PairSet
+from mispair.data.precomp import load_npy
 from mispair.errors import DataError
 
 _SPLITS = ("train", "dev", "test")
@@ -114,10 +115,7 @@ def _stack_npy(root: Path, images: list[str]) -> np.ndarray:
     arrays = []
     for name in images:
         path = root / name
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{path}: cannot read feature array ({exc})") from None
+        array = load_npy(path)
         if array.ndim != 2 or (arrays and array.shape != arrays[0].shape):
             want = "[n_fragments, dim]" if not arrays else str(arrays[0].shape)
             raise DataError(f"{path}: feature array of shape {array.shape}, expected {want}")

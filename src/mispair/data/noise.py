@@ -11,7 +11,7 @@ from mispair.atomic import atomic_write
 from mispair.config import DataConfig
 from mispair.data.loading import resolve_source
 from mispair.data.pairset import PairSet, caption_groups
-from mispair.data.precomp import read_natural_noise
+from mispair.data.precomp import load_npy, read_natural_noise
 from mispair.errors import DataError
 
 PROTOCOLS = ("ncr", "pmp")
@@ -193,12 +193,7 @@ def _mismatched(
 
 
 def _load_int_array(path: str | Path) -> np.ndarray:
-    try:
-        array = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataError(f"{path}: noise file not found") from None
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    array = load_npy(path)
     if not np.issubdtype(array.dtype, np.integer):
         raise DataError(f"{path}: expected integer image indices, got dtype {array.dtype}")
     return array.astype(np.int64)

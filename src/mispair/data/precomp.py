@@ -109,13 +109,23 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
         atomic_text(root / f"{split}_meta.json", meta)
 
 
+def load_npy(path: Path | str, *, mmap: bool = False) -> np.ndarray:
+    """The array of a ``.npy`` file (never a pickle); a missing, empty, truncated or foreign file
+    is a one-line :class:`DataError` naming it."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except EOFError:
+        raise DataError(f"{path}: not a readable .npy array (the file is empty)") from None
+    except (ValueError, OSError) as exc:
+        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+
+
 def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
     """The ``[n_images, n_fragments, dim]`` float features of a ``.npy`` file, memory-mapped;
     with ``check_finite`` a NaN or infinite feature is an error naming the image."""
-    try:
-        images = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    images = load_npy(path, mmap=True)
     if images.ndim != 3:
         raise DataError(f"{path}: expected [n_images, n_fragments, dim], got shape {images.shape}")
     if not np.issubdtype(images.dtype, np.floating):
@@ -189,10 +199,7 @@ def read_natural_noise(root: Path | str, split: str) -> np.ndarray | None:
     path = Path(root) / f"{split}_natural_noise.npy"
     if not path.is_file():
         return None
-    try:
-        labels = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    labels = load_npy(path)
     if labels.ndim != 1 or labels.dtype != bool:
         raise DataError(f"{path}: expected a 1-D bool array, got {labels.dtype} {labels.shape}")
     return labels

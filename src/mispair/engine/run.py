@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from mispair.atomic import atomic_text
+from mispair.atomic import atomic_text, ensure_directory
 from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.loading import concrete_source, load_split
@@ -89,7 +89,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
                 f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
                 "use another output directory, or --no-resume to start over"
             )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_directory(out_dir)
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json"):
             (out_dir / name).unlink(missing_ok=True)
