@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -13,22 +16,65 @@ from mispair.errors import DataError
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
     """Call ``write`` on a binary file beside ``path``, then rename it to ``path``.
 
-    An operating-system failure (a missing folder, no permission, a full disk) becomes a one-line
-    :class:`~mispair.errors.DataError` naming ``path``; on any failure the temporary file is removed
-    and ``path`` keeps its previous content.
+    The temporary file has a unique name and is created exclusively, so a file or link planted
+    in the folder is never followed or overwritten (the rename replaces a link at ``path`` itself,
+    not its target). An operating-system failure (a missing folder, no permission, a full disk, a
+    read-only file system) becomes a one-line :class:`~mispair.errors.DataError` naming ``path``;
+    on any failure the temporary file is removed and ``path`` keeps its previous content.
     """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp: str | None = None
     try:
-        with open(tmp, "wb") as f:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise DataError(f"{path}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: str | None) -> None:
+    if tmp is not None:
+        with contextlib.suppress(OSError):  # e.g. a read-only file system: nothing was written
+            os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | Path) -> Iterator[None]:
+    """Hold ``folder/.mispair.lock`` while the block runs: a second process asking for the same
+    folder gets a one-line :class:`~mispair.errors.DataError` naming the holder's process id."""
+    path = Path(folder) / ".mispair.lock"
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 (held for the whole block)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot create the lock ({exc.strerror or exc})") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise DataError(f"{folder}: in use by another mispair run (process {holder}); wait for it "
+                            "or choose another --out") from None  # fmt: skip
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def atomic_text(path: str | Path, text: str) -> None:

@@ -89,11 +89,13 @@ def test_random_padded_problems(bsz, n, m, seed, reg):
     rows = torch.randint(1, n + 1, (bsz,), generator=gen)
     cols = torch.randint(1, m + 1, (bsz,), generator=gen)
     pc, pa, pb, mask = _pad(cost, a, b, rows, cols)
-    res = sinkhorn(pc, pa, pb, reg, mask=mask, tol=1e-9, n_iter=20000)
+    # some problems at reg 0.01 need ~26K iterations to reach 1e-9 (found by hypothesis)
+    res = sinkhorn(pc, pa, pb, reg, mask=mask, tol=1e-9, n_iter=100_000)
+    assert (res.error <= 1e-9).all()
     assert torch.isfinite(res.plan).all() and (res.plan[~mask] == 0).all()
     torch.testing.assert_close(res.plan.sum(2), pa, atol=1e-8, rtol=0)
     torch.testing.assert_close(res.plan.sum(1), pb, atol=1e-8, rtol=0)
-    kern = sinkhorn(pc, pa, pb, reg, mask=mask, tol=1e-9, n_iter=20000, method="kernel")
+    kern = sinkhorn(pc, pa, pb, reg, mask=mask, tol=1e-9, n_iter=100_000, method="kernel")
     torch.testing.assert_close(kern.plan, res.plan, atol=1e-7, rtol=0)
 
 

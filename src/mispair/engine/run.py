@@ -11,11 +11,12 @@ from typing import Any
 
 import torch
 
-from mispair.atomic import atomic_text, ensure_directory
+from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.loading import concrete_source, load_split
 from mispair.engine.assembly import (
+    RunData,
     build_models,
     checkpoint_tokens,
     load_models,
@@ -26,7 +27,7 @@ from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.evaluation import evaluate_split
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
-from mispair.methods.base import RecipeContext, build_options, get_recipe
+from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import head_options
 
 
@@ -49,10 +50,17 @@ def train_run(
     head_options(config.model.head, config.model.head_options)  # errors before anything is written
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
-    out_dir = config.output_dir
-    _check_resume_config(out_dir, config, resume)
+    out_dir = ensure_directory(config.output_dir)
+    with folder_lock(out_dir):  # one run per output folder
+        _check_resume_config(out_dir, config, resume)
+        return _train(config, recipe_cls(build_models(config, recipe_cls.n_models, data, device), options,
+                                         _context(config, data, device)),
+                      data, out_dir, resume=resume, progress=progress, log=log)  # fmt: skip
+
+
+def _context(config: RunConfig, data: RunData, device: torch.device) -> RecipeContext:
     paired = None if data.noise is None else data.noise.image_of_caption
-    context = RecipeContext(
+    return RecipeContext(
         train=TrainingPairs(data.train, encode_captions(data.train, data.tokenizer), paired),
         batch_size=config.train.batch_size,
         epochs=config.train.epochs,
@@ -61,12 +69,14 @@ def train_run(
         eval_batch_size=config.train.eval_batch_size,
         noise=data.noise,
     )
-    models = build_models(config, recipe_cls.n_models, data, device)
-    recipe = recipe_cls(models, options, context)
+
+
+def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, resume: bool,
+           progress: bool, log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
     kind = config.data.noise.protocol if config.data.noise.rate > 0 else "labelled"
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
     log(f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
-        f"{data.train.n_captions} captions{noise_text}; device {device}")  # fmt: skip
+        f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}")  # fmt: skip
     dev_tokens = encode_captions(data.dev, data.tokenizer)
     trainer = Trainer(config, recipe, data.dev, dev_tokens, out_dir, extra_state=data.checkpoint_fields(),
                       progress=progress, log=log)  # fmt: skip
@@ -89,7 +99,6 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
                 f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
                 "use another output directory, or --no-resume to start over"
             )
-    ensure_directory(out_dir)
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json"):
             (out_dir / name).unlink(missing_ok=True)
