@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from mispair.config import load_config
+from mispair.errors import ConfigError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.heads import create_head, list_heads
 
@@ -31,3 +32,20 @@ def test_sgraf_configs_pair_an_sgr_and_a_saf_run_on_the_same_schedule():
         sgr, saf = (load_config(CONFIG_DIR / "sgraf" / f"{dataset}_{h}.yaml", []) for h in ("sgr", "saf"))
         assert (sgr.model.head, saf.model.head) == ("sgr", "saf")
         assert sgr.train == saf.train and sgr.data == saf.data and sgr.method == saf.method
+
+
+def test_a_config_that_expands_enormously_is_refused(tmp_path):
+    from mispair.cli import main
+
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for k in range(1, 12):  # billion laughs: 9^12 strings once expanded
+        lines.append(f"{chr(97 + k)}: &{chr(97 + k)} [" + ", ".join([f"*{chr(96 + k)}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\nname: x\n")
+    with pytest.raises(ConfigError, match=r"bomb\.yaml: 99 YAML aliases \(at most 50\)"):
+        load_config(bomb)
+    assert main(["train", str(bomb), "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(tmp_path / "latin1.yaml")

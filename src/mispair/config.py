@@ -44,6 +44,7 @@ class DataConfig:
     test_split: str = "test"
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
+    folder_allow_outside: bool = False  # folder source: read image paths outside its root
     min_word_count: int = 2  # NCR uses 4 on Flickr30K/COCO (see configs/)
     test_folds: int = 1
     synthetic_images: int = 1000
@@ -153,11 +154,23 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return from_dict(data)
 
 
+MAX_CONFIG_CHARS = 1_000_000
+MAX_CONFIG_ALIASES = 50  # more could expand exponentially when the config is written out
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+        if len(text) > MAX_CONFIG_CHARS:
+            raise ConfigError(f"{path}: a config file of {len(text)} characters (at most {MAX_CONFIG_CHARS})")
+        aliases = sum(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader))
+        if aliases > MAX_CONFIG_ALIASES:  # anchors reused this often can expand exponentially
+            raise ConfigError(f"{path}: {aliases} YAML aliases (at most {MAX_CONFIG_ALIASES})")
+        data = yaml.safe_load(text) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

@@ -8,6 +8,11 @@ Schema: a directory ``ROOT`` holding ``captions.csv`` (header ``image,caption[,s
 - an image file (``.png``, ``.jpg``, ...), whose EfficientNet-Lite0 grid features (49 × 1280) are
   extracted once and cached in ``ROOT/.mispair_cache/`` (needs ``pip install 'mispair[features]'``).
 
+Every image path must lie inside ``ROOT`` once resolved (no ``..``, absolute path or link out of
+it) unless ``allow_outside`` (config ``data.folder_allow_outside: true``) is given. A caption
+longer than :data:`MAX_CAPTION_CHARS` characters is cut there, with a warning. A UTF-8 byte-order
+mark at the start of ``captions.csv`` is ignored.
+
 An image may have several captions (rows). ``split`` is ``train``, ``dev`` or ``test``; without a
 ``split`` column the images are split deterministically (seed 0): 10% test (at most 1,000), 5% dev
 (at most 500), the rest train.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +32,16 @@ from mispair.data.precomp import load_npy
 from mispair.errors import DataError
 
 _SPLITS = ("train", "dev", "test")
+MAX_CAPTION_CHARS = 1000
+"""Captions are cut to this many characters: work per caption stays bounded for any input."""
 
 
-def read_folder(root: str | Path, split: str) -> PairSet:
+def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) -> PairSet:
     """Read one split of a folder dataset (see the module docstring for the schema)."""
     root = Path(root)
     rows = _read_rows(root)
+    if not allow_outside:
+        _check_inside(root, rows)
     if split not in _SPLITS:
         raise DataError(f"{root}: split must be one of {', '.join(_SPLITS)}, got {split!r}")
     split_of = _split_images(rows, root)
@@ -53,7 +63,7 @@ def read_folder(root: str | Path, split: str) -> PairSet:
 def _read_rows(root: Path) -> list[dict[str, str]]:
     csv_path, jsonl_path = root / "captions.csv", root / "captions.jsonl"
     if csv_path.is_file():
-        with open(csv_path, newline="", encoding="utf-8") as f:
+        with open(csv_path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             missing = {"image", "caption"} - set(reader.fieldnames or [])
             if missing:
@@ -71,7 +81,23 @@ def _read_rows(root: Path) -> list[dict[str, str]]:
         path = jsonl_path
     else:
         raise DataError(f"{root}: no captions.csv or captions.jsonl")
-    return [_check_row(path, n, row) for n, row in rows]
+    checked = [_check_row(path, n, row) for n, row in rows]
+    cut = sum(len(r["caption"]) > MAX_CAPTION_CHARS for r in checked)
+    if cut:
+        warnings.warn(f"{path}: {cut} caption(s) longer than {MAX_CAPTION_CHARS} characters were cut",
+                      stacklevel=3)  # fmt: skip
+        for r in checked:
+            r["caption"] = r["caption"][:MAX_CAPTION_CHARS]
+    return checked
+
+
+def _check_inside(root: Path, rows: list[dict[str, str]]) -> None:
+    """Refuse an image path that resolves outside ``root`` (``..``, absolute, a link out)."""
+    base = root.resolve()
+    for r in rows:
+        if not (root / r["image"]).resolve().is_relative_to(base):
+            raise DataError(f"{root}: image {r['image']!r} lies outside the collection's folder "
+                            "(set data.folder_allow_outside=true to read it anyway)")  # fmt: skip
 
 
 def _check_row(path: Path, line: int, row: dict) -> dict[str, str]:

@@ -62,7 +62,7 @@ def load_split(data: DataConfig, split: str) -> PairSet:
     if source == "folder":
         from mispair.data.folder import read_folder
 
-        return read_folder(root, split)
+        return read_folder(root, split, allow_outside=data.folder_allow_outside)
     if source == "now":
         from mispair.data.now import read_now
 
