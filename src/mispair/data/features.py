@@ -28,6 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from mispair.atomic import atomic_write
+from mispair.errors import DataError
 
 PREPROCESS_VERSION = "fit-square-on-white-v1"
 
@@ -218,19 +219,26 @@ def _prune(cache_dir: Path, keep: set[Path]) -> None:
             stale.unlink()
 
 
-def extract_folder_features(root: Path, images: list[str], *, progress: bool = True) -> np.ndarray:
-    """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder).
+def extract_folder_features(root: Path, images: list[str], *, progress: bool = True
+                            ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
+    ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
 
     SVGs are rendered as untrusted files; cached in ``root/.mispair_cache/``.
 
     Raises:
-        DataError: an image cannot be read (the message names it).
+        DataError: an image file is missing (the message names it).
     """
     paths = [Path(root) / name for name in images]
-    features, _ = extract_grid_features(
-        [file_key(p) for p in paths],
-        lambda i: _images().load_picture(paths[i]),
-        Path(root) / ".mispair_cache",
-        progress=progress,
-    )
-    return features
+    missing = [name for name, path in zip(images, paths) if not path.is_file()]
+    if missing:
+        raise DataError(f"{root}: {len(missing)} image file(s) not found, e.g. {missing[0]!r}")
+
+    def load(i: int) -> object | None:
+        try:
+            return _images().load_picture(paths[i])
+        except DataError:
+            return None
+
+    return extract_grid_features([file_key(p) for p in paths], load, Path(root) / ".mispair_cache",
+                                 progress=progress)  # fmt: skip

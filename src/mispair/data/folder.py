@@ -10,7 +10,9 @@ Schema: a directory ``ROOT`` holding ``captions.csv`` (header ``image,caption[,s
 
 Every image path must lie inside ``ROOT`` once resolved (no ``..``, absolute path or link out of
 it) unless ``allow_outside`` (config ``data.folder_allow_outside: true``) is given. A caption
-longer than :data:`MAX_CAPTION_CHARS` characters is cut there, with a warning. A UTF-8 byte-order
+longer than :data:`MAX_CAPTION_CHARS` characters is cut there, with a warning; an image file that
+is not a readable picture is skipped with its captions, with a warning that counts them; a
+missing file is an error. A UTF-8 byte-order
 mark at the start of ``captions.csv`` is ignored.
 
 An image may have several captions (rows). ``split`` is ``train``, ``dev`` or ``test``; without a
@@ -49,10 +51,19 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
     if not rows:
         raise DataError(f"{root}: no pairs in split {split!r}")
     images = list(dict.fromkeys(r["image"] for r in rows))
+    features, valid = _load_features(root, images)
+    if not valid.all():
+        bad = [name for name, ok in zip(images, valid) if not ok]
+        warnings.warn(f"{root}: skipped {len(bad)} unreadable image(s) of split {split!r} and their "
+                      f"captions, e.g. {bad[0]!r}", stacklevel=2)  # fmt: skip
+        images = [name for name, ok in zip(images, valid) if ok]
+        features, rows = features[valid], [r for r in rows if r["image"] in set(images)]
+        if not rows:
+            raise DataError(f"{root}: no readable images in split {split!r}")
     index = {image: i for i, image in enumerate(images)}
     rows.sort(key=lambda r: index[r["image"]])
     return PairSet(
-        images=_load_features(root, images),
+        images=features,
         captions=[r["caption"] for r in rows],
         image_of_caption=np.array([index[r["image"]] for r in rows]),
         name=f"{root.name}/{split}",
@@ -129,9 +140,10 @@ def _split_images(rows: list[dict[str, str]], root: Path) -> dict[str, str]:
     return split_of
 
 
-def _load_features(root: Path, images: list[str]) -> np.ndarray:
+def _load_features(root: Path, images: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``features [n, K, D]`` and ``valid [n]`` (False: an image file that is not a picture)."""
     if all(name.endswith(".npy") for name in images):
-        return _stack_npy(root, images)
+        return _stack_npy(root, images), np.ones(len(images), dtype=bool)
     from mispair.data.features import extract_folder_features
 
     return extract_folder_features(root, images)
