@@ -22,6 +22,7 @@ class NoiseConfig:
     protocol: Literal["pmp", "ncr"] = "pmp"
     seed: int = 0
     file: str | None = None  # a saved NoiseRecord (.npy) or a reference repository's noise index
+    oracle: bool = False  # train on the truly clean pairs only (a bound for benchmarks, not a method)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rate <= 1:
@@ -54,7 +55,10 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     """Encoders and head. ``text_encoder``: ``bigru`` (learned word embeddings, NCR) or ``minilm``
-    (pretrained all-MiniLM-L6-v2, frozen but for its top ``text_trainable_layers`` layers)."""
+    (pretrained all-MiniLM-L6-v2, frozen but for its top ``text_trainable_layers`` layers; frozen,
+    its outputs are computed once per caption and cached). ``image_pooling``: the pooled image
+    embedding is the mean of the projected fragments (``fragments``, NCR) or the projection of
+    the mean feature (``features``, the pretrained backbone)."""
 
     head: str = "cosine"
     text_encoder: str = "bigru"
@@ -62,6 +66,7 @@ class ModelConfig:
     embed_dim: int = 1024
     word_dim: int = 300
     image_mlp: bool = False
+    image_pooling: Literal["fragments", "features"] = "fragments"
     head_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,6 +101,31 @@ class TrainConfig:
 
 
 @dataclass
+class DivisionConfig:
+    """Where the division of ``ncr``, ``asl``, ``pc2``, ``l2rm`` (and ``--export-pairs``) takes its
+    pair scores from (:mod:`mispair.engine.pair_scores`).
+
+    ``scores``: ``in_sample`` (each epoch, the recipe's own models score the pairs they train on:
+    the papers), ``out_of_fold`` (before training, ``folds`` scorers each trained ``epochs``
+    epochs on the other folds score the held-out pairs: no pair is scored by a model that fitted
+    it) or ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's similarity
+    averaged over those epochs: cheap, before the mismatched pairs are fitted). A scorer is the
+    run's model trained by the ``vse`` recipe with the options ``scorer`` (default: InfoNCE).
+    """
+
+    scores: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
+    folds: int = 5
+    epochs: int = 10
+    scorer: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise ConfigError(f"division.folds: at least 2, got {self.folds}")
+        if self.epochs < 1:
+            raise ConfigError(f"division.epochs: at least 1, got {self.epochs}")
+
+
+@dataclass
 class RunConfig:
     """Everything a run needs; ``method`` holds the recipe's own options."""
 
@@ -106,6 +136,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     method: dict[str, Any] = field(default_factory=dict)
+    division: DivisionConfig = field(default_factory=DivisionConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

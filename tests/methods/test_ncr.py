@@ -106,16 +106,16 @@ def test_tiny_ncr_run_detects_noise_and_co_divides(tmp_path, monkeypatch):
 
 
 def test_division_batch_size_option(make_recipe, monkeypatch):
-    from mispair.methods import cotrain
+    from mispair.methods import scoring
 
     sizes = []
-    real = cotrain.per_sample_losses
+    real = scoring.per_sample_losses
 
     def spy(*args, batch_size, **kwargs):
         sizes.append(batch_size)
         return real(*args, batch_size=batch_size, **kwargs)
 
-    monkeypatch.setattr(cotrain, "per_sample_losses", spy)
+    monkeypatch.setattr(scoring, "per_sample_losses", spy)
     make_recipe("ncr", eval_batch_size=64, warmup_epochs=0).begin_epoch(0)
     make_recipe("ncr", eval_batch_size=64, warmup_epochs=0, division_batch_size=128).begin_epoch(0)
     assert sizes == [64, 128]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -85,6 +85,16 @@ class PairSet:
         per_image = self.n_captions // self.n_images
         expected = np.arange(self.n_captions) // per_image
         return per_image if np.array_equal(expected, self.image_of_caption) else None
+
+    def with_mean_fragment(self, chunk: int = 1024) -> PairSet:
+        """The same pairs with each image's fragments replaced by their mean: images
+        ``[n_images, 1, dim]`` float32 (what an encoder that projects the mean feature reads;
+        computed in chunks of ``chunk`` images, so a memory-mapped array is read once)."""
+        pooled = np.empty((self.n_images, 1, self.feature_dim), dtype=np.float32)
+        for start in range(0, self.n_images, chunk):
+            part = np.asarray(self.images[start : start + chunk], dtype=np.float32)
+            pooled[start : start + chunk, 0] = part.mean(axis=1)
+        return replace(self, images=pooled)
 
     def subset_images(self, image_indices: np.ndarray, name: str | None = None) -> PairSet:
         """The images at ``image_indices`` with all their captions, in that image order."""

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from mispair.config import RunConfig, from_dict
+from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
 from mispair.data.batching import encode_captions
 from mispair.data.loading import load_split
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import Tokenizer, create_tokenizer, restore_tokenizer, tokenizer_words
-from mispair.errors import ConfigError
-from mispair.nn.assembly import build_model
+from mispair.errors import ConfigError, DataError
+from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
 
@@ -41,6 +43,8 @@ class RunData:
     dev: PairSet
     tokenizer: Tokenizer | None
     noise: NoiseRecord | None
+    train_tokens: list[list[int]] = field(default_factory=list)  # token ids of each caption
+    dev_tokens: list[list[int]] = field(default_factory=list)
 
     @property
     def vocab_size(self) -> int:
@@ -58,15 +62,49 @@ class RunData:
 
 
 def load_run_data(config: RunConfig) -> RunData:
-    """The configured training and dev splits, the text encoder's tokenizer (built from their
-    captions) and the training noise."""
-    train = load_split(config.data, config.data.train_split)
-    dev = load_split(config.data, config.data.dev_split)
+    """The configured training and dev splits (as the model reads them: see
+    :func:`model_pairs`), the text encoder's tokenizer (built from their captions), their token
+    ids and the training noise."""
+    train = model_pairs(config.model, load_split(config.data, config.data.train_split))
+    dev = model_pairs(config.model, load_split(config.data, config.data.dev_split))
     tokenizer = None
     if train.caption_tokens is None:
         kind = text_encoder_class(config.model.text_encoder).tokenizer
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
-    return RunData(train, dev, tokenizer, noise_of_split(config.data, train))
+    return RunData(train, dev, tokenizer, noise_of_split(config.data, train),
+                   encode_captions(train, tokenizer), encode_captions(dev, tokenizer))  # fmt: skip
+
+
+def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:
+    """``pairs`` as a model of ``model`` reads them: each image's mean feature alone when that
+    is all the model reads (a 49× smaller batch for the pretrained backbone), else unchanged."""
+    return pairs.with_mean_fragment() if reads_mean_feature(model) else pairs
+
+
+def text_cache_dir(data: DataConfig) -> Path | None:
+    """Where a frozen text encoder keeps its per-caption outputs: beside the image features
+    (``ROOT/cache/text`` of a precomputed set, ``ROOT/.mispair_cache/text`` of a folder); None
+    (memory only) for synthetic data."""
+    if data.source in ("precomp", "now") and data.root:
+        return Path(data.root) / "cache" / "text"
+    if data.source == "folder" and data.root:
+        return Path(data.root) / ".mispair_cache" / "text"
+    return None
+
+
+def prepare_text_encoder(model: ModelConfig, data: DataConfig, token_lists: list[list[int]], *,
+                         progress: bool = False, log: Callable[[str], None] = print) -> None:  # fmt: skip
+    """Let the text encoder precompute what it reads of ``token_lists`` (a frozen encoder's
+    cached outputs) before the run; a cache folder that cannot be written is a one-line note and
+    the outputs are kept in memory."""
+    prepare = getattr(text_encoder_class(model.text_encoder), "prepare", None)
+    if prepare is None:
+        return
+    try:
+        prepare(model, token_lists, text_cache_dir(data), progress)
+    except DataError as exc:
+        log(f"note: {exc}; text features are kept in memory for this run")
+        prepare(model, token_lists, None, progress)
 
 
 def build_models(config: RunConfig, count: int, data: RunData, device: torch.device

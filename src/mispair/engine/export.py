@@ -10,10 +10,13 @@ import numpy as np
 import torch
 
 from mispair.config import RunConfig
-from mispair.data.batching import TrainingPairs, encode_captions
-from mispair.engine.assembly import load_models, load_run_data, pick_device
+from mispair.data.batching import TrainingPairs
+from mispair.engine.assembly import load_models, load_run_data, pick_device, prepare_text_encoder
 from mispair.engine.checkpoint import load_checkpoint
 from mispair.nn.model import RetrievalModel
+
+PAIR_SCORES_FILE = "pair_scores.npz"
+"""A run's division scores (:mod:`mispair.engine.pair_scores`), kept in its output folder."""
 
 
 @torch.no_grad()
@@ -31,15 +34,21 @@ def pair_similarities(models: list[RetrievalModel], train: TrainingPairs, batch_
 
 def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     """One row per training pair of a trained run: image id, caption, the best model's pair
-    similarity, the recipe's clean probability when it has one, and the true noise when known."""
+    similarity (in-sample: the model trained on the pair), the recipe's clean probability when it
+    has one, the memorisation-free score its division fitted (``division_score``, when the run's
+    ``division.scores`` made one) and the true noise when known."""
     state = load_checkpoint(config.output_dir / "best.pt")
     data = load_run_data(config)
     device = pick_device(config.train.device)
-    tokens = encode_captions(data.train, data.tokenizer)
+    prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda _: None)
     paired = data.train.image_of_caption if data.noise is None else data.noise.image_of_caption
-    train = TrainingPairs(data.train, tokens, paired)
+    train = TrainingPairs(data.train, data.train_tokens, paired)
     scores = {"similarity": pair_similarities(load_models(state, device), train,
                                               config.train.eval_batch_size, device)}  # fmt: skip
+    saved = config.output_dir / PAIR_SCORES_FILE
+    if saved.is_file():
+        with np.load(saved) as stored:
+            scores["division_score"] = stored["score"]
     clean_prob = state["recipe"].get("clean_prob")
     if clean_prob is not None:
         scores["clean_prob"] = np.asarray(clean_prob, dtype=np.float64)

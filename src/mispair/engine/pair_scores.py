@@ -1,20 +1,32 @@
-"""Pair scores the scoring model has not memorised: out-of-fold similarities.
+"""Pair scores the scoring model has not memorised: out-of-fold and early-epoch similarities.
 
 A division that scores the pairs its own model trained on sees the mismatched pairs fitted
-within a few epochs on a small collection (in-sample detection AUC falls towards 0.5). Here the
-training pairs are split into ``k`` folds by their paired image; each fold is scored by a model
-trained on the other ``k − 1`` folds only, so neither the caption nor the image of a scored pair
-was ever trained on by the model that scores it.
+within a few epochs on a small collection (in-sample detection AUC falls towards 0.5). Here:
+
+- **out of fold**: the training pairs are split into ``k`` folds by their paired image; each fold
+  is scored by a model trained on the other ``k − 1`` folds only, so neither the caption nor the
+  image of a scored pair was ever trained on by the model that scores it;
+- **early**: one model trained on all pairs, each pair's similarity averaged over its first
+  epochs, before the mismatched pairs are fitted (one training instead of ``k``: for large data).
+
+:func:`division_scores` computes what a run's ``division`` section asks for, once per run (kept
+in the run's folder as ``pair_scores.npz``); the division recipes fit their mixtures to these
+scores instead of their own losses, and ``--export-pairs`` writes them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from mispair.atomic import atomic_write
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.engine.assembly import RunData, build_models
@@ -51,6 +63,7 @@ def out_of_fold_scores(
     folds: int = 5,
     device: torch.device | str = "cpu",
     train_fold: Callable[[Trainer], None] | None = None,
+    progress: bool = False,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -65,12 +78,13 @@ def out_of_fold_scores(
         folds: ``k``.
         device: where the fold models train.
         train_fold: trains one fold's :class:`Trainer` (default: ``config.train.epochs``
-            epochs of :meth:`Trainer.train_epoch`); a hook for tests and progress.
+            epochs of :meth:`Trainer.train_epoch`); a hook for tests.
+        progress: a progress bar over the folds.
     """
     fold = image_folds(train.image_of_caption, data.train.n_images, folds, config.train.seed)
     score = np.zeros(len(train), dtype=np.float32)
     device = torch.device(device)
-    for k in range(folds):
+    for k in tqdm(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
         held_out = np.flatnonzero(fold == k)
         fold_config = replace(config, train=replace(config.train, seed=config.train.seed * folds + k))
         model = train_scorer(fold_config, data, train.subset(np.flatnonzero(fold != k)), device,
@@ -104,3 +118,62 @@ def train_scorer(
     else:
         train_fold(trainer)
     return models[0].eval()
+
+
+def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
+                       device: torch.device | str = "cpu", progress: bool = False) -> np.ndarray:  # fmt: skip
+    """``[n_pairs]``: each pair's similarity under one scorer of ``config`` trained on all pairs of
+    ``train``, averaged over the scorer's ``config.train.epochs`` epochs (scored after each)."""
+    device = torch.device(device)
+    total = np.zeros(len(train), dtype=np.float64)
+
+    def score_each_epoch(trainer: Trainer) -> None:
+        for epoch in tqdm(range(config.train.epochs), desc="early scorer", disable=not progress, leave=False):
+            trainer.train_epoch(epoch)
+            model = trainer.recipe.models[0]
+            total[:] += pair_similarities([model.eval()], train, config.train.eval_batch_size, device)
+            model.train()
+
+    train_scorer(config, data, train, device, score_each_epoch)
+    return (total / config.train.epochs).astype(np.float32)
+
+
+def scorer_config(config: RunConfig) -> RunConfig:
+    """The scoring run of ``config``'s division: its data, model and train settings with the
+    ``vse`` recipe, the ``division.scorer`` options and ``division.epochs`` epochs at a constant
+    learning rate."""
+    division = config.division
+    train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
+    return replace(config, recipe="vse", method=dict(division.scorer), train=train)
+
+
+def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
+                    cache: Path | None = None, progress: bool = False) -> np.ndarray | None:  # fmt: skip
+    """``[n_pairs]`` the scores ``config.division`` asks for (higher = more likely matched), or
+    None for ``in_sample``. With ``cache`` (a run's ``pair_scores.npz``), scores computed for the
+    same data, model, scorer and seed are read back instead of trained again."""
+    kind = config.division.scores
+    if kind == "in_sample":
+        return None
+    scoring = scorer_config(config)
+    key = _scores_key(scoring, train)
+    if cache is not None and cache.is_file():
+        with np.load(cache) as saved:
+            if str(saved["key"]) == key:
+                return saved["score"]
+    if kind == "out_of_fold":
+        score = out_of_fold_scores(scoring, data, train, folds=config.division.folds, device=device,
+                                   progress=progress).score  # fmt: skip
+    else:
+        score = early_epoch_scores(scoring, data, train, device=device, progress=progress)
+    if cache is not None:
+        atomic_write(cache, lambda handle: np.savez(handle, score=score, key=np.array(key)))
+    return score
+
+
+def _scores_key(scoring: RunConfig, train: TrainingPairs) -> str:
+    """What the scores depend on: the scoring run's settings and the pairing scored."""
+    settings = {k: v for k, v in asdict(scoring).items() if k not in ("name", "output")}
+    digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(train.image_of_caption).tobytes())
+    return digest.hexdigest()

@@ -9,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.config import RunConfig, from_dict
-from mispair.data.batching import TrainingPairs, encode_captions
+from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source, load_split
 from mispair.engine.assembly import (
     RunData,
@@ -21,10 +22,14 @@ from mispair.engine.assembly import (
     checkpoint_tokens,
     load_models,
     load_run_data,
+    model_pairs,
     pick_device,
+    prepare_text_encoder,
 )
 from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.evaluation import evaluate_split
+from mispair.engine.export import PAIR_SCORES_FILE
+from mispair.engine.pair_scores import division_scores
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
@@ -50,24 +55,34 @@ def train_run(
     head_options(config.model.head, config.model.head_options)  # errors before anything is written
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
+    prepare_text_encoder(config.model, config.data, data.train_tokens + data.dev_tokens, progress=progress,
+                         log=log)  # fmt: skip
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir):  # one run per output folder
         _check_resume_config(out_dir, config, resume)
-        return _train(config, recipe_cls(build_models(config, recipe_cls.n_models, data, device), options,
-                                         _context(config, data, device)),
-                      data, out_dir, resume=resume, progress=progress, log=log)  # fmt: skip
+        context = _context(config, data, device, out_dir, progress)
+        models = build_models(config, recipe_cls.n_models, data, device)
+        return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
+                      progress=progress, log=log)  # fmt: skip
 
 
-def _context(config: RunConfig, data: RunData, device: torch.device) -> RecipeContext:
+def _context(config: RunConfig, data: RunData, device: torch.device, out_dir: Path,
+             progress: bool) -> RecipeContext:  # fmt: skip
     paired = None if data.noise is None else data.noise.image_of_caption
+    train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
+    if config.data.noise.oracle and noise is not None:  # the bound: the truly clean pairs alone
+        clean = np.flatnonzero(~noise.is_noisy)
+        train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
+    scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress)
     return RecipeContext(
-        train=TrainingPairs(data.train, encode_captions(data.train, data.tokenizer), paired),
+        train=train,
         batch_size=config.train.batch_size,
         epochs=config.train.epochs,
         device=device,
         seed=config.train.seed,
         eval_batch_size=config.train.eval_batch_size,
-        noise=data.noise,
+        noise=noise,
+        pair_scores=scores,
     )
 
 
@@ -77,9 +92,8 @@ def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, r
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
     log(f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
         f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}")  # fmt: skip
-    dev_tokens = encode_captions(data.dev, data.tokenizer)
-    trainer = Trainer(config, recipe, data.dev, dev_tokens, out_dir, extra_state=data.checkpoint_fields(),
-                      progress=progress, log=log)  # fmt: skip
+    trainer = Trainer(config, recipe, data.dev, data.dev_tokens, out_dir,
+                      extra_state=data.checkpoint_fields(), progress=progress, log=log)  # fmt: skip
     result: TrainResult = trainer.fit(resume=resume)
     test = evaluate_checkpoint(out_dir / "best.pt", progress=progress)
     summary = {"best_epoch": result.best_epoch, "dev": result.best_dev, "test": test}
@@ -100,7 +114,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
                 "use another output directory, or --no-resume to start over"
             )
     if not resume:
-        for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json"):
+        for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):
             (out_dir / name).unlink(missing_ok=True)
     _write_json(saved, current)
 
@@ -130,10 +144,11 @@ def evaluate_checkpoint(
         config.data.root = data_root
         if config.data.source in ("auto", "synthetic"):
             config.data.source = "precomp"
-    pairs = load_split(config.data, split or config.data.test_split)
+    pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
     dev = pick_device(device)
     models = [m for state in states for m in load_models(state, dev)]
     tokens = checkpoint_tokens(states[0], pairs)
+    prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=lambda _: None)
     for other, state in zip(paths[1:], states[1:]):
         if checkpoint_tokens(state, pairs) != tokens:
             raise ConfigError(f"{other}: tokenizes captions differently from {paths[0]}")

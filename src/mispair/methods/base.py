@@ -64,7 +64,8 @@ def as_updates(result: StepResult) -> Iterator[Update]:
 
 @dataclass
 class RecipeContext:
-    """What a recipe may read about the run: the training pairs, sizes, device and seed."""
+    """What a recipe may read about the run: the training pairs, sizes, device and seed, and the
+    pair scores of :mod:`mispair.engine.pair_scores` when the run's ``division`` asks for them."""
 
     train: TrainingPairs
     batch_size: int
@@ -73,6 +74,7 @@ class RecipeContext:
     seed: int
     eval_batch_size: int = 256
     noise: NoiseRecord | None = None  # the true noise, for scoring detection only; never trained on
+    pair_scores: np.ndarray | None = None  # [n_pairs] memorisation-free scores for the division, if any
 
 
 class Recipe:

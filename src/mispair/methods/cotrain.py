@@ -2,7 +2,9 @@
 
 Two models; after ``warmup_epochs`` on all pairs, every epoch (NCR, Huang et al. 2021):
 
-1. each model scores every training pair (:func:`~mispair.methods.scoring.per_sample_losses`),
+1. each model scores every training pair (:func:`~mispair.methods.scoring.per_sample_losses`;
+   with ``division.scores`` other than ``in_sample``, the run's memorisation-free pair scores
+   stand for both models' losses: :func:`~mispair.methods.scoring.division_losses`),
    the losses are min–max normalised and a two-component mixture gives each pair a clean
    probability (``mixture``: ``gmm`` | ``bmm`` | ``vbgmm``);
 2. co-divide: model A trains on the split computed from model B's losses and vice versa — the
@@ -35,7 +37,7 @@ from mispair.division import (
 )
 from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
-from mispair.methods.scoring import per_sample_losses
+from mispair.methods.scoring import division_losses
 from mispair.nn.model import RetrievalModel
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
@@ -82,8 +84,7 @@ class CoTraining(Recipe):
             return {}
         ctx = self.context
         size = self.options.division_batch_size or ctx.eval_batch_size
-        losses = per_sample_losses(self.models, ctx.train, batch_size=size,
-                                   seed=ctx.seed * 31 + epoch, device=ctx.device)  # fmt: skip
+        losses = division_losses(self.models, ctx, batch_size=size, seed=ctx.seed * 31 + epoch)
         fit = MIXTURES[self.options.mixture]
         self.clean_prob = np.stack([fit(min_max_normalize(row)).clean_prob for row in losses])
         return self.detection_log(self.clean_prob)

