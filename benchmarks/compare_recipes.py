@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
 from mispair.config import load_config
 from mispair.engine.run import train_run
 
@@ -62,7 +64,27 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "omit": ("omit", []),
     "cam": ("omit", ["model.head=cam", "model.head_options={num_regions: 49}"]),
     "cam-partial": ("omit", ["model.head=cam", "model.head_options={partial: true, num_regions: 49}"]),
+    # bounds (issue 16): the same model on the truly clean pairs only
+    "vse-oracle": ("vse", ["data.noise.oracle=true"]),
+    # mispair's own recipe and its ablations
+    "holdout": ("holdout", []),
+    "holdout-hard": ("holdout", ["method.weighting=hard"]),
+    "holdout-no-suspect": ("holdout", ["method.suspect_loss=none"]),
+    "holdout-infonce": ("holdout", ["method.loss=infonce"]),
+    "holdout-r1": ("holdout", ["division.rounds=1"]),
+    "holdout-similarity": ("holdout", ["division.score=similarity"]),
+    "holdout-early": ("holdout", ["division.scores=early", "division.epochs=2"]),
 }
+# the backbone of the papers (issue 16's "before"): BiGRU text encoder, mean of projected fragments
+BIGRU = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.word_dim=300"]
+VARIANTS.update({f"{name}-bigru": (VARIANTS[name][0], [*VARIANTS[name][1], *BIGRU])
+                 for name in ("vse-triplet", "vse-infonce", "rcl-log", "ncr", "asl", "pc2", "l2rm")})
+# the same image path as the pretrained backbone with the BiGRU text encoder (the epoch-cost comparison)
+VARIANTS["asl-bigru-pooled"] = ("asl", ["model.text_encoder=bigru", "model.word_dim=300"])
+# the seed recipes dividing on out-of-fold scores (holdout's division) instead of their own losses
+HELD_OUT = ["division.scores=out_of_fold", "division.rounds=2", "division.score=contrast",
+            "division.epochs=5"]
+VARIANTS.update({f"{r}-oof": (r, HELD_OUT) for r in ("ncr", "asl", "pc2", "l2rm")})
 # ASL's hyperparameter analysis: z × λ
 VARIANTS.update({f"asl-z{z:g}-l{lam}": ("asl", [f"method.z={z}", f"method.scale={lam}"])
                  for z in (2.0, 3.0, 5.0) for lam in (32, 64, 96)})
@@ -73,7 +95,39 @@ def run_key(dataset: str, variant: str, noise: float, seed: int, extra: list[str
     return f"{dataset}_{variant}_n{noise:g}_s{seed}{suffix}"
 
 
+CEILING = "ceiling"
+"""Not a recipe: the detection ceiling, the out-of-fold AUC of scorers trained on the truly clean
+pairs only, with the division settings of ``configs/holdout/<dataset>.yaml``."""
+BASELINE, ORACLE = "vse-triplet", "vse-oracle"
+
+
+def detection_ceiling(dataset: str, noise: float, seed: int, extra: list[str]) -> dict:
+    from sklearn.metrics import roc_auc_score
+
+    from mispair.data.batching import TrainingPairs
+    from mispair.engine.assembly import load_run_data, pick_device, prepare_text_encoder
+    from mispair.engine.pair_scores import out_of_fold_scores, scorer_config
+
+    config = load_config(f"configs/holdout/{dataset}.yaml", [
+        f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}",
+        "data.noise.protocol=pmp", *extra])  # fmt: skip
+    torch.set_num_threads(config.train.threads)
+    began = time.perf_counter()
+    data = load_run_data(config)
+    prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
+    train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
+    clean = ~data.noise.is_noisy
+    scores = out_of_fold_scores(scorer_config(config), data, train, folds=config.division.folds,
+                                trusted=clean, score_kind=config.division.score, tau=config.division.tau,
+                                device=pick_device(config.train.device)).score  # fmt: skip
+    seconds = round(time.perf_counter() - began, 1)
+    return {"dataset": dataset, "variant": CEILING, "noise": noise, "seed": seed, "extra": extra,
+            "auc": float(roc_auc_score(clean, scores)), "seconds": seconds}  # fmt: skip
+
+
 def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str], runs: Path) -> dict:
+    if variant == CEILING:
+        return detection_ceiling(dataset, noise, seed, extra)
     recipe, overrides = VARIANTS[variant]
     key = run_key(dataset, variant, noise, seed, extra)
     config = load_config(
@@ -108,14 +162,34 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
 
 
+def _mean_rsum(groups: dict[tuple, list[dict]], key: tuple) -> float | None:
+    runs = groups.get(key)
+    return statistics.mean(r["test"]["rsum"] for r in runs) if runs else None
+
+
+def gap_closed(rsum: float, baseline: float | None, oracle: float | None) -> str:
+    """``(rSum − baseline) / (oracle − baseline)`` as a percentage, or '' without both bounds."""
+    if baseline is None or oracle is None or oracle <= baseline:
+        return ""
+    return f"{100 * (rsum - baseline) / (oracle - baseline):.0f}%"
+
+
 def print_table(results: list[dict]) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((r["dataset"], r["variant"], r["noise"]), []).append(r)
-    print("| dataset | variant | noise | seeds | rSum | i2t R@1 | t2i R@1 | rSum kept | eq. rSum "
-          "| AUC first division | AUC last | s/epoch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"gap closed = (rSum − {BASELINE}) / ({ORACLE} − {BASELINE}); AUC beside the detection ceiling "
+          "(out-of-fold scorers trained on the truly clean pairs)")
+    print("| dataset | variant | noise | seeds | rSum | i2t R@1 | t2i R@1 | rSum kept | gap closed "
+          "| eq. rSum | AUC first division | AUC last (ceiling) | s/epoch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (dataset, variant, noise), rs in sorted(groups.items()):
+        if variant == CEILING:
+            continue
+        ceiling = groups.get((dataset, CEILING, noise))
+        ceiling_text = f" ({statistics.mean(c['auc'] for c in ceiling):.3f})" if ceiling else ""
+        baseline, oracle = (_mean_rsum(groups, (dataset, v, noise)) for v in (BASELINE, ORACLE))
+        gap = gap_closed(statistics.mean(r["test"]["rsum"] for r in rs), baseline, oracle)
         rsum = [r["test"]["rsum"] for r in rs]
         clean = groups.get((dataset, variant, 0.0))
         kept = f"{100 * statistics.mean(rsum) / statistics.mean(c['test']['rsum'] for c in clean):.0f}%" \
@@ -126,9 +200,9 @@ def print_table(results: list[dict]) -> None:
                  if "division/0/auc" in r.get("detection_first", {})]  # fmt: skip
         print(f"| {dataset} | {variant} | {noise:g} | {len(rs)} | {_mean_std(rsum)} "
               f"| {_mean_std([r['test']['i2t_r1'] for r in rs])} "
-              f"| {_mean_std([r['test']['t2i_r1'] for r in rs])} | {kept} "
+              f"| {_mean_std([r['test']['t2i_r1'] for r in rs])} | {kept} | {gap} "
               f"| {_mean_std(eq) if eq else ''} | {f'{statistics.mean(first):.3f}' if first else ''} "
-              f"| {f'{statistics.mean(auc):.3f}' if auc else ''} "
+              f"| {f'{statistics.mean(auc):.3f}' if auc else ''}{ceiling_text} "
               f"| {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} |")
 
 
@@ -146,7 +220,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--datasets", nargs="+", default=["tuxpaint"])
-    parser.add_argument("--variants", nargs="+", default=["vse-triplet", "rcl-log"], choices=VARIANTS)
+    parser.add_argument("--variants", nargs="+", default=["vse-triplet", "rcl-log"],
+                        choices=[*VARIANTS, CEILING])
     parser.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.4, 0.7])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for every run")
@@ -169,7 +244,8 @@ def main() -> None:
             path.write_text(json.dumps(result, indent=1) + "\n")
         finally:
             path.with_suffix(".running").unlink(missing_ok=True)
-        print(f"{path.stem}: rsum {result['test']['rsum']:.1f} ({result['seconds']:.0f}s)", flush=True)
+        headline = f"auc {result['auc']:.3f}" if v == CEILING else f"rsum {result['test']['rsum']:.1f}"
+        print(f"{path.stem}: {headline} ({result['seconds']:.0f}s)", flush=True)
     wanted = {run_key(d, v, n, s, args.set) for d, v, n, s in jobs}
     results = [json.loads(p.read_text()) for p in sorted(args.results.glob("*.json")) if p.stem in wanted]
     print_table(results)

@@ -49,3 +49,16 @@ def test_a_config_that_expands_enormously_is_refused(tmp_path):
     (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(tmp_path / "latin1.yaml")
+
+
+@pytest.mark.pretrained_default
+def test_the_default_run_and_the_offline_configs_use_the_pretrained_backbone():
+    pretrained = ("minilm", "features")
+    default = load_config(None, [])
+    assert (default.model.text_encoder, default.model.image_pooling) == pretrained
+    for path in CONFIGS:
+        config = load_config(path, [])
+        if "tuxpaint" in path.stem or "openclipart" in path.stem:
+            assert config.model.text_encoder == "minilm", path
+        elif "precomp" in path.stem:  # the papers' settings stay the papers'
+            assert (config.model.text_encoder, config.model.image_pooling) == ("bigru", "fragments"), path

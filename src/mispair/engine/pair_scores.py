@@ -21,15 +21,20 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from mispair.atomic import atomic_write
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
+from mispair.data.pairset import PairSet
+from mispair.division import fit_gmm, min_max_normalize
 from mispair.engine.assembly import RunData, build_models
+from mispair.engine.evaluation import similarity_matrix
 from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
@@ -62,6 +67,9 @@ def out_of_fold_scores(
     *,
     folds: int = 5,
     device: torch.device | str = "cpu",
+    trusted: np.ndarray | None = None,
+    score_kind: ScoreKind = "similarity",
+    tau: float = 0.05,
     train_fold: Callable[[Trainer], None] | None = None,
     progress: bool = False,
 ) -> OutOfFoldScores:
@@ -77,6 +85,11 @@ def out_of_fold_scores(
         train: the training pairs to score, as paired.
         folds: ``k``.
         device: where the fold models train.
+        trusted: ``[n_pairs]`` bool: the fold models train on the trusted pairs of the other
+            folds only (a refinement round's clean split; the truly clean pairs give the
+            detection ceiling); every pair is still scored. Default: all pairs.
+        score_kind: what a held-out pair's score is (:func:`held_out_scores`).
+        tau: the temperature of the ``contrast`` score.
         train_fold: trains one fold's :class:`Trainer` (default: ``config.train.epochs``
             epochs of :meth:`Trainer.train_epoch`); a hook for tests.
         progress: a progress bar over the folds.
@@ -87,11 +100,67 @@ def out_of_fold_scores(
     for k in tqdm(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
         held_out = np.flatnonzero(fold == k)
         fold_config = replace(config, train=replace(config.train, seed=config.train.seed * folds + k))
-        model = train_scorer(fold_config, data, train.subset(np.flatnonzero(fold != k)), device,
+        training = (fold != k) if trusted is None else (fold != k) & trusted
+        model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
                              train_fold)  # fmt: skip
-        scored = pair_similarities([model], train.subset(held_out), config.train.eval_batch_size, device)
-        score[held_out] = scored
+        score[held_out] = held_out_scores(model, train.subset(held_out), kind=score_kind,
+                                          tau=tau, batch_size=config.train.eval_batch_size, device=device)
     return OutOfFoldScores(score, fold)
+
+
+ScoreKind = Literal["similarity", "contrast"]
+
+
+def held_out_scores(model: RetrievalModel, pairs: TrainingPairs, *, kind: ScoreKind = "similarity",
+                    tau: float = 0.05, batch_size: int = 256,
+                    device: torch.device | str = "cpu") -> np.ndarray:  # fmt: skip
+    """``[len(pairs)]`` score of each pair of ``pairs`` under ``model``: its similarity, or its
+    ``contrast``: the mean of the log-probabilities, at temperature ``tau``, of its image among
+    the images of ``pairs`` given its caption and of its caption among their captions given its
+    image (:func:`contrast_scores`; scores the pair against its fold, not on its own scale)."""
+    if kind == "similarity":
+        return pair_similarities([model], pairs, batch_size, torch.device(device))
+    images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
+    fold = PairSet(pairs.pairs.images[images], [""] * len(pairs), paired)
+    sims = similarity_matrix([model], fold, pairs.tokens, batch_size=batch_size, device=device)
+    return contrast_scores(sims.float().cpu(), torch.from_numpy(paired), tau).numpy()
+
+
+def contrast_scores(sims: Tensor, image_of_caption: Tensor, tau: float) -> Tensor:
+    """``[n_captions]``: for ``sims [n_images, n_captions]`` and each caption's paired image,
+    ½ (log p(image | caption) + log p(caption | image)), softmaxes of ``sims / tau`` over all
+    images, and over the captions of other images plus this one."""
+    logits = sims / tau
+    columns = torch.arange(logits.shape[1])
+    positive = logits[image_of_caption, columns]
+    caption_to_image = positive - torch.logsumexp(logits, dim=0)
+    same_image = image_of_caption[None, :] == torch.arange(logits.shape[0])[:, None]
+    others = torch.logsumexp(logits.masked_fill(same_image, float("-inf")), dim=1)[image_of_caption]
+    image_to_caption = positive - torch.logaddexp(others, positive)
+    return (caption_to_image + image_to_caption) / 2
+
+
+def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
+                               rounds: int, score_kind: ScoreKind = "similarity", tau: float = 0.05,
+                               device: torch.device | str = "cpu",
+                               progress: bool = False) -> np.ndarray:  # fmt: skip
+    """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
+    all pairs of the other folds; each later round trains them on the pairs of the other folds
+    that the previous round's scores put in the clean split (a GMM on the scores, clean
+    probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
+    the detection ceiling: scorers trained on the truly clean pairs)."""
+    trusted = None
+    for _ in range(rounds):
+        score = out_of_fold_scores(config, data, train, folds=folds, device=device, trusted=trusted,
+                                   score_kind=score_kind, tau=tau, progress=progress).score  # fmt: skip
+        trusted = clean_split(score)
+    return score
+
+
+def clean_split(score: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """``[n_pairs]`` bool: the pairs a two-component GMM over the scores (higher = cleaner) puts
+    on the clean side with probability above ``threshold``."""
+    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > threshold
 
 
 def train_scorer(
@@ -162,8 +231,10 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
             if str(saved["key"]) == key:
                 return saved["score"]
     if kind == "out_of_fold":
-        score = out_of_fold_scores(scoring, data, train, folds=config.division.folds, device=device,
-                                   progress=progress).score  # fmt: skip
+        division = config.division
+        score = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
+                                           score_kind=division.score, tau=division.tau, device=device,
+                                           progress=progress)  # fmt: skip
     else:
         score = early_epoch_scores(scoring, data, train, device=device, progress=progress)
     if cache is not None:

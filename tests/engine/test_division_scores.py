@@ -1,0 +1,126 @@
+"""Held-out pair scores wired into runs: the contrast score against a brute-force loop, refinement
+rounds that still never score a pair with a model that trained on it, the scores cached in the run
+folder, used by every division recipe and by the export, the ``holdout`` recipe, the oracle."""
+
+import csv
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from mispair.config import load_config
+from mispair.data.batching import TrainingPairs
+from mispair.engine import pair_scores
+from mispair.engine.assembly import load_run_data
+from mispair.engine.export import export_training_pairs, pairs_csv
+from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_fold_scores
+from mispair.engine.run import train_run
+from mispair.errors import ConfigError
+
+TINY = ["data.source=synthetic", "data.synthetic_images=120", "data.noise.rate=0.4", "data.noise.protocol=pmp",
+        "model.embed_dim=64", "model.word_dim=32", "train.batch_size=32", "train.lr=0.002",
+        "train.lr_decay_epochs=[]", "train.threads=1"]  # fmt: skip
+HELD_OUT = ["division.scores=out_of_fold", "division.folds=3", "division.epochs=8", "division.score=contrast"]
+
+
+def test_contrast_scores_match_a_brute_force_loop():
+    rng = np.random.default_rng(0)
+    sims = torch.from_numpy(rng.normal(size=(4, 7))).float()
+    paired = torch.tensor([0, 0, 1, 2, 3, 3, 3])
+    tau = 0.3
+    got = contrast_scores(sims, paired, tau)
+    for c in range(7):
+        i = int(paired[c])
+        t2i = sims[i, c] / tau - math.log(sum(math.exp(sims[j, c] / tau) for j in range(4)))
+        rivals = [d for d in range(7) if int(paired[d]) != i or d == c]  # other images' captions, and c
+        i2t = sims[i, c] / tau - math.log(sum(math.exp(sims[i, d] / tau) for d in rivals))
+        assert float(got[c]) == pytest.approx(float((t2i + i2t) / 2), abs=1e-4)
+
+
+def _setup(overrides=()):
+    config = load_config(None, [*TINY, "method.loss=infonce", "train.epochs=8", *overrides])
+    data = load_run_data(config)
+    return config, data, TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
+
+
+def test_a_refinement_round_trains_on_trusted_pairs_of_the_other_folds_only():
+    config, data, train = _setup()
+    trusted = np.random.default_rng(3).random(len(train)) < 0.6
+    seen = []
+
+    def record(trainer):
+        seen.append(set(trainer.recipe.context.train.caption_ids.tolist()))
+        trainer.train_epoch(0)
+
+    scores = out_of_fold_scores(config, data, train, folds=3, trusted=trusted, score_kind="contrast",
+                                train_fold=record)  # fmt: skip
+    for k, trained in enumerate(seen):
+        assert trained == set(np.flatnonzero((scores.fold != k) & trusted).tolist())
+    assert np.isfinite(scores.score).all() and (scores.score <= 0).all()  # log-probabilities
+
+
+def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_change(tmp_path, monkeypatch):
+    config, data, train = _setup(HELD_OUT)
+    cache = tmp_path / "pair_scores.npz"
+    first = division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    clean = ~data.noise.is_noisy
+    assert roc_auc_score(clean, first) > 0.8
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(pair_scores, "out_of_fold_scores", forbidden)
+    assert np.array_equal(division_scores(config, data, train, torch.device("cpu"), cache=cache), first)
+    config.division.folds = 4  # other settings: the cached scores are not theirs
+    with pytest.raises(AssertionError, match="trained again"):
+        division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    config.division.scores = "in_sample"
+    assert division_scores(config, data, train, torch.device("cpu"), cache=cache) is None
+
+
+@pytest.fixture(scope="module")
+def holdout_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("holdout")
+    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=6", *HELD_OUT, f"output={out}"])
+    return config, train_run(config, progress=False, log=lambda m: None)
+
+
+def test_holdout_trains_on_held_out_division_and_exports_its_scores(holdout_run):
+    config, summary = holdout_run
+    assert summary["test"]["rsum"] > 200  # random scores give about 16 on 200 test images
+    rows = list(csv.DictReader(io.StringIO(pairs_csv(export_training_pairs(config)))))
+    noisy = np.array([r["truly_mismatched"] == "True" for r in rows])
+    clean_prob = np.array([float(r["clean_prob"]) for r in rows])
+    score = np.array([float(r["division_score"]) for r in rows])
+    assert roc_auc_score(~noisy, clean_prob) > 0.8 and roc_auc_score(~noisy, score) > 0.8
+    with np.load(config.output_dir / "pair_scores.npz") as saved:
+        assert np.allclose(saved["score"], score, atol=1e-5)
+
+
+def test_holdout_without_held_out_scores_is_a_one_line_error(tmp_path):
+    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=1", f"output={tmp_path}"])
+    with pytest.raises(ConfigError, match="^recipe holdout: needs held-out pair scores"):
+        train_run(config, progress=False, log=lambda m: None)
+
+
+def test_the_oracle_trains_on_the_truly_clean_pairs_only(tmp_path, monkeypatch):
+    from mispair.engine import run
+
+    seen = {}
+    real = run._train
+
+    def spy(config, recipe, *args, **kwargs):
+        seen["train"], seen["noise"] = recipe.context.train, recipe.context.noise
+        return real(config, recipe, *args, **kwargs)
+
+    monkeypatch.setattr(run, "_train", spy)
+    config = load_config(None, [*TINY, "data.noise.oracle=true", "train.epochs=1", f"output={tmp_path}"])
+    train_run(config, progress=False, log=lambda m: None)
+    noise = load_run_data(config).noise
+    clean = np.flatnonzero(~noise.is_noisy)
+    assert len(seen["train"]) == len(clean) and seen["noise"] is None
+    assert np.array_equal(seen["train"].image_of_caption, noise.image_of_caption[clean])
+    assert np.array_equal(seen["train"].image_of_caption, load_run_data(config).train.image_of_caption[clean])
