@@ -20,8 +20,9 @@ from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
 
-TINY = ["data.source=synthetic", "data.synthetic_images=120", "data.noise.rate=0.4", "data.noise.protocol=pmp",
-        "model.embed_dim=64", "model.word_dim=32", "train.batch_size=32", "train.lr=0.002",
+TINY = ["data.source=synthetic", "data.synthetic_images=120", "data.noise.rate=0.4",
+        "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32", "train.batch_size=32",
+        "train.lr=0.002",
         "train.lr_decay_epochs=[]", "train.threads=1"]  # fmt: skip
 HELD_OUT = ["division.scores=out_of_fold", "division.folds=3", "division.epochs=8", "division.score=contrast"]
 
@@ -102,7 +103,7 @@ def test_holdout_trains_on_held_out_division_and_exports_its_scores(holdout_run)
 
 def test_holdout_without_held_out_scores_is_a_one_line_error(tmp_path):
     config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=1", f"output={tmp_path}"])
-    with pytest.raises(ConfigError, match="^recipe holdout: needs held-out pair scores"):
+    with pytest.raises(ConfigError, match=r"^recipe holdout: needs held-out pair scores"):
         train_run(config, progress=False, log=lambda m: None)
 
 

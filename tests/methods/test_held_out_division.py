@@ -12,7 +12,8 @@ def test_every_division_recipe_fits_the_held_out_scores_when_the_run_has_them(ma
         n = len(recipe.context.train)
         recipe.context.pair_scores = np.linspace(1, -1, n)
         losses = division_losses(recipe.models, recipe.context, batch_size=16, seed=0)
-        assert losses.shape == (len(recipe.models), n) and np.array_equal(losses[0], -recipe.context.pair_scores)
+        assert losses.shape == (len(recipe.models), n)
+        assert np.array_equal(losses[0], -recipe.context.pair_scores)
         recipe.begin_epoch(0)
         prob = np.asarray(recipe.clean_prob).reshape(-1, n)[0]
         assert prob[: n // 4].mean() > prob[-n // 4 :].mean()  # high score → clean

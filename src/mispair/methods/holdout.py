@@ -51,13 +51,14 @@ class Holdout(Recipe):
         weighting: Literal["soft", "hard"] = "soft"
         p_threshold: float = 0.5
         suspect_loss: Literal["complementary", "none"] = "complementary"
-        suspect_weight: float = 1.0
+        suspect_weight: float = 0.1
         reduction: Reduction = "mean"
 
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
         if context.pair_scores is None:
-            raise ConfigError("recipe holdout: needs held-out pair scores (division.scores: out_of_fold or early)")
+            raise ConfigError("recipe holdout: needs held-out pair scores "
+                              "(division.scores: out_of_fold or early)")
         losses = min_max_normalize(-np.asarray(context.pair_scores, dtype=np.float64))
         self.clean_prob = fit_gmm(losses).clean_prob
 
@@ -79,7 +80,8 @@ class Holdout(Recipe):
         trust = self.trust(batch)
         terms = {}
         for k, model in enumerate(self.models):
-            terms.update({f"{name}_{k}": v for name, v in self.model_terms(model, batch, trust, epoch).items()})
+            own = self.model_terms(model, batch, trust, epoch)
+            terms.update({f"{name}_{k}": v for name, v in own.items()})
         return Update(terms)
 
     def model_terms(self, model, batch: Batch, trust: torch.Tensor, epoch: int) -> dict[str, torch.Tensor]:
