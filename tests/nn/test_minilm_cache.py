@@ -145,3 +145,32 @@ def test_mean_fragment_data_is_read_only_where_the_model_reads_means():
     assert np.allclose(means.images[:, 0], pairs.images.astype(np.float32).mean(axis=1), atol=1e-6)
     model = build_model(ModelConfig(head="cosine", image_pooling="features", embed_dim=8, word_dim=4), 3, 10)
     assert not model.image_encoder.fragments
+
+
+def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
+    from mispair.config import load_config
+    from mispair.data.precomp import write_precomp
+    from mispair.data.synthetic import make_synthetic
+    from mispair.engine.run import train_run
+
+    root = tmp_path / "toy_precomp"
+    for split, seed in (("train", 0), ("dev", 1), ("test", 2)):
+        write_precomp(make_synthetic(12, 2, seed=seed), root, split)
+    overrides = [f"data.root={root}", "data.source=precomp", "model.text_encoder=minilm",
+                 "model.image_pooling=features", "model.embed_dim=16", "train.epochs=1",
+                 "train.threads=1"]  # fmt: skip
+    messages = []
+
+    def run(out: str) -> None:
+        config = load_config(None, [*overrides, f"output={tmp_path / out}"])
+        train_run(config, progress=False, log=messages.append)
+
+    run("a")
+    assert any(m.startswith("text features: ") for m in messages)
+    assert list((root / "cache" / "text").rglob("*.pt"))
+    from mispair.nn.text import state_cache
+
+    state_cache._CACHES.clear()  # a new process: only the disk holds the states
+    messages.clear()
+    run("b")
+    assert not any(m.startswith("text features: ") for m in messages)  # nothing encoded again

@@ -101,10 +101,13 @@ def prepare_text_encoder(model: ModelConfig, data: DataConfig, token_lists: list
     if prepare is None:
         return
     try:
-        prepare(model, token_lists, text_cache_dir(data), progress)
+        done = prepare(model, token_lists, text_cache_dir(data), progress)
     except DataError as exc:
         log(f"note: {exc}; text features are kept in memory for this run")
-        prepare(model, token_lists, None, progress)
+        done = prepare(model, token_lists, None, progress)
+    if done.get("text_cache/computed"):
+        log(f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "
+            f"{done['text_cache/size']} cached")
 
 
 def build_models(config: RunConfig, count: int, data: RunData, device: torch.device
