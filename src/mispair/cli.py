@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mispair.atomic import atomic_text
 from mispair.errors import ConfigError, MispairError
+from mispair.progress import set_quiet
 
 _METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
@@ -194,6 +195,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    set_quiet(getattr(args, "quiet", False))  # every progress bar, also those deep in data loading
     try:
         args.run(args)
     except MispairError as exc:

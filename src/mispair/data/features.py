@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from mispair.atomic import atomic_write
 from mispair.errors import DataError
+from mispair.progress import progress_bar
 
 PREPROCESS_VERSION = "fit-square-on-white-v1"
 
@@ -108,7 +109,7 @@ def extract_grid_features(
     done = sum(min(chunk_size, len(keys) - s) for s, p in zip(starts, paths) if p.is_file())
     runner = _Runner(encoder, device, batch_size)
     chunks = []
-    with tqdm(
+    with progress_bar(
         total=len(keys), initial=done, desc="features", unit="img", disable=not progress
     ) as bar:
         for start, path in zip(starts, paths):

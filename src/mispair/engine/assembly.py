@@ -21,16 +21,19 @@ from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    """``auto``: CUDA when available, else CPU."""
+def pick_device(name: str = "auto", option: str = "train.device") -> torch.device:
+    """``auto``: CUDA when available, else CPU. A bad name is a one-line error naming ``option``
+    (the config key or command-line flag the user gave it with)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"train.device: unknown device {name!r}") from None
+        raise ConfigError(f"{option}: unknown device {name!r} (use auto, cpu, cuda or cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device: CUDA requested but not available on this machine")
+        raise ConfigError(f"{option}: CUDA requested ({name}) but not available on this machine")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"{option}: device {name!r} is not supported (use auto, cpu, cuda or cuda:N)")
     return device
 
 
@@ -117,18 +120,42 @@ def build_models(config: RunConfig, count: int, data: RunData, device: torch.dev
     for k in range(count):
         torch.manual_seed(config.train.seed * 7919 + k)
         models.append(build_model(config.model, data.train.feature_dim, data.vocab_size).to(device))
+    check_model_inputs(models[0], data.train.feature_dim, data.train)
     return models
 
 
-def load_models(state: dict[str, Any], device: torch.device) -> list[RetrievalModel]:
-    """The models of a checkpoint payload with their weights, in eval mode."""
+def load_models(state: dict[str, Any], device: torch.device,
+                where: str = "checkpoint") -> list[RetrievalModel]:  # fmt: skip
+    """The models of a checkpoint payload with their weights, in eval mode; weights that do not
+    fit the model its config records are a one-line error naming ``where``."""
     config = from_dict(state["config"])
     models = []
     for weights in state["models"]:
         model = build_model(config.model, state["feature_dim"], state["vocab_size"])
-        model.load_state_dict(weights)
+        try:
+            model.load_state_dict(weights)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
+            model_text = f"head {config.model.head}, text encoder {config.model.text_encoder}"
+            raise DataError(f"{where}: its weights do not fit the model its config records ({model_text}): "
+                            f"{first}") from None  # fmt: skip
         models.append(model.to(device).eval())
     return models
+
+
+def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) -> None:
+    """A one-line error when ``pairs`` cannot be read by ``model``, built for features of
+    ``feature_dim``: another feature dimension, or another number of fragments per image than a
+    head sized for it (SGR/SAF's ``num_regions``) expects."""
+    where = pairs.name or "the data"
+    if pairs.feature_dim != feature_dim:
+        raise DataError(f"{where}: image features of dimension {pairs.feature_dim}, but the model was "
+                        f"built for {feature_dim}")  # fmt: skip
+    regions = getattr(model.head, "required_regions", None)
+    if regions is not None and pairs.images.shape[1] != regions:
+        raise ConfigError(f"model.head_options.num_regions: the head is sized for {regions} fragments per "
+                          f"image, {where} has {pairs.images.shape[1]} (set "
+                          f"model.head_options.num_regions={pairs.images.shape[1]})")  # fmt: skip
 
 
 def checkpoint_tokens(state: dict[str, Any], pairs: PairSet) -> list[list[int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise MispairError(f"{path}: checkpoint not found")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise MispairError(f"{path}: holds pickled Python objects, which mispair never loads "
+                           "(a mispair checkpoint holds tensors and plain data only)") from None  # fmt: skip
     except Exception as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MispairError(f"{path}: not a readable mispair checkpoint ({first_line})") from None

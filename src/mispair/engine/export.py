@@ -43,7 +43,8 @@ def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda _: None)
     paired = data.train.image_of_caption if data.noise is None else data.noise.image_of_caption
     train = TrainingPairs(data.train, data.train_tokens, paired)
-    scores = {"similarity": pair_similarities(load_models(state, device), train,
+    models = load_models(state, device, str(config.output_dir / "best.pt"))
+    scores = {"similarity": pair_similarities(models, train,
                                               config.train.eval_batch_size, device)}  # fmt: skip
     saved = config.output_dir / PAIR_SCORES_FILE
     if saved.is_file():

@@ -26,7 +26,6 @@ from typing import Literal
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from mispair.atomic import atomic_write
 from mispair.config import RunConfig
@@ -39,6 +38,7 @@ from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.model import RetrievalModel
+from mispair.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def out_of_fold_scores(
     fold = image_folds(train.image_of_caption, data.train.n_images, folds, config.train.seed)
     score = np.zeros(len(train), dtype=np.float32)
     device = torch.device(device)
-    for k in tqdm(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
+    for k in progress_bar(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
         held_out = np.flatnonzero(fold == k)
         fold_config = replace(config, train=replace(config.train, seed=config.train.seed * folds + k))
         training = (fold != k) if trusted is None else (fold != k) & trusted
@@ -197,7 +197,9 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
     total = np.zeros(len(train), dtype=np.float64)
 
     def score_each_epoch(trainer: Trainer) -> None:
-        for epoch in tqdm(range(config.train.epochs), desc="early scorer", disable=not progress, leave=False):
+        epochs = progress_bar(range(config.train.epochs), desc="early scorer", disable=not progress,
+                              leave=False)  # fmt: skip
+        for epoch in epochs:
             trainer.train_epoch(epoch)
             model = trainer.recipe.models[0]
             total[:] += pair_similarities([model.eval()], train, config.train.eval_batch_size, device)

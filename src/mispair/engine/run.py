@@ -19,6 +19,7 @@ from mispair.data.loading import concrete_source, load_split
 from mispair.engine.assembly import (
     RunData,
     build_models,
+    check_model_inputs,
     checkpoint_tokens,
     load_models,
     load_run_data,
@@ -145,8 +146,10 @@ def evaluate_checkpoint(
         if config.data.source in ("auto", "synthetic"):
             config.data.source = "precomp"
     pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
-    dev = pick_device(device)
-    models = [m for state in states for m in load_models(state, dev)]
+    dev = pick_device(device, "--device")
+    models = [m for p, state in zip(paths, states) for m in load_models(state, dev, str(p))]
+    for model, state in zip(models, states):
+        check_model_inputs(model, state["feature_dim"], pairs)
     tokens = checkpoint_tokens(states[0], pairs)
     prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=lambda _: None)
     for other, state in zip(paths[1:], states[1:]):

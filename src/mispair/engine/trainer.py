@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
@@ -18,6 +17,7 @@ from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
 from mispair.errors import DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update, as_updates
+from mispair.progress import progress_bar
 
 
 @dataclass
@@ -139,7 +139,7 @@ class Trainer:
         torch.manual_seed(seed)
         totals: dict[str, float] = {}
         steps = 0
-        bar = tqdm(
+        bar = progress_bar(
             self.recipe.epoch_batches(epoch, seed),
             total=self.recipe.n_steps(epoch),
             desc=f"epoch {epoch + 1}/{self.config.train.epochs}",

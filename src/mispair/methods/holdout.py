@@ -30,6 +30,7 @@ from mispair.data.batching import Batch
 from mispair.division import detection_metrics, fit_gmm, min_max_normalize
 from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
+from mispair.losses.asymmetric import asymmetric_loss
 from mispair.losses.complementary import complementary_loss
 from mispair.methods.base import Recipe, Update, register_recipe
 
@@ -44,7 +45,7 @@ class Holdout(Recipe):
 
     @dataclass
     class Options:
-        loss: Literal["triplet", "infonce"] = "triplet"
+        loss: Literal["triplet", "infonce", "asymmetric"] = "triplet"
         margin: float = 0.2
         hardest_after: int = 0  # epochs of summed hinges before the hardest negative (VSE++)
         tau: float = 0.05
@@ -53,6 +54,9 @@ class Holdout(Recipe):
         suspect_loss: Literal["complementary", "none"] = "complementary"
         suspect_weight: float = 0.1
         reduction: Reduction = "mean"
+        m0: float = 0.2  # asymmetric loss (ASL Eq. 5-6): margin, scale λ, relaxation z
+        scale: float = 64.0
+        z: float = 3.0
 
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
@@ -87,6 +91,9 @@ class Holdout(Recipe):
     def model_terms(self, model, batch: Batch, trust: torch.Tensor, epoch: int) -> dict[str, torch.Tensor]:
         opts = self.options
         sims = model(batch.images, batch.tokens, batch.lengths)
+        if opts.loss == "asymmetric":  # the trust is ASL's soft label: no positive pull at 0
+            loss = asymmetric_loss(sims, trust, m0=opts.m0, scale=opts.scale, z=opts.z)
+            return {"asymmetric": reduce_batch(loss, opts.reduction)}
         if opts.loss == "infonce":
             positive = info_nce_loss(sims, opts.tau)
         else:

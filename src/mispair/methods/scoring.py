@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from mispair.data.batching import TrainingPairs
 from mispair.losses.triplet import mean_hinge_loss
 from mispair.methods.base import RecipeContext
 from mispair.nn.model import RetrievalModel
+from mispair.progress import progress_bar
 
 
 @torch.no_grad()
@@ -38,7 +38,7 @@ def per_sample_losses(
     for m in models:
         m.eval()
     total = train.n_batches(batch_size)
-    for batch in tqdm(train.batches(batch_size, seed=seed), total=total, desc="division",
+    for batch in progress_bar(train.batches(batch_size, seed=seed), total=total, desc="division",
                       disable=not progress, leave=False):  # fmt: skip
         batch = batch.to(device)
         index = batch.index.cpu().numpy()

@@ -7,9 +7,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from mispair.nn.embedding import Fragments
+from mispair.progress import progress_bar
 
 SimilarityFn = Callable[[Fragments, Fragments], Tensor]
 
@@ -91,7 +91,7 @@ def all_pair_similarities(
         for i in _blocks(len(images), image_chunk)
         for j in _blocks(len(texts), caption_chunk)
     ]
-    for i, j in tqdm(blocks, desc="similarities", disable=not progress, leave=False):
+    for i, j in progress_bar(blocks, desc="similarities", disable=not progress, leave=False):
         block = similarity(images[i].to(device, dtype), texts[j].to(device, dtype))
         out[i, j] = block.float().cpu()
     return out
@@ -118,7 +118,7 @@ def _prepared_similarities(
     prepared = [head.prepare_texts(texts[group].to(device, dtype)) for group in groups]
     blocks = [(i, g) for i in _blocks(len(images), rows) for g in range(len(groups))]
     image_side, current = None, None
-    for i, g in tqdm(blocks, desc="similarities", disable=not progress, leave=False):
+    for i, g in progress_bar(blocks, desc="similarities", disable=not progress, leave=False):
         if current != i:
             image_side, current = head.prepare_images(images[i].to(device, dtype)), i
         out[i, groups[g]] = head.score(image_side, prepared[g]).float().cpu()

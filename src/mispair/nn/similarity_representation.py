@@ -196,6 +196,7 @@ class SimilarityNodeHead(nn.Module):
 
     def __init__(self, embed_dim: int, sim_dim: int, num_regions: int) -> None:
         super().__init__()
+        self.required_regions = num_regions  # the region batch norm is sized for this many
         self.representation = SimilarityRepresentation(embed_dim, sim_dim, num_regions)
         self.score_proj = nn.Linear(sim_dim, 1)
         xavier_init(self.score_proj)

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from mispair.atomic import atomic_write, ensure_directory
+from mispair.progress import progress_bar
 
 StateFn = Callable[[Tensor, Tensor], Tensor]
 """Computes token states ``[B, L, H]`` of padded ids ``[B, L]`` with ``lengths [B]``."""
@@ -78,8 +78,8 @@ class TokenStateCache:
         longest first, with a progress bar when ``progress``) and write a shard per
         ``chunk_size`` of them when a directory is in use. Returns how many were computed."""
         todo = sorted(self.missing(token_lists), key=len, reverse=True)
-        bar = tqdm(total=len(todo), desc="text features", unit="caption", disable=not progress or not todo,
-                   leave=False)  # fmt: skip
+        bar = progress_bar(total=len(todo), desc="text features", unit="caption",
+                           disable=not progress or not todo, leave=False)  # fmt: skip
         for start in range(0, len(todo), chunk_size):
             chunk = todo[start : start + chunk_size]
             keys = []
