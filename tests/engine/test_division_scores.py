@@ -4,6 +4,7 @@ folder, used by every division recipe and by the export, the ``holdout`` recipe,
 
 import csv
 import io
+import json
 import math
 
 import numpy as np
@@ -125,3 +126,15 @@ def test_the_oracle_trains_on_the_truly_clean_pairs_only(tmp_path, monkeypatch):
     assert len(seen["train"]) == len(clean) and seen["noise"] is None
     assert np.array_equal(seen["train"].image_of_caption, noise.image_of_caption[clean])
     assert np.array_equal(seen["train"].image_of_caption, load_run_data(config).train.image_of_caption[clean])
+
+
+def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_for(tmp_path):
+    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=6", "method.rematch_from=3", *HELD_OUT,
+                                f"output={tmp_path}"])  # fmt: skip
+    train_run(config, progress=False, log=lambda m: None)
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert all("rematch/fraction" not in r for r in log[:3])
+    rematched = [r for r in log[3:]]
+    assert all(r["rematch/fraction"] > 0 for r in rematched)
+    # 5 captions per image: a suspected caption's chance of landing on its own image is small
+    assert min(r["rematch/precision"] for r in rematched) > 0.5
