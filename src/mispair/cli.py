@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -193,7 +194,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: object,
+                      **kwargs: object) -> str:  # fmt: skip
+    return f"mispair: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.formatwarning = _one_line_warning  # a warning is one line, like an error
     args = parse(argv)
     set_quiet(getattr(args, "quiet", False))  # every progress bar, also those deep in data loading
     try:

@@ -1,12 +1,14 @@
 """The folder format stays inside its folder, and bounded, for any captions file."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from mispair.config import load_config
-from mispair.data.folder import MAX_CAPTION_CHARS, read_folder
+from mispair.data.folder import MAX_CAPTION_CHARS, MAX_FIELD_CHARS, read_folder
 from mispair.data.loading import load_split
 from mispair.errors import DataError
 
@@ -41,11 +43,36 @@ def test_a_byte_order_mark_is_read_as_text(tmp_path):
     assert read_folder(tmp_path, "train").captions == ["a cat", "a dog"]
 
 
-def test_long_captions_are_cut_with_a_warning(tmp_path):
-    _collection(tmp_path, [("a.npy", "x" * 10 * MAX_CAPTION_CHARS), ("b.npy", "short")])
+@pytest.mark.parametrize("length", [10 * MAX_CAPTION_CHARS, 200_000, 1_000_000])  # beyond csv's 131,072
+def test_long_captions_are_cut_with_a_warning(tmp_path, length):
+    _collection(tmp_path, [("a.npy", "x" * length), ("b.npy", "short")])
     with pytest.warns(UserWarning, match="1 caption.* longer than 1000 characters were cut"):
         read = read_folder(tmp_path, "train")
     assert [len(c) for c in read.captions] == [MAX_CAPTION_CHARS, 5]
+
+
+def test_a_field_beyond_the_limit_is_a_one_line_error(tmp_path):
+    _collection(tmp_path, [("a.npy", "short"), ("b.npy", "x" * (MAX_FIELD_CHARS + 1))])
+    with pytest.raises(DataError, match=r"captions\.csv:3: .*at most 10,000,000 characters"):
+        read_folder(tmp_path, "train")
+
+
+def test_a_warning_is_one_line_on_the_command_line(tmp_path):
+    _collection(tmp_path, [("a.npy", "x" * 5000), ("b.npy", "short")])
+    for name in ("c.npy", "d.npy"):
+        np.save(tmp_path / name, np.ones((4, 8), np.float32))
+    with (tmp_path / "captions.csv").open("a", encoding="utf-8") as handle:
+        handle.write("c.npy,a dev caption,dev\n")
+        handle.write("d.npy,a test caption,test\n")
+    argv = ["train", "data.source=folder", f"data.root={tmp_path}", "model.embed_dim=8", "model.word_dim=4",
+            "model.text_encoder=bigru", "model.image_pooling=fragments", "train.epochs=1", "train.threads=1",
+            "--out", str(tmp_path / "run"), "--quiet"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "mispair.cli", *argv], capture_output=True, text=True)
+    err = done.stderr.splitlines()
+    assert done.returncode == 0, err
+    warned = [line for line in err if "longer than 1000 characters" in line]
+    assert warned and all(line.startswith("mispair: warning: ") for line in warned)
+    assert not any("warnings.warn" in line or "UserWarning" in line for line in err)
 
 
 def test_a_missing_image_is_an_error_and_a_corrupt_one_is_skipped(tmp_path):

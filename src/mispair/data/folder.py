@@ -36,6 +36,8 @@ from mispair.errors import DataError
 _SPLITS = ("train", "dev", "test")
 MAX_CAPTION_CHARS = 1000
 """Captions are cut to this many characters: work per caption stays bounded for any input."""
+MAX_FIELD_CHARS = 10_000_000
+"""A ``captions.csv`` field longer than this is an error (the file is not a caption list)."""
 
 
 def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) -> PairSet:
@@ -74,12 +76,19 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
 def _read_rows(root: Path) -> list[dict[str, str]]:
     csv_path, jsonl_path = root / "captions.csv", root / "captions.jsonl"
     if csv_path.is_file():
+        csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS))
         with open(csv_path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             missing = {"image", "caption"} - set(reader.fieldnames or [])
             if missing:
                 raise DataError(f"{csv_path}: missing column(s) {', '.join(sorted(missing))}")
-            rows = [(n, dict(r)) for n, r in enumerate(reader, start=2)]
+            rows = []
+            try:
+                for row in reader:
+                    rows.append((len(rows) + 2, dict(row)))
+            except csv.Error as exc:  # the row after the last one read
+                raise DataError(f"{csv_path}:{len(rows) + 2}: {exc} (a field may hold at most "
+                                f"{MAX_FIELD_CHARS:,} characters)") from None  # fmt: skip
         path = csv_path
     elif jsonl_path.is_file():
         rows = []
