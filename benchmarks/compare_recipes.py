@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.4, 0.7])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for every run")
-    parser.add_argument("--results", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/pretrained"))
     parser.add_argument("--runs", type=Path, default=Path("runs/compare"))
     parser.add_argument("--shard", default="0/1", help="i/n: run every n-th job starting at i "
                         "(workers on the same jobs also skip the ones another has claimed)")
