@@ -33,7 +33,10 @@ def test_contrast_scores_match_a_brute_force_loop():
     sims = torch.from_numpy(rng.normal(size=(4, 7))).float()
     paired = torch.tensor([0, 0, 1, 2, 3, 3, 3])
     tau = 0.3
-    got = contrast_scores(sims, paired, tau)
+    got = contrast_scores(sims, 4, paired, tau)
+    for chunk in (1, 3):  # read a few images at a time: the same scores
+        chunked = contrast_scores(lambda a, b: sims[a:b], 4, paired, tau, chunk=chunk)
+        assert torch.allclose(chunked, got, atol=1e-5)
     for c in range(7):
         i = int(paired[c])
         t2i = sims[i, c] / tau - math.log(sum(math.exp(sims[j, c] / tau) for j in range(4)))

@@ -33,10 +33,11 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.division import fit_gmm, min_max_normalize
 from mispair.engine.assembly import RunData, build_models
-from mispair.engine.evaluation import similarity_matrix
+from mispair.engine.evaluation import encode_split
 from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
+from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
 
@@ -122,20 +123,42 @@ def held_out_scores(model: RetrievalModel, pairs: TrainingPairs, *, kind: ScoreK
         return pair_similarities([model], pairs, batch_size, torch.device(device))
     images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
     fold = PairSet(pairs.pairs.images[images], [""] * len(pairs), paired)
-    sims = similarity_matrix([model], fold, pairs.tokens, batch_size=batch_size, device=device)
-    return contrast_scores(sims.float().cpu(), torch.from_numpy(paired), tau).numpy()
+    image_side, text_side = encode_split(model, fold, pairs.tokens, batch_size=batch_size, device=device)
+    was_training = model.training
+    model.eval()
+
+    def rows(start: int, stop: int) -> Tensor:  # one block of images against every caption
+        block = all_pair_similarities(model.similarity, image_side[start:stop], text_side, device=device)
+        return block.float().cpu()
+
+    scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size)
+    model.train(was_training)
+    return scores.numpy()
 
 
-def contrast_scores(sims: Tensor, image_of_caption: Tensor, tau: float) -> Tensor:
-    """``[n_captions]``: for ``sims [n_images, n_captions]`` and each caption's paired image,
-    ½ (log p(image | caption) + log p(caption | image)), softmaxes of ``sims / tau`` over all
-    images, and over the captions of other images plus this one."""
-    logits = sims / tau
-    columns = torch.arange(logits.shape[1])
-    positive = logits[image_of_caption, columns]
-    caption_to_image = positive - torch.logsumexp(logits, dim=0)
-    same_image = image_of_caption[None, :] == torch.arange(logits.shape[0])[:, None]
-    others = torch.logsumexp(logits.masked_fill(same_image, float("-inf")), dim=1)[image_of_caption]
+def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, image_of_caption: Tensor,
+                    tau: float, *, chunk: int = 256) -> Tensor:  # fmt: skip
+    """``[n_captions]``: for similarities ``[n_images, n_captions]`` and each caption's paired
+    image, ½ (log p(image | caption) + log p(caption | image)), softmaxes of ``sims / tau`` over
+    all images, and over the captions of other images plus this one.
+
+    ``sims`` is the matrix, or ``rows(start, stop)`` giving its rows ``start:stop``: the matrix
+    is then read ``chunk`` images at a time and never held whole (memory ``chunk × n_captions``).
+    """
+    rows = sims if callable(sims) else (lambda start, stop: sims[start:stop])
+    n_captions = len(image_of_caption)
+    column_lse = torch.full((n_captions,), float("-inf"))
+    positive, others = torch.zeros(n_captions), torch.zeros(n_captions)
+    for start in range(0, n_images, chunk):
+        logits = rows(start, min(start + chunk, n_images)) / tau
+        image = torch.arange(start, start + logits.shape[0])
+        column_lse = torch.logaddexp(column_lse, torch.logsumexp(logits, dim=0))
+        same_image = image_of_caption[None, :] == image[:, None]
+        other_lse = torch.logsumexp(logits.masked_fill(same_image, float("-inf")), dim=1)
+        mine = torch.nonzero((image_of_caption >= start) & (image_of_caption < image[-1] + 1)).squeeze(1)
+        local = image_of_caption[mine] - start
+        positive[mine], others[mine] = logits[local, mine], other_lse[local]
+    caption_to_image = positive - column_lse
     image_to_caption = positive - torch.logaddexp(others, positive)
     return (caption_to_image + image_to_caption) / 2
 
