@@ -105,10 +105,20 @@ def test_holdout_trains_on_held_out_division_and_exports_its_scores(holdout_run)
         assert np.allclose(saved["score"], score, atol=1e-5)
 
 
-def test_holdout_without_held_out_scores_is_a_one_line_error(tmp_path):
-    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=1", f"output={tmp_path}"])
+def test_holdout_without_held_out_scores_is_a_one_line_error_before_anything_is_written(tmp_path):
+    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=1", f"output={tmp_path / 'run'}"])
     with pytest.raises(ConfigError, match=r"^recipe holdout: needs held-out pair scores"):
         train_run(config, progress=False, log=lambda m: None)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_oracle_without_noise_is_a_one_line_error_before_anything_is_written(tmp_path):
+    clean = [o for o in TINY if not o.startswith("data.noise")]
+    overrides = [*clean, "data.noise.oracle=true", "train.epochs=1", f"output={tmp_path / 'run'}"]
+    config = load_config(None, overrides)
+    with pytest.raises(ConfigError, match=r"^data\.noise\.oracle: needs a noise record"):
+        train_run(config, progress=False, log=lambda m: None)
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_oracle_trains_on_the_truly_clean_pairs_only(tmp_path, monkeypatch):

@@ -54,8 +54,13 @@ def train_run(
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)  # errors before anything is written
+    if recipe_cls.needs_pair_scores and config.division.scores == "in_sample":
+        raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
+                          "(division.scores: out_of_fold or early)")  # fmt: skip
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
+    if config.data.noise.oracle and data.noise is None:
+        raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
     prepare_text_encoder(config.model, config.data, data.train_tokens + data.dev_tokens, progress=progress,
                          log=log)  # fmt: skip
     out_dir = ensure_directory(config.output_dir)

@@ -91,6 +91,7 @@ class Recipe:
 
     name: ClassVar[str] = ""
     n_models: ClassVar[int] = 1
+    needs_pair_scores: ClassVar[bool] = False  # the run's division must give held-out scores
 
     @dataclass
     class Options:

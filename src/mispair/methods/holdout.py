@@ -49,6 +49,7 @@ class Holdout(Recipe):
 
     name = "holdout"
     n_models = 2
+    needs_pair_scores = True
 
     @dataclass
     class Options:

@@ -9,10 +9,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.data.batching import TrainingPairs, pad_tokens
+from mispair.data.batching import TrainingPairs
+from mispair.data.pairset import PairSet
+from mispair.engine.evaluation import similarity_matrix
 from mispair.losses.triplet import mean_hinge_loss
 from mispair.methods.base import RecipeContext
-from mispair.nn.embedding import Fragments
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
 
@@ -68,7 +69,6 @@ def division_losses(
                              device=context.device, loss_fn=loss_fn)  # fmt: skip
 
 
-@torch.no_grad()
 def cross_similarities(
     models: Sequence[RetrievalModel],
     train: TrainingPairs,
@@ -80,22 +80,7 @@ def cross_similarities(
 ) -> Tensor:
     """``[len(images), len(captions)]`` similarities of the training images ``images`` with the
     training captions ``captions`` (indices into ``train``'s images and captions), averaged over
-    ``models`` in eval mode, on the CPU."""
-    total = torch.zeros(len(images), len(captions))
-    for model in models:
-        was_training = model.training
-        model.eval()
-        feats = []
-        for s in range(0, len(images), batch_size):
-            chunk = np.asarray(train.pairs.images[images[s : s + batch_size]], dtype=np.float32)
-            feats.append(model.encode_images(torch.from_numpy(chunk).to(device)))
-        texts = []
-        for s in range(0, len(captions), batch_size):
-            ids, lengths = pad_tokens([train.tokens[k] for k in captions[s : s + batch_size]])
-            texts.append(model.encode_texts(ids.to(device), lengths.to(device)))
-        image_side, text_side = Fragments.cat(feats), Fragments.cat(texts)
-        for s in range(0, len(images), batch_size):
-            sims = model.similarity(image_side[s : s + batch_size], text_side)
-            total[s : s + batch_size] += sims.float().cpu()
-        model.train(was_training)
-    return total / len(models)
+    ``models`` in eval mode (the evaluation's all-pairs engine), on the CPU."""
+    part = PairSet(train.pairs.images[images], [""] * len(captions), np.zeros(len(captions), dtype=np.int64))
+    tokens = [train.tokens[k] for k in captions]
+    return similarity_matrix(models, part, tokens, batch_size=batch_size, device=device).float().cpu()
