@@ -1,0 +1,85 @@
+"""Detection AUC of the division's pair scores: in-sample against held-out, and the ceiling.
+
+For one dataset and noise rate, with the scorer of ``configs/holdout/<dataset>.yaml`` (its
+division section): the AUC, against the true mismatch flags, of
+
+- ``early``: one scorer on all pairs, each pair's similarity averaged over its first epochs;
+- ``out_of_fold``: ``similarity`` and ``contrast`` scores after 1 and 2 rounds;
+- ``ceiling``: out-of-fold scorers trained on the truly clean pairs only (contrast score);
+- ``in-sample, last``: the similarity of every pair under a scorer trained on all of them.
+
+    python benchmarks/held_out_detection.py --dataset tuxpaint --noise 0.4 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import replace
+
+import numpy as np
+import torch
+from sklearn.metrics import roc_auc_score
+
+from mispair.config import load_config
+from mispair.data.batching import TrainingPairs
+from mispair.engine.assembly import load_run_data, prepare_text_encoder
+from mispair.engine.export import pair_similarities
+from mispair.engine.pair_scores import (
+    clean_split,
+    early_epoch_scores,
+    out_of_fold_scores,
+    scorer_config,
+    train_scorer,
+)
+
+
+def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
+    config = load_config(f"configs/holdout/{dataset}.yaml", [
+        f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"])  # fmt: skip
+    data = load_run_data(config)
+    prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
+    train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
+    clean = ~data.noise.is_noisy
+    scoring, folds = scorer_config(config), config.division.folds
+
+    def oof(kind: str, trusted=None) -> np.ndarray:
+        return out_of_fold_scores(scoring, data, train, folds=folds, trusted=trusted, score_kind=kind).score
+
+    found = {}
+    for epochs in (1, 2, 3):
+        early = early_epoch_scores(replace(scoring, train=replace(scoring.train, epochs=epochs)), data, train)
+        found[f"early, {epochs} epoch(s)"] = roc_auc_score(clean, early)
+    for kind in ("similarity", "contrast"):
+        first = oof(kind)
+        found[f"out of fold, {kind}, round 1"] = roc_auc_score(clean, first)
+        found[f"out of fold, {kind}, round 2"] = roc_auc_score(clean, oof(kind, clean_split(first)))
+    found["ceiling (contrast, truly clean scorers)"] = roc_auc_score(clean, oof("contrast", clean))
+    model = train_scorer(scoring, data, train, torch.device("cpu"))
+    found["in-sample, after the scorer's epochs"] = roc_auc_score(
+        clean, pair_similarities([model], train, 256, torch.device("cpu")))  # fmt: skip
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dataset", default="tuxpaint")
+    parser.add_argument("--noise", type=float, default=0.4)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    runs = [aucs(args.dataset, args.noise, s) for s in args.seeds]
+    print(
+        f"{args.dataset}, pmp {args.noise:g}, seeds {' '.join(map(str, args.seeds))}: "
+        "detection AUC (mean, min–max)"
+    )
+    print("| scores | AUC | range |\n|---|---|---|")
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        print(f"| {key} | {statistics.mean(values):.3f} | {min(values):.3f}–{max(values):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
