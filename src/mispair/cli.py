@@ -58,6 +58,34 @@ def _export_pairs(config, path: Path) -> None:
     print(f"wrote {len(rows)} training pairs to {path}", file=sys.stderr)
 
 
+def _cmd_audit(args: argparse.Namespace) -> None:
+    from mispair.audit import audit_collection
+
+    summary = audit_collection(args.data, args.out, config_path=args.config, overrides=args.overrides,
+                               plant=args.plant, seed=args.seed, clean_run=args.clean_run,
+                               images=args.images, top=args.top, progress=not args.quiet,
+                               log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+    print(format_audit(summary, Path(args.out)))
+
+
+def format_audit(summary: dict, out: Path) -> str:
+    """The audit's result in a few lines: what was found, how well (when it can tell), where."""
+    share = 100 * summary["estimated_mismatched_share"]
+    lines = [f"audited {summary['pairs']} pairs of {summary['collection_name']}: {summary['suspected']} "
+             f"suspected, estimated mismatched share {share:.1f}%"]  # fmt: skip
+    detection = summary["detection"]
+    if detection:
+        lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
+                     f"precision {detection['average_precision']:.3f}, suspected set precision "
+                     f"{detection['precision']:.2f} recall {detection['recall']:.2f}")  # fmt: skip
+    lines.append(format_metrics(summary["retrieval"]["test"], "retrieval on the test split (this run)"))
+    clean = summary["retrieval"]["clean_run_test"]
+    if clean:
+        lines.append(format_metrics(clean, "the same run without the planted noise"))
+    lines.append(f"wrote {out / 'report.html'}, {out / 'pairs.csv'}, {out / 'summary.json'}")
+    return "\n".join(lines)
+
+
 def _cmd_eval(args: argparse.Namespace) -> None:
     from mispair.engine.run import evaluate_checkpoint
 
@@ -145,6 +173,21 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress bars")
     train.set_defaults(run=_cmd_train)
 
+    audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
+    audit.add_argument("data", help="a folder collection (captions.csv / .jsonl) or a precomputed one")
+    audit.add_argument("overrides", nargs="*", help="key=value overrides of the audit's run")
+    audit.add_argument("--out", required=True, help="output folder (report.html, pairs.csv, summary.json)")
+    audit.add_argument("--config", help="a YAML config instead of the audit's default run")
+    audit.add_argument("--plant", type=float,
+                       help="swap this share of the pairs first and score the audit on them")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the planted swaps")
+    audit.add_argument("--clean-run", action="store_true",
+                       help="also train the same run without the planted noise, for comparison")
+    audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
+    audit.add_argument("--top", type=int, default=100, help="suspects shown in the report (default 100)")
+    audit.add_argument("--quiet", action="store_true", help="no progress bars")
+    audit.set_defaults(run=_cmd_audit)
+
     ev = sub.add_parser("eval", help="evaluate a checkpoint")
     ev.add_argument("checkpoint", nargs="+",
                     help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
@@ -185,7 +228,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     options (``mispair train --out runs/x train.epochs=5``)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and getattr(args, "command", None) == "train" and all(
+    if extra and getattr(args, "command", None) in ("train", "audit") and all(
         "=" in e and not e.startswith("-") for e in extra
     ):
         args.overrides = [*args.overrides, *extra]

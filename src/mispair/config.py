@@ -170,11 +170,15 @@ DEFAULT_RUN: dict[str, Any] = {
 }
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    default: dict[str, Any] = DEFAULT_RUN,
+) -> RunConfig:
     """A run config: the YAML file at ``path`` over the dataclass defaults (the papers' common
-    settings), or :data:`DEFAULT_RUN` without a file; then the ``key=value`` overrides
-    (``train.lr=1e-3``, ``method.loss=infonce``; values parsed as YAML)."""
-    data: dict[str, Any] = copy.deepcopy(DEFAULT_RUN) if path is None else _read_yaml(Path(path))
+    settings), or ``default`` (:data:`DEFAULT_RUN`) without a file; then the ``key=value``
+    overrides (``train.lr=1e-3``, ``method.loss=infonce``; values parsed as YAML)."""
+    data: dict[str, Any] = copy.deepcopy(default) if path is None else _read_yaml(Path(path))
     if path is None and any(o.partition("=")[0].strip() == "recipe" for o in overrides):
         data.pop("method")  # the default's options belong to its own recipe
     for override in overrides:

@@ -40,6 +40,11 @@ MAX_FIELD_CHARS = 10_000_000
 """A ``captions.csv`` field longer than this is an error (the file is not a caption list)."""
 
 
+class UnreadableImageWarning(UserWarning):
+    """Image files of a folder collection that are not readable pictures were skipped
+    (``mispair audit`` makes this an error)."""
+
+
 def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) -> PairSet:
     """Read one split of a folder dataset (see the module docstring for the schema)."""
     root = Path(root)
@@ -57,7 +62,7 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
     if not valid.all():
         bad = [name for name, ok in zip(images, valid) if not ok]
         warnings.warn(f"{root}: skipped {len(bad)} unreadable image(s) of split {split!r} and their "
-                      f"captions, e.g. {bad[0]!r}", stacklevel=2)  # fmt: skip
+                      f"captions, e.g. {bad[0]!r}", UnreadableImageWarning, stacklevel=2)  # fmt: skip
         images = [name for name, ok in zip(images, valid) if ok]
         features, rows = features[valid], [r for r in rows if r["image"] in set(images)]
         if not rows:

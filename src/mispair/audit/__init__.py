@@ -1,0 +1,5 @@
+"""``mispair audit``: the pairs of a collection ranked by how likely they are mismatched."""
+
+from mispair.audit.run import audit_collection
+
+__all__ = ["audit_collection"]

@@ -1,0 +1,95 @@
+"""What ``mispair audit`` reads: the collection's kind, the audit's run config, and the picture
+files behind the image ids (for the report's thumbnails)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mispair.config import RunConfig, load_config
+from mispair.errors import ConfigError, DataError
+
+AUDIT_RUN: dict[str, Any] = {
+    "name": "audit",
+    "recipe": "holdout",
+    "data": {"min_word_count": 1},
+    "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
+    "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
+    "division": {"scores": "out_of_fold", "folds": 5, "rounds": 2, "epochs": 5, "score": "contrast"},
+    "method": {"loss": "triplet", "margin": 0.2, "hardest_after": 5, "suspect_weight": 0.1},
+}
+"""The audit's default run: ``holdout`` on the pretrained backbone, its division from out-of-fold
+contrast scores (the best detector of docs/results.md); 12 epochs, since its models peak on dev
+within the first few (docs/results.md)."""
+
+PICTURE_DIRS = (Path("/usr/share/tuxpaint/stamps"), Path("/usr/share/openclipart/png"))
+"""Where the pictures of the prepared Tux Paint and OpenClipart sets lie (their Debian packages)."""
+
+
+def collection_source(root: Path, train_split: str = "train") -> str:
+    """``folder`` (a ``captions.csv`` / ``captions.jsonl``) or ``precomp`` (``{split}_ims.npy``)."""
+    if not root.is_dir():
+        raise DataError(f"{root}: no such folder")
+    if (root / "captions.csv").is_file() or (root / "captions.jsonl").is_file():
+        return "folder"
+    if (root / f"{train_split}_ims.npy").is_file():
+        return "precomp"
+    raise DataError(f"{root}: not a collection (no captions.csv, captions.jsonl or {train_split}_ims.npy)")
+
+
+def audit_config(
+    root: Path,
+    out: Path,
+    *,
+    config_path: str | None = None,
+    overrides: Sequence[str] = (),
+    plant: float | None = None,
+    seed: int = 0,
+) -> RunConfig:
+    """The run the audit trains: :data:`AUDIT_RUN` (or the YAML at ``config_path``) with the
+    ``overrides``, on the collection at ``root``, in ``out/run``; ``plant`` swaps that share of
+    the training images' captions (the ``pmp`` protocol, recorded so the audit can score itself)."""
+    config = load_config(config_path, list(overrides), default=AUDIT_RUN)
+    config.data.source = collection_source(root, config.data.train_split)
+    config.data.root = str(root.resolve())
+    if plant is not None:
+        if not 0 < plant < 1:
+            raise ConfigError(f"--plant: a share in (0, 1), got {plant}")
+        config.data.noise.rate, config.data.noise.protocol, config.data.noise.seed = plant, "pmp", seed
+        config.data.noise.file = None
+    if config.division.scores == "in_sample":
+        raise ConfigError("division.scores: the audit ranks pairs by scores no model fitted "
+                          "(out_of_fold or early), not in_sample")  # fmt: skip
+    config.output = str(out / "run")
+    return config
+
+
+def picture_root(ids: Sequence[str], candidates: Sequence[Path]) -> Path | None:
+    """The first folder of ``candidates`` that holds a picture file for every id (ids are paths
+    relative to it, never leaving it; ``.npy`` features are not pictures), or None."""
+    for folder in candidates:
+        base = folder.resolve()
+        if base.is_dir() and all(_inside(base, i) and (base / i).is_file() and not i.endswith(".npy")
+                                 for i in ids):  # fmt: skip
+            return base
+    return None
+
+
+def _inside(base: Path, image_id: str) -> bool:
+    return (base / image_id).resolve().is_relative_to(base)
+
+
+def thumbnail_uri(path: Path, size: int = 96) -> str:
+    """``path`` as a ``size × size`` JPEG ``data:`` URI (on white), or "" when it cannot be read."""
+    from mispair.data.sources.images import load_picture
+
+    try:
+        picture = load_picture(path, size)
+    except DataError:
+        return ""
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
