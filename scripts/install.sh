@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-apt_packages=(libcairo2)
+apt_packages=(libcairo2 chromium)  # chromium: the tests of the audit report
 [[ "${1:-}" == "--data" ]] && apt_packages+=(tuxpaint-stamps-default openclipart-png openclipart-svg)
 missing=()
 for pkg in "${apt_packages[@]}"; do

@@ -26,6 +26,7 @@ from mispair.audit.ranking import (
 from mispair.audit.report import curve_plots, render_report, score_plot
 from mispair.config import RunConfig, from_dict
 from mispair.data.folder import UnreadableImageWarning
+from mispair.data.loading import load_split
 from mispair.division import Division, min_max_normalize
 from mispair.engine.export import TrainedRun, load_trained_run, pairs_csv
 from mispair.engine.run import train_run
@@ -65,6 +66,7 @@ def audit_collection(
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     with _unreadable_images_are_errors():
+        load_split(config.data, config.data.test_split)  # every split's pictures read before training
         summary = train_run(config, progress=progress, log=log)
         clean = train_run(_without_noise(config, out), progress=progress, log=log) if clean_run else None
         run = load_trained_run(config, progress=progress)

@@ -79,6 +79,15 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
 
 
 def _read_rows(root: Path) -> list[dict[str, str]]:
+    try:
+        return _read_text_rows(root)
+    except UnicodeDecodeError as exc:
+        name = "captions.csv" if (root / "captions.csv").is_file() else "captions.jsonl"
+        byte = exc.object[exc.start]
+        raise DataError(f"{root / name}: not UTF-8 text (cannot decode byte 0x{byte:02x})") from None
+
+
+def _read_text_rows(root: Path) -> list[dict[str, str]]:
     csv_path, jsonl_path = root / "captions.csv", root / "captions.jsonl"
     if csv_path.is_file():
         csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS))

@@ -1,0 +1,122 @@
+"""``mispair audit`` end to end on a small synthetic collection: every pair ranked by its held-out
+score, suggestions equal to a brute-force search of the full similarity matrix, detection scored
+as scikit-learn scores it, a finished audit reused, the outputs consistent."""
+
+import csv
+import json
+
+import numpy as np
+import pyarrow.parquet
+import pytest
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from mispair.audit import audit_collection
+from mispair.audit.collection import audit_config
+from mispair.audit.ranking import best_matches
+from mispair.cli import main
+from mispair.data.synthetic import write_synthetic_dataset
+from mispair.engine.export import load_trained_run
+from mispair.methods.scoring import cross_similarities
+
+TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=2", "train.batch_size=32", "train.lr=0.002", "train.lr_decay_epochs=[]",
+        "train.threads=1", "division.folds=3", "division.epochs=6", "division.rounds=1"]  # fmt: skip
+PLANT = 0.4
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    return write_synthetic_dataset(tmp_path_factory.mktemp("synthetic") / "toy_precomp", n_train=100,
+                                   n_dev=30, n_test=30)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def audited(collection, tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit")
+    summary = audit_collection(collection, out, overrides=TINY, plant=PLANT, top=20, progress=False,
+                               log=lambda _: None)  # fmt: skip
+    with open(out / "pairs.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return out, summary, rows
+
+
+def test_every_pair_is_ranked_by_its_held_out_score(audited):
+    out, summary, rows = audited
+    with np.load(out / "run" / "pair_scores.npz") as saved:
+        score = saved["score"]
+    assert summary["pairs"] == len(rows) == len(score) == 500
+    index = np.array([int(r["caption_index"]) for r in rows])
+    assert sorted(index) == list(range(500))
+    assert [int(r["rank"]) for r in rows] == list(range(1, 501))
+    ranked = np.array([float(r["score"]) for r in rows])
+    assert np.all(np.diff(ranked) >= 0)  # the most suspect (lowest score) first
+    assert np.allclose(ranked, score[index], atol=1e-5)
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited, collection):
+    out, _, rows = audited
+    config = audit_config(collection, out, overrides=TINY, plant=PLANT)
+    run = load_trained_run(config)
+    n_images, n_captions = run.train.pairs.n_images, len(run.train)
+    full = cross_similarities(run.models, run.train, np.arange(n_images), np.arange(n_captions)).numpy()
+    for chunk in (7, 1024):  # a few images at a time, or all at once: the same answer
+        matches = best_matches(run, chunk=chunk)
+        assert np.array_equal(matches.caption, full.argmax(axis=1))
+        assert np.array_equal(matches.image, full.argmax(axis=0))
+        paired = full[run.train.image_of_caption, np.arange(n_captions)]
+        assert np.allclose(matches.pair_score, paired, atol=1e-5)
+    ids = run.image_ids
+    for r in rows[:50]:
+        k, image = int(r["caption_index"]), run.train.image_of_caption[int(r["caption_index"])]
+        assert r["image_id"] == ids[image]
+        assert int(r["suggested_caption_index"]) == full[image].argmax()
+        assert r["suggested_image_id"] == ids[full[:, k].argmax()]
+        assert float(r["suggested_image_score"]) == pytest.approx(full[:, k].max(), abs=1e-5)
+
+
+def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it(audited):
+    _, summary, rows = audited
+    mismatched = np.array([r["truly_mismatched"] == "True" for r in rows])
+    suspicion = -np.array([float(r["score"]) for r in rows])
+    suspected = np.array([r["suspected"] == "True" for r in rows])
+    detection = summary["detection"]
+    assert summary["truth"] == "the planted mismatches" and summary["planted"] == PLANT
+    assert mismatched.mean() == pytest.approx(PLANT, abs=0.05)
+    assert detection["auc"] == pytest.approx(roc_auc_score(mismatched, suspicion))
+    assert detection["average_precision"] == pytest.approx(average_precision_score(mismatched, suspicion))
+    assert detection["precision"] == pytest.approx((suspected & mismatched).sum() / suspected.sum())
+    assert detection["recall"] == pytest.approx((suspected & mismatched).sum() / mismatched.sum())
+    assert detection["auc"] > 0.7  # held-out scores find the swapped captions of synthetic data
+
+
+def test_the_parquet_file_holds_the_csv_rows(audited):
+    out, _, rows = audited
+    table = pyarrow.parquet.read_table(out / "pairs.parquet").to_pylist()
+    assert [r["caption_index"] for r in table] == [int(r["caption_index"]) for r in rows]
+    assert [r["caption"] for r in table] == [r["caption"] for r in rows]
+    assert np.allclose([r["score"] for r in table], [float(r["score"]) for r in rows])
+
+
+def test_the_report_shows_the_top_suspects_and_the_summary(audited):
+    out, summary, rows = audited
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.count('<tr data-suspected=') == 20
+    for r in rows[:20]:
+        assert f'data-value="{r["rank"]}"' in page
+    assert "detection AUC" in page and f"{summary['detection']['auc']:.3f}" in page
+    assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
+
+
+def test_a_finished_audit_is_reused_not_trained_again(audited, collection, capsys):
+    out, summary, _ = audited
+    best = (out / "run" / "best.pt").stat().st_mtime_ns
+    code = main(["audit", str(collection), "--out", str(out), "--plant", str(PLANT), "--top", "20",
+                 "--quiet", *TINY])  # fmt: skip
+    assert code == 0
+    assert (out / "run" / "best.pt").stat().st_mtime_ns == best
+    again = json.loads((out / "summary.json").read_text())
+    assert again["detection"] == summary["detection"]
+    printed = capsys.readouterr().out
+    assert f"detection AUC {summary['detection']['auc']:.3f}" in printed
