@@ -86,6 +86,30 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
     assert division_scores(config, data, train, torch.device("cpu"), cache=cache) is None
 
 
+def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monkeypatch):
+    config, data, train = _setup([*HELD_OUT, "division.rounds=2", "division.epochs=2"])
+    whole = division_scores(config, data, train, torch.device("cpu"))  # uninterrupted, nothing kept
+    cache, trained = tmp_path / "pair_scores.npz", []
+    real = pair_scores.train_scorer
+
+    def interrupted_at_the_fifth(*args, **kwargs):  # round 2, fold 2 of 3
+        if len(trained) == 4:
+            raise KeyboardInterrupt
+        trained.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pair_scores, "train_scorer", interrupted_at_the_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    assert not cache.exists() and len(list(cache.with_suffix(".folds").glob("*.npz"))) == 4
+    trained.clear()
+    monkeypatch.setattr(pair_scores, "train_scorer", lambda *a, **k: trained.append(1) or real(*a, **k))
+    resumed = division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    assert len(trained) == 2  # the two missing folds only
+    assert np.allclose(resumed, whole, atol=1e-5)  # as if never interrupted
+    assert cache.is_file() and not cache.with_suffix(".folds").exists()
+
+
 @pytest.fixture(scope="module")
 def holdout_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("holdout")

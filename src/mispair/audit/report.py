@@ -135,7 +135,7 @@ def _figure():
     matplotlib.use("Agg", force=True)
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(4.8, 3.4), dpi=100)
+    figure, axes = pyplot.subplots(figsize=(3.9, 3.0), dpi=100)
     return figure, axes
 
 

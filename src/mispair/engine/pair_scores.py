@@ -16,6 +16,7 @@ scores instead of their own losses, and ``--export-pairs`` writes them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -51,6 +52,35 @@ class OutOfFoldScores:
     fold: np.ndarray
 
 
+class FoldStash:
+    """Finished folds of an out-of-fold scoring kept on disk (``folder/<round>_<fold>.npz``,
+    written atomically, each tagged with ``key``: what the scores depend on), so an interrupted
+    scoring resumes at its first missing fold; :meth:`clear` removes them once the whole scores
+    are saved."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder, self.key = folder, key
+
+    def load(self, round_index: int, fold: int) -> np.ndarray | None:
+        path = self.folder / f"{round_index}_{fold}.npz"
+        if not path.is_file():
+            return None
+        with np.load(path) as saved:
+            return saved["score"] if str(saved["key"]) == self.key else None
+
+    def save(self, round_index: int, fold: int, score: np.ndarray) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.folder / f"{round_index}_{fold}.npz",
+                     lambda handle: np.savez(handle, score=score, key=np.array(self.key)))  # fmt: skip
+
+    def clear(self) -> None:
+        if self.folder.is_dir():
+            for path in self.folder.glob("*.npz"):
+                path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()
+
+
 def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: int) -> np.ndarray:
     """``[n_pairs]`` fold of every pair: the fold of its paired image, the images dealt at random
     (``seed``) into ``folds`` folds of near-equal size."""
@@ -73,6 +103,8 @@ def out_of_fold_scores(
     tau: float = 0.05,
     train_fold: Callable[[Trainer], None] | None = None,
     progress: bool = False,
+    stash: FoldStash | None = None,
+    round_index: int = 0,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -94,18 +126,25 @@ def out_of_fold_scores(
         train_fold: trains one fold's :class:`Trainer` (default: ``config.train.epochs``
             epochs of :meth:`Trainer.train_epoch`); a hook for tests.
         progress: a progress bar over the folds.
+        stash: where finished folds are kept (round ``round_index``) and read back on resume.
     """
     fold = image_folds(train.image_of_caption, data.train.n_images, folds, config.train.seed)
     score = np.zeros(len(train), dtype=np.float32)
     device = torch.device(device)
     for k in progress_bar(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
         held_out = np.flatnonzero(fold == k)
+        kept = None if stash is None else stash.load(round_index, k)
+        if kept is not None and len(kept) == len(held_out):
+            score[held_out] = kept
+            continue
         fold_config = replace(config, train=replace(config.train, seed=config.train.seed * folds + k))
         training = (fold != k) if trusted is None else (fold != k) & trusted
         model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
                              train_fold)  # fmt: skip
         score[held_out] = held_out_scores(model, train.subset(held_out), kind=score_kind,
                                           tau=tau, batch_size=config.train.eval_batch_size, device=device)
+        if stash is not None:
+            stash.save(round_index, k, score[held_out])
     return OutOfFoldScores(score, fold)
 
 
@@ -165,17 +204,18 @@ def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, 
 
 def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
                                rounds: int, score_kind: ScoreKind = "similarity", tau: float = 0.05,
-                               device: torch.device | str = "cpu",
-                               progress: bool = False) -> np.ndarray:  # fmt: skip
+                               device: torch.device | str = "cpu", progress: bool = False,
+                               stash: FoldStash | None = None) -> np.ndarray:  # fmt: skip
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
     probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
     the detection ceiling: scorers trained on the truly clean pairs)."""
     trusted = None
-    for _ in range(rounds):
+    for round_index in range(rounds):
         score = out_of_fold_scores(config, data, train, folds=folds, device=device, trusted=trusted,
-                                   score_kind=score_kind, tau=tau, progress=progress).score  # fmt: skip
+                                   score_kind=score_kind, tau=tau, progress=progress, stash=stash,
+                                   round_index=round_index).score  # fmt: skip
         trusted = clean_split(score)
     return score
 
@@ -245,7 +285,8 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
                     cache: Path | None = None, progress: bool = False) -> np.ndarray | None:  # fmt: skip
     """``[n_pairs]`` the scores ``config.division`` asks for (higher = more likely matched), or
     None for ``in_sample``. With ``cache`` (a run's ``pair_scores.npz``), scores computed for the
-    same data, model, scorer and seed are read back instead of trained again."""
+    same data, model, scorer and seed are read back instead of trained again, and the folds an
+    interrupted out-of-fold scoring finished are kept beside it (``pair_scores.folds/``)."""
     kind = config.division.scores
     if kind == "in_sample":
         return None
@@ -255,15 +296,17 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
         with np.load(cache) as saved:
             if str(saved["key"]) == key:
                 return saved["score"]
+    stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     if kind == "out_of_fold":
         division = config.division
         score = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
                                            score_kind=division.score, tau=division.tau, device=device,
-                                           progress=progress)  # fmt: skip
+                                           progress=progress, stash=stash)  # fmt: skip
     else:
         score = early_epoch_scores(scoring, data, train, device=device, progress=progress)
     if cache is not None:
         atomic_write(cache, lambda handle: np.savez(handle, score=score, key=np.array(key)))
+        stash.clear()
     return score
 
 

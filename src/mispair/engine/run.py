@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -122,6 +123,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):
             (out_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(out_dir / Path(PAIR_SCORES_FILE).with_suffix(".folds"), ignore_errors=True)
     _write_json(saved, current)
 
 
