@@ -65,11 +65,7 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
-    with _unreadable_images_are_errors():
-        load_split(config.data, config.data.test_split)  # every split's pictures read before training
-        summary = train_run(config, progress=progress, log=log)
-        clean = train_run(_without_noise(config, out), progress=progress, log=log) if clean_run else None
-        run = load_trained_run(config, progress=progress)
+    summary, clean, run = _train(config, out, clean_run, progress, log)
     pictures = _pictures(run, root, images, config.data.source)
     log(f"audit: ranking {len(run.train)} pairs and finding the best match of each image and caption")
     matches = best_matches(run, progress=progress)
@@ -87,11 +83,29 @@ def audit_collection(
         result["detection"] = curves.summary()
         plots += curve_plots(curves)
     retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-    report_rows = _report_rows(table[:top], pictures)
-    page = render_report(result, report_rows, plots, division, retrieval)
+    page = render_report(result, _report_rows(table[:top], pictures), plots, division, retrieval)
     result["seconds"] = round(time.time() - started, 1)
     _write_outputs(out, table, page, result)
     return result
+
+
+TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
+
+
+def _train(config: RunConfig, out: Path, clean_run: bool, progress: bool,
+           log: Callable[[str], None]) -> TrainedRuns:  # fmt: skip
+    """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
+    read: (its summary, the clean run's or None, the trained run loaded)."""
+    noisy = config.data.noise.rate > 0 or config.data.noise.file
+    if clean_run and not noisy:
+        log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
+    with _unreadable_images_are_errors():
+        load_split(config.data, config.data.test_split)  # train and dev are read by train_run
+        summary = train_run(config, progress=progress, log=log)
+        clean = None
+        if clean_run and noisy:
+            clean = train_run(_without_noise(config, out), progress=progress, log=log)
+        return summary, clean, load_trained_run(config, progress=progress)
 
 
 @contextlib.contextmanager
