@@ -59,15 +59,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     found: dict[tuple[str, str], list[dict[str, float]]] = {}
+    load = [os.getloadavg()[0]]  # other jobs on the machine slow every setting, two processes most
     for _ in range(args.repeats):
         for recipe in args.recipes:
             for name, (nproc, threads) in SETTINGS.items():
                 seconds = epoch_seconds(recipe, args.dataset, nproc, threads, args.epochs)
                 found.setdefault((recipe, name), []).append(seconds)
+                load.append(os.getloadavg()[0])
     warmup = " after a 1-epoch warm-up (ncr)" if "ncr" in args.recipes else ""
     print(f"{args.dataset}, configs/<recipe>/{args.dataset}.yaml; median of {args.repeats} rounds, each "
-          f"the mean of {args.epochs} epoch(s){warmup}; {os.cpu_count()} CPU cores; ratio: epoch time "
-          "vs 1 process, 1 thread")  # fmt: skip
+          f"the mean of {args.epochs} epoch(s){warmup}; {os.cpu_count()} CPU cores, load average "
+          f"{min(load):.1f}–{max(load):.1f} during the runs; ratio: epoch time vs 1 process, 1 thread")  # fmt: skip
     print(f"{'recipe':>7} {'setting':>22} {'train s':>8} {'division s':>11} {'eval s':>7} {'epoch s':>8} "
           f"{'ratio':>6} {'wall s':>7}")  # fmt: skip
     for recipe in args.recipes:

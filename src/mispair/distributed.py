@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import uuid
 import warnings
@@ -108,7 +109,7 @@ def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
     and no warnings. A collective that fails (another process died, or stalled beyond the
     timeout) ends the block with a one-line :class:`~mispair.errors.MispairError`.
     """
-    owned = not dist.is_initialized()
+    owned = not (dist.is_available() and dist.is_initialized())
     if owned and not launched():
         yield SINGLE_PROCESS, device
         return
@@ -130,10 +131,9 @@ def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
     except RuntimeError as exc:
         if not _collective_failure(exc):
             raise
-        first = str(exc).strip().splitlines()[0]
-        raise MispairError(f"process {shard.rank} of {shard.world} lost the others ({first}): a process "
-                           f"died, or waited longer than the timeout (--timeout); rerun the same command "
-                           "to resume from the last checkpoint") from None  # fmt: skip
+        raise MispairError(f"process {shard.rank} of {shard.world} lost the others ({_cause(exc)}): a "
+                           "process died, or waited longer than the timeout (--timeout); rerun the same "
+                           "command to resume from the last checkpoint") from None  # fmt: skip
     finally:
         if owned:
             dist.destroy_process_group()
@@ -147,6 +147,12 @@ def _local_gpu() -> torch.device:
                            f"{count} GPUs (start at most one process per GPU)")  # fmt: skip
     torch.cuda.set_device(local)
     return torch.device("cuda", local)
+
+
+def _cause(exc: RuntimeError) -> str:
+    """The first sentence of a backend's error, without its source location."""
+    first = re.sub(r"^\[[^\]]*\]\s*", "", str(exc).strip().splitlines()[0])
+    return first.split(". ")[0].rstrip(".")
 
 
 def _collective_failure(exc: RuntimeError) -> bool:
@@ -308,5 +314,5 @@ def launch(nproc: int, args: list[str]) -> None:
         rank, failure = exc.get_first_failure()
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
                else f"exited with status {failure.exitcode}")  # fmt: skip
-        raise MispairError(f"process {rank} of {nproc} {how}, and the others were stopped; rerun the same "
-                           "command to resume from the last checkpoint") from None  # fmt: skip
+        raise MispairError(f"process {rank} of {nproc} {how}, which ended the run; rerun the same command "
+                           "to resume from the last checkpoint") from None  # fmt: skip

@@ -17,6 +17,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +29,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from mispair import distributed
+from mispair.cli import main
 from mispair.config import ModelConfig
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.noise import inject_noise
@@ -39,7 +43,7 @@ from mispair.engine.trainer import Trainer
 from mispair.errors import MispairError
 from mispair.methods.scoring import per_sample_losses
 from mispair.nn.assembly import build_model
-from tests.engine.tiny_runs import RECIPES, log_rows, tiny_config
+from tests.engine.tiny_runs import BASE, RECIPES, log_rows, tiny_config
 
 GOLDEN = json.loads(Path(__file__).with_name("single_process_golden.json").read_text(encoding="utf-8"))
 TIMEOUT = 60.0  # seconds a process waits for the other before its run fails
@@ -276,3 +280,50 @@ def test_a_shard_deals_every_pair_of_a_batch_to_exactly_one_rank():
     blocks = [Shard(rank, 3).block(10) for rank in range(3)]
     assert [list(range(10)[b]) for b in blocks] == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
     assert Shard(1, 2).salt(5, 6) == [5, 6, 1] and Shard().salt(5, 6) == [5, 6]
+
+
+def test_in_one_process_every_helper_is_the_identity():
+    one = Shard()
+    values = np.arange(6.0)
+    rows = torch.arange(12.0).reshape(4, 3)
+    assert distributed.sum_over(one, values) is values
+    assert distributed.broadcast(one, values) is values
+    assert distributed.from_main(one, lambda: values) is values
+    assert distributed.mean_over(one, {"a": 1.5}) == {"a": 1.5}
+    assert distributed.gather_rows(one, rows, 4) is rows
+    distributed.barrier(one)
+    distributed.sync_buffers(one, [torch.nn.BatchNorm1d(3)])
+    with distributed.main_first(one):
+        pass
+    assert distributed.replicated_step(one, [])(lambda a, b: a + b, 2, 3) == 5
+    with distributed.process_group(torch.device("cpu")) as (shard, device):  # not under torchrun
+        assert shard == one and device == torch.device("cpu") and not dist.is_initialized()
+
+
+@pytest.mark.slow
+def test_mispair_train_nproc_runs_the_command_in_every_process_and_reports_one_that_fails(tmp_path):
+    def mispair(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "mispair", "train", "--nproc", "2", "--quiet", *args, *BASE,
+                   *RECIPES["vse"]]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+
+    done = mispair("--out", str(tmp_path / "vse"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("test (") == 1  # the results, printed by rank 0 alone
+    rsum = json.loads((tmp_path / "vse" / "metrics.json").read_text())["test"]["rsum"]
+    alone = GOLDEN["vse"]["summary"]["test"]["rsum"]
+    assert abs(rsum - alone) <= RSUM_TOLERANCE * alone
+    failed = mispair("--out", str(tmp_path / "none"), "data.source=precomp", f"data.root={tmp_path / 'none'}")
+    assert failed.returncode == 2
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("mispair: error: process ") and "exited with status 2, which ended the run" in last
+
+
+@pytest.mark.parametrize("option", [["--nproc", "0"], ["--timeout", "0"], ["--timeout", "soon"]])
+def test_bad_process_counts_and_timeouts_are_one_line_errors(option, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["train", *option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("mispair: error: ")
+    assert not (tmp_path / "runs").exists()
