@@ -69,7 +69,8 @@ def main() -> None:
     warmup = " after a 1-epoch warm-up (ncr)" if "ncr" in args.recipes else ""
     print(f"{args.dataset}, configs/<recipe>/{args.dataset}.yaml; median of {args.repeats} rounds, each "
           f"the mean of {args.epochs} epoch(s){warmup}; {os.cpu_count()} CPU cores, load average "
-          f"{min(load):.1f}–{max(load):.1f} during the runs; ratio: epoch time vs 1 process, 1 thread")  # fmt: skip
+          f"{min(load):.1f}–{max(load):.1f} during the runs; ratio: epoch time vs 1 process, "
+          "1 thread")  # fmt: skip
     print(f"{'recipe':>7} {'setting':>22} {'train s':>8} {'division s':>11} {'eval s':>7} {'epoch s':>8} "
           f"{'ratio':>6} {'wall s':>7}")  # fmt: skip
     for recipe in args.recipes:
