@@ -126,7 +126,6 @@ def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
         with warnings.catch_warnings():
             if not shard.is_main:
                 warnings.simplefilter("ignore")
-            warnings.filterwarnings("ignore", message=".*find_unused_parameters=True.*")
             yield shard, device
     except RuntimeError as exc:
         if not _collective_failure(exc):

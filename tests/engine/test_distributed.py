@@ -303,8 +303,8 @@ def test_in_one_process_every_helper_is_the_identity():
 @pytest.mark.slow
 def test_mispair_train_nproc_runs_the_command_in_every_process_and_reports_one_that_fails(tmp_path):
     def mispair(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "mispair", "train", "--nproc", "2", "--quiet", *args, *BASE,
-                   *RECIPES["vse"]]  # fmt: skip
+        command = [sys.executable, "-m", "mispair", "train", *BASE, *RECIPES["vse"], "--nproc", "2",
+                   "--quiet", *args]  # fmt: skip
         return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
     done = mispair("--out", str(tmp_path / "vse"))
