@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
+    from mispair import distributed
     from mispair.config import load_config
     from mispair.engine.run import train_run
 
@@ -42,8 +44,14 @@ def _cmd_train(args: argparse.Namespace) -> None:
     export = Path(args.export_pairs) if args.export_pairs else None
     if export is not None and not export.parent.is_dir():  # before training, not after
         raise ConfigError(f"--export-pairs {export}: no such directory {export.parent}")
+    if args.nproc > 1 and not distributed.launched():  # this command again, in each of nproc processes
+        distributed.launch(args.nproc, args.argv)
+        return
     summary = train_run(config, resume=not args.no_resume, progress=not args.quiet,
-                        log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+                        log=lambda m: print(m, file=sys.stderr),
+                        timeout=args.timeout or distributed.DEFAULT_TIMEOUT)  # fmt: skip
+    if not distributed.is_main_process():
+        return
     print(format_metrics(summary["test"], f"test ({config.output_dir / 'best.pt'}, "
                                           f"best epoch {summary['best_epoch'] + 1})"))  # fmt: skip
     if export is not None:
@@ -152,6 +160,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a usage mistake reported as every other mistake: one line, exit 2."""
 
@@ -171,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-resume", action="store_true", help="start over even if last.pt exists")
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument("--nproc", type=_positive_int, default=1,
+                       help="train in this many processes on this machine (torchrun; one per GPU)")
+    train.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                       help="with several processes: how long one waits for the others before the run "
+                            "fails (default: an hour)")  # fmt: skip
     train.set_defaults(run=_cmd_train)
 
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
@@ -244,12 +267,16 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *args: ob
 
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a warning is one line, like an error
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
+    args.argv = argv  # what --nproc runs again in each process
     set_quiet(getattr(args, "quiet", False))  # every progress bar, also those deep in data loading
     try:
         args.run(args)
     except MispairError as exc:
-        print(f"mispair: error: {exc}", file=sys.stderr)
+        rank = os.environ.get("RANK", "0")
+        where = "" if rank == "0" else f"process {rank}: "  # the others of a multi-process run
+        print(f"mispair: error: {where}{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mispair: interrupted (rerun the same command to resume)", file=sys.stderr)

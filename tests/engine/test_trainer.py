@@ -63,6 +63,7 @@ def _trainer(tmp_path, recipe: Recipe, *overrides: str) -> Trainer:
 
 
 def _context(train=None, batch_size=32, noise=None) -> RecipeContext:
+    train = TrainingPairs(make_synthetic(2, 1), [[1], [2]]) if train is None else train  # unused
     return RecipeContext(train, batch_size, 3, torch.device("cpu"), 0, noise=noise)
 
 

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import Tokenizer
+from mispair.distributed import SINGLE_PROCESS, Shard
 
 
 @dataclass
@@ -65,16 +66,18 @@ class TrainingPairs:
         tokens: token ids per caption (see :func:`encode_captions`).
         image_of_caption: ``[n_captions]`` the image each caption is paired with for training
             (a ``NoiseRecord``'s, or the split's own).
+        shard: this process's share of every batch in a multi-process run
+            (:meth:`~mispair.distributed.Shard.part`); all of it by default.
     """
 
-    def __init__(
-        self, pairs: PairSet, tokens: list[list[int]], image_of_caption: np.ndarray | None = None
-    ) -> None:
+    def __init__(self, pairs: PairSet, tokens: list[list[int]], image_of_caption: np.ndarray | None = None,
+                 *, shard: Shard = SINGLE_PROCESS) -> None:  # fmt: skip
         self.pairs = pairs
         self.tokens = tokens
         paired = pairs.image_of_caption if image_of_caption is None else image_of_caption
         self.image_of_caption = np.asarray(paired, dtype=np.int64)
         self.caption_ids = np.arange(len(tokens), dtype=np.int64)  # Batch.index of each pair
+        self.shard = shard
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -93,9 +96,31 @@ class TrainingPairs:
         batches keep these pairs' indices in this set as ``Batch.index``."""
         caption_indices = np.asarray(caption_indices, dtype=np.int64)
         part = TrainingPairs(self.pairs, [self.tokens[k] for k in caption_indices],
-                             self.image_of_caption[caption_indices])  # fmt: skip
+                             self.image_of_caption[caption_indices], shard=self.shard)  # fmt: skip
         part.caption_ids = self.caption_ids[caption_indices]
         return part
+
+    def sharded(self, shard: Shard) -> TrainingPairs:
+        """These pairs, with :meth:`batches` giving ``shard``'s share of every batch."""
+        copy = TrainingPairs(self.pairs, self.tokens, self.image_of_caption, shard=shard)
+        copy.caption_ids = self.caption_ids
+        return copy
+
+    def batch_indices(
+        self,
+        batch_size: int,
+        *,
+        seed: int | None = None,
+        subset: np.ndarray | None = None,
+        drop_last: bool = False,
+    ) -> list[np.ndarray]:
+        """The pair indices of every (global) batch over ``subset`` (default: all pairs), shuffled
+        by ``seed`` (None: in order)."""
+        order = np.arange(len(self)) if subset is None else np.asarray(subset, dtype=np.int64)
+        if seed is not None:
+            order = order[np.random.default_rng(seed).permutation(len(order))]
+        stop = len(order) - (len(order) % batch_size if drop_last else 0)
+        return [order[start : start + batch_size] for start in range(0, stop, batch_size)]
 
     def batches(
         self,
@@ -105,13 +130,10 @@ class TrainingPairs:
         subset: np.ndarray | None = None,
         drop_last: bool = False,
     ) -> Iterator[Batch]:
-        """Batches over ``subset`` (default: all pairs), shuffled by ``seed`` (None: in order)."""
-        order = np.arange(len(self)) if subset is None else np.asarray(subset, dtype=np.int64)
-        if seed is not None:
-            order = order[np.random.default_rng(seed).permutation(len(order))]
-        stop = len(order) - (len(order) % batch_size if drop_last else 0)
-        for start in range(0, stop, batch_size):
-            yield self.batch(order[start : start + batch_size])
+        """This process's share (:attr:`shard`) of every batch of :meth:`batch_indices`: the whole
+        batches in a single process."""
+        for indices in self.batch_indices(batch_size, seed=seed, subset=subset, drop_last=drop_last):
+            yield self.batch(self.shard.part(indices))
 
     def cycled_batches(self, batch_size: int, *, seed: int, subset: np.ndarray) -> Iterator[Batch | None]:
         """Endless shuffled batches over ``subset``, reshuffled at each pass (pass ``r`` shuffled

@@ -1,4 +1,5 @@
-"""Encode a split once, score all pairs in chunks, and compute the retrieval protocol."""
+"""Encode a split once, score all pairs in chunks, and compute the retrieval protocol (in a
+multi-process run, each rank scores a block of the images and rank 0 computes the metrics)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from torch import Tensor
 
 from mispair.data.batching import pad_tokens
 from mispair.data.pairset import PairSet, caption_groups
+from mispair.distributed import SINGLE_PROCESS, Shard, from_main, gather_rows
 from mispair.engine.metrics import retrieval_metrics
 from mispair.errors import DataError
 from mispair.nn.allpairs import all_pair_similarities
@@ -25,19 +27,23 @@ def encode_split(
     *,
     batch_size: int = 256,
     device: torch.device | str = "cpu",
+    images: slice = slice(None),
 ) -> tuple[Fragments, Fragments]:
-    """Embeddings of every image and every caption of ``pairs`` (model in eval mode)."""
+    """Embeddings of the images ``images`` (default: all) and of every caption of ``pairs``
+    (model in eval mode)."""
     was_training = model.training
     model.eval()
-    images, texts = [], []
-    for start in range(0, pairs.n_images, batch_size):
-        feats = torch.from_numpy(np.array(pairs.images[start : start + batch_size], np.float32))
-        images.append(model.encode_images(feats.to(device)))
+    rows = range(pairs.n_images)[images]
+    encoded, texts = [], []
+    for start in range(rows.start, rows.stop, batch_size):
+        stop = min(start + batch_size, rows.stop)
+        feats = torch.from_numpy(np.array(pairs.images[start:stop], np.float32))
+        encoded.append(model.encode_images(feats.to(device)))
     for start in range(0, len(tokens), batch_size):
         ids, lengths = pad_tokens(tokens[start : start + batch_size])
         texts.append(model.encode_texts(ids.to(device), lengths.to(device)))
     model.train(was_training)
-    return Fragments.cat(images), Fragments.cat(texts)
+    return Fragments.cat(encoded), Fragments.cat(texts)
 
 
 @torch.no_grad()
@@ -49,14 +55,17 @@ def similarity_matrix(
     batch_size: int = 256,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    images: slice = slice(None),
 ) -> Tensor:
-    """``[n_images, n_captions]`` similarities, averaged over ``models`` (co-training, SGRAF)."""
+    """``[n_images, n_captions]`` similarities (of the images ``images`` only, when given),
+    averaged over ``models`` (co-training, SGRAF)."""
     total = None
     for model in models:
-        images, texts = encode_split(model, pairs, tokens, batch_size=batch_size, device=device)
+        image_side, texts = encode_split(model, pairs, tokens, batch_size=batch_size, device=device,
+                                         images=images)  # fmt: skip
         was_training = model.training
         model.eval()
-        sims = all_pair_similarities(model.similarity, images, texts, device=device, progress=progress)
+        sims = all_pair_similarities(model.similarity, image_side, texts, device=device, progress=progress)
         model.train(was_training)
         total = sims if total is None else total + sims
     return total / len(models)
@@ -71,14 +80,21 @@ def evaluate_split(
     batch_size: int = 256,
     device: torch.device | str = "cpu",
     progress: bool = False,
+    shard: Shard = SINGLE_PROCESS,
 ) -> dict[str, float]:
-    """The retrieval metrics of ``models`` on ``pairs`` (see :func:`retrieval_metrics`)."""
+    """The retrieval metrics of ``models`` on ``pairs`` (see :func:`retrieval_metrics`). In a
+    multi-process run (``shard``) every rank calls it: each scores its block of the images, rank 0
+    gathers the rows and computes the metrics, and every rank returns them."""
     per_image = pairs.captions_per_image
     if per_image is None:
         raise DataError(f"{pairs.name}: evaluation needs caption k of image k // c for every caption")
-    sims = similarity_matrix(
-        models, pairs, tokens, batch_size=batch_size, device=device, progress=progress
-    )
+    block = similarity_matrix(models, pairs, tokens, batch_size=batch_size, device=device, progress=progress,
+                              images=shard.block(pairs.n_images))  # fmt: skip
+    sims = gather_rows(shard, block, pairs.n_images)
+    return from_main(shard, lambda: _metrics(sims, pairs, per_image, folds))
+
+
+def _metrics(sims: Tensor, pairs: PairSet, per_image: int, folds: int) -> dict[str, float]:
     groups = caption_groups(pairs.captions) if per_image == 1 else None
     metrics = retrieval_metrics(sims, per_image, folds)
     if groups is not None and len(set(groups.tolist())) < len(groups):

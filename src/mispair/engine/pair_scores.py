@@ -11,7 +11,9 @@ within a few epochs on a small collection (in-sample detection AUC falls towards
 
 :func:`division_scores` computes what a run's ``division`` section asks for, once per run (kept
 in the run's folder as ``pair_scores.npz``); the division recipes fit their mixtures to these
-scores instead of their own losses, and ``--export-pairs`` writes them.
+scores instead of their own losses, and ``--export-pairs`` writes them. In a multi-process run the
+folds are dealt over the ranks (each trains its folds' scorers alone) and every rank gets every
+score.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mispair.atomic import atomic_write
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
+from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division import fit_gmm, min_max_normalize
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.evaluation import encode_split
@@ -105,6 +108,7 @@ def out_of_fold_scores(
     progress: bool = False,
     stash: FoldStash | None = None,
     round_index: int = 0,
+    shard: Shard = SINGLE_PROCESS,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -127,11 +131,14 @@ def out_of_fold_scores(
             epochs of :meth:`Trainer.train_epoch`); a hook for tests.
         progress: a progress bar over the folds.
         stash: where finished folds are kept (round ``round_index``) and read back on resume.
+        shard: in a multi-process run, this rank trains the folds ``rank, rank + world, ...``
+            and the scores are summed over the ranks.
     """
     fold = image_folds(train.image_of_caption, data.train.n_images, folds, config.train.seed)
     score = np.zeros(len(train), dtype=np.float32)
     device = torch.device(device)
-    for k in progress_bar(range(folds), desc="out-of-fold scorers", disable=not progress, leave=False):
+    mine = range(shard.rank, folds, shard.world)
+    for k in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
         held_out = np.flatnonzero(fold == k)
         kept = None if stash is None else stash.load(round_index, k)
         if kept is not None and len(kept) == len(held_out):
@@ -145,7 +152,7 @@ def out_of_fold_scores(
                                           tau=tau, batch_size=config.train.eval_batch_size, device=device)
         if stash is not None:
             stash.save(round_index, k, score[held_out])
-    return OutOfFoldScores(score, fold)
+    return OutOfFoldScores(sum_over(shard, score), fold)
 
 
 ScoreKind = Literal["similarity", "contrast"]
@@ -205,18 +212,20 @@ def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, 
 def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
                                rounds: int, score_kind: ScoreKind = "similarity", tau: float = 0.05,
                                device: torch.device | str = "cpu", progress: bool = False,
-                               stash: FoldStash | None = None) -> np.ndarray:  # fmt: skip
+                               stash: FoldStash | None = None,
+                               shard: Shard = SINGLE_PROCESS) -> np.ndarray:  # fmt: skip
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
     probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
-    the detection ceiling: scorers trained on the truly clean pairs)."""
+    the detection ceiling: scorers trained on the truly clean pairs). The folds are dealt over
+    ``shard``'s ranks and each round's split is fitted on rank 0."""
     trusted = None
     for round_index in range(rounds):
         score = out_of_fold_scores(config, data, train, folds=folds, device=device, trusted=trusted,
                                    score_kind=score_kind, tau=tau, progress=progress, stash=stash,
-                                   round_index=round_index).score  # fmt: skip
-        trusted = clean_split(score)
+                                   round_index=round_index, shard=shard).score  # fmt: skip
+        trusted = from_main(shard, lambda score=score: clean_split(score))
     return score
 
 
@@ -282,32 +291,45 @@ def scorer_config(config: RunConfig) -> RunConfig:
 
 
 def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
-                    cache: Path | None = None, progress: bool = False) -> np.ndarray | None:  # fmt: skip
+                    cache: Path | None = None, progress: bool = False,
+                    shard: Shard = SINGLE_PROCESS) -> np.ndarray | None:  # fmt: skip
     """``[n_pairs]`` the scores ``config.division`` asks for (higher = more likely matched), or
     None for ``in_sample``. With ``cache`` (a run's ``pair_scores.npz``), scores computed for the
     same data, model, scorer and seed are read back instead of trained again, and the folds an
-    interrupted out-of-fold scoring finished are kept beside it (``pair_scores.folds/``)."""
+    interrupted out-of-fold scoring finished are kept beside it (``pair_scores.folds/``). In a
+    multi-process run (``shard``) every rank calls it and gets rank 0's scores: the out-of-fold
+    folds are dealt over the ranks (each keeps its own finished folds); the early scorer is
+    trained by every rank (no rank waits idle on another) and rank 0's scores kept; rank 0 reads
+    and writes the cache."""
     kind = config.division.scores
     if kind == "in_sample":
         return None
     scoring = scorer_config(config)
     key = _scores_key(scoring, train)
-    if cache is not None and cache.is_file():
-        with np.load(cache) as saved:
-            if str(saved["key"]) == key:
-                return saved["score"]
+    cached = from_main(shard, lambda: None if cache is None else _cached_scores(cache, key))
+    if cached is not None:
+        return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     if kind == "out_of_fold":
         division = config.division
         score = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
                                            score_kind=division.score, tau=division.tau, device=device,
-                                           progress=progress, stash=stash)  # fmt: skip
+                                           progress=progress, stash=stash, shard=shard)  # fmt: skip
     else:
-        score = early_epoch_scores(scoring, data, train, device=device, progress=progress)
-    if cache is not None:
+        score = broadcast(shard, early_epoch_scores(scoring, data, train, device=device, progress=progress))
+    if cache is not None and shard.is_main:
         atomic_write(cache, lambda handle: np.savez(handle, score=score, key=np.array(key)))
+    if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
         stash.clear()
     return score
+
+
+def _cached_scores(cache: Path, key: str) -> np.ndarray | None:
+    """The scores kept in ``cache`` when they were computed for ``key``."""
+    if not cache.is_file():
+        return None
+    with np.load(cache) as saved:
+        return saved["score"] if str(saved["key"]) == key else None
 
 
 def _scores_key(scoring: RunConfig, train: TrainingPairs) -> str:

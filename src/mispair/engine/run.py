@@ -1,8 +1,9 @@
 """Train a run from its config and evaluate checkpoints (the parts come from
-:mod:`mispair.engine.assembly`)."""
+:mod:`mispair.engine.assembly`), in one process or in each process of a torchrun launch."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -17,6 +18,15 @@ from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source, load_split
+from mispair.distributed import (
+    DEFAULT_TIMEOUT,
+    SINGLE_PROCESS,
+    Shard,
+    from_main,
+    main_first,
+    main_only,
+    process_group,
+)
 from mispair.engine.assembly import (
     RunData,
     build_models,
@@ -44,12 +54,22 @@ def train_run(
     resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Train ``config`` in its output directory, then evaluate the best checkpoint on test.
 
-    Returns ``{"best_epoch", "dev", "test"}``, also written to ``metrics.json``.
+    Returns ``{"best_epoch", "dev", "test"}``, also written to ``metrics.json``. In a process
+    started by torchrun, every process of the launch calls it and trains its share of each batch
+    (:func:`~mispair.distributed.process_group`; collectives fail after ``timeout`` seconds);
+    only rank 0 logs and writes files, and every process returns the same summary.
     """
     device = pick_device(config.train.device)
+    with process_group(device, timeout) as (shard, device):
+        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log))
+
+
+def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
+               log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
     recipe_cls = get_recipe(config.recipe)
@@ -62,27 +82,29 @@ def train_run(
     data = load_run_data(config)
     if config.data.noise.oracle and data.noise is None:
         raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
-    prepare_text_encoder(config.model, config.data, data.train_tokens + data.dev_tokens, progress=progress,
-                         log=log)  # fmt: skip
+    with main_first(shard):  # rank 0 fills the text cache, the others read it
+        prepare_text_encoder(config.model, config.data, data.train_tokens + data.dev_tokens,
+                             progress=progress, log=log)  # fmt: skip
     out_dir = ensure_directory(config.output_dir)
-    with folder_lock(out_dir):  # one run per output folder
-        _check_resume_config(out_dir, config, resume)
-        context = _context(config, data, device, out_dir, progress)
+    with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
+        from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
+        context = _context(config, data, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
 
 
-def _context(config: RunConfig, data: RunData, device: torch.device, out_dir: Path,
-             progress: bool) -> RecipeContext:  # fmt: skip
+def _context(config: RunConfig, data: RunData, device: torch.device, out_dir: Path, progress: bool,
+             shard: Shard) -> RecipeContext:  # fmt: skip
     paired = None if data.noise is None else data.noise.image_of_caption
     train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
     if config.data.noise.oracle and noise is not None:  # the bound: the truly clean pairs alone
         clean = np.flatnonzero(~noise.is_noisy)
         train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
-    scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress)
+    scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress,
+                             shard=shard)  # fmt: skip
     return RecipeContext(
-        train=train,
+        train=train.sharded(shard),
         batch_size=config.train.batch_size,
         epochs=config.train.epochs,
         device=device,
@@ -102,9 +124,11 @@ def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, r
     trainer = Trainer(config, recipe, data.dev, data.dev_tokens, out_dir,
                       extra_state=data.checkpoint_fields(), progress=progress, log=log)  # fmt: skip
     result: TrainResult = trainer.fit(resume=resume)
-    test = evaluate_checkpoint(out_dir / "best.pt", progress=progress)
+    shard = recipe.context.shard
+    test = evaluate_checkpoint(out_dir / "best.pt", progress=progress, shard=shard)
     summary = {"best_epoch": result.best_epoch, "dev": result.best_dev, "test": test}
-    _write_json(out_dir / "metrics.json", summary)
+    if shard.is_main:
+        _write_json(out_dir / "metrics.json", summary)
     return summary
 
 
@@ -139,11 +163,13 @@ def evaluate_checkpoint(
     folds: int | None = None,
     device: str = "auto",
     progress: bool = False,
+    shard: Shard = SINGLE_PROCESS,
 ) -> dict[str, float]:
     """Retrieval metrics of a checkpoint's models on a split (default: the config's test split).
 
     Several checkpoints (e.g. an SGR and a SAF run, for SGRAF) are evaluated on their averaged
-    similarities; the data and tokenizer come from the first one's config.
+    similarities; the data and tokenizer come from the first one's config. Every rank of a
+    multi-process run (``shard``) calls it and scores its block of the images.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     states = [load_checkpoint(p) for p in paths]
@@ -163,5 +189,5 @@ def evaluate_checkpoint(
         if checkpoint_tokens(state, pairs) != tokens:
             raise ConfigError(f"{other}: tokenizes captions differently from {paths[0]}")
     return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
-                          batch_size=config.train.eval_batch_size, device=dev,
-                          progress=progress)  # fmt: skip
+                          batch_size=config.train.eval_batch_size, device=dev, progress=progress,
+                          shard=shard)  # fmt: skip

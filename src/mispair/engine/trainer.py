@@ -1,22 +1,25 @@
-"""The training loop: epochs, optimizer and step decay, validation, checkpoints, resume, logs."""
+"""The training loop: epochs, optimizer and step decay, validation, checkpoints, resume, logs; on
+several processes, DDP around each step (:mod:`mispair.distributed`)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
+from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
 from mispair.errors import DivergedError
-from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update, as_updates
+from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
 
 
@@ -40,6 +43,11 @@ class Trainer:
     (:data:`~mispair.methods.base.MODEL_OPTIMIZER`, over the recipe's ``param_groups``, with
     ``train.lr`` and its step decay) and the recipe's own (:meth:`Recipe.optimizers`), each
     when an :class:`~mispair.methods.base.Update` names it.
+
+    When the recipe's training pairs are sharded (a multi-process run: ``recipe.context.shard``),
+    every update is computed inside the forward of one DDP over all the optimizers' parameters,
+    so its backward averages the gradients over the ranks; after each epoch rank 0's buffers are
+    copied to the others; evaluation is sharded; only rank 0 logs and writes files.
     """
 
     def __init__(
@@ -60,7 +68,8 @@ class Trainer:
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.extra_state = extra_state or {}
         self.progress = progress
-        self.log = log
+        self.shard: Shard = recipe.context.shard
+        self.log = main_only(self.shard, log)
         self.device = recipe.context.device
         self.optimizer = build_optimizer(recipe.param_groups(config.train.lr), config.train)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
@@ -68,6 +77,8 @@ class Trainer:
         if MODEL_OPTIMIZER in own:
             raise ValueError(f"recipe {recipe.name!r}: {MODEL_OPTIMIZER!r} is the trainer's optimizer")
         self.optimizers = {MODEL_OPTIMIZER: self.optimizer, **own}
+        trained = (p for o in self.optimizers.values() for g in o.param_groups for p in g["params"])
+        self.run_step = replicated_step(self.shard, trained)
 
     # ----------------------------------------------------------------- checkpoints
     def _payload(self, epoch: int, best_epoch: int, best_dev: dict[str, float]) -> dict[str, Any]:
@@ -97,7 +108,7 @@ class Trainer:
 
     def _truncate_log(self, epochs_done: int) -> None:
         path = self.out_dir / "log.jsonl"
-        if path.is_file():
+        if self.shard.is_main and path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             kept = [ln for ln in lines if ln.strip() and json.loads(ln)["epoch"] < epochs_done]
             path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
@@ -113,10 +124,20 @@ class Trainer:
     def _step(self, item: StepItem, epoch: int) -> dict[str, float]:
         """Every update of one item, in order; the logged value of each named term."""
         logged: dict[str, float] = {}
-        for update in as_updates(self.recipe.train_step(item.to(self.device), epoch)):
+        for update in self._updates(item.to(self.device), epoch):
             self._apply(update)
             logged.update({k: float(v.detach()) for k, v in update.terms.items()})
         return logged
+
+    def _updates(self, item: StepItem, epoch: int) -> Iterator[Update]:
+        """The updates of :meth:`Recipe.train_step`, each computed through :attr:`run_step` (in
+        DDP's forward on several processes) only once the previous one has been applied."""
+        result = self.run_step(self.recipe.train_step, item, epoch)
+        if isinstance(result, Update):
+            yield result
+            return
+        while (update := self.run_step(next, result, None)) is not None:
+            yield update
 
     def _apply(self, update: Update) -> None:
         """Zero grad, backward of the summed terms, clip (model parameters only), step."""
@@ -136,7 +157,7 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
         seed = self.config.train.seed * 100_003 + epoch
-        torch.manual_seed(seed)
+        torch.manual_seed(_rank_seed(self.shard, seed))  # dropout differs between ranks
         totals: dict[str, float] = {}
         steps = 0
         bar = progress_bar(
@@ -153,7 +174,9 @@ class Trainer:
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
             bar.set_postfix(loss=f"{sum(totals.values()) / steps:.4f}", refresh=False)
-        return {f"loss/{k}": v / max(steps, 1) for k, v in totals.items()}
+        sync_buffers(self.shard, self.recipe.models)
+        means = mean_over(self.shard, {k: v / max(steps, 1) for k, v in totals.items()})
+        return {f"loss/{k}": v for k, v in means.items()}
 
     def evaluate_dev(self) -> dict[str, float]:
         return evaluate_split(
@@ -162,6 +185,7 @@ class Trainer:
             self.dev_tokens,
             batch_size=self.config.train.eval_batch_size,
             device=self.device,
+            shard=self.shard,
         )
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
@@ -179,8 +203,13 @@ class Trainer:
                 "seconds/division": round(divided - began, 3),
                 "seconds/train": round(time.perf_counter() - divided, 3)}  # fmt: skip
 
+    def _save(self, name: str, epoch: int, best_epoch: int, best_dev: dict[str, float]) -> None:
+        if self.shard.is_main:
+            save_checkpoint(self.out_dir / name, self._payload(epoch, best_epoch, best_dev))
+
     def fit(self, resume: bool = True) -> TrainResult:
-        """Train (continuing from ``last.pt`` when ``resume``); return the best dev metrics."""
+        """Train (continuing from ``last.pt`` when ``resume``); return the best dev metrics. On
+        several processes every rank calls it, and returns once rank 0 has written its files."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         start, best_epoch, best_dev = self._resume() if resume else (0, -1, {})
         last_dev = best_dev
@@ -191,15 +220,17 @@ class Trainer:
             last_dev = self.evaluate_dev()
             if not best_dev or last_dev["rsum"] > best_dev["rsum"]:
                 best_epoch, best_dev = epoch, last_dev
-                save_checkpoint(self.out_dir / "best.pt", self._payload(epoch + 1, best_epoch, best_dev))
+                self._save("best.pt", epoch + 1, best_epoch, best_dev)
             record = {"epoch": epoch, **values, **{f"dev/{k}": v for k, v in last_dev.items()},
                       "seconds/eval": round(time.perf_counter() - trained, 3),
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
             losses = {k: v for k, v in values.items() if k.startswith("loss/")}
-            with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-            save_checkpoint(self.out_dir / "last.pt", self._payload(epoch + 1, best_epoch, best_dev))
+            if self.shard.is_main:
+                with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+            self._save("last.pt", epoch + 1, best_epoch, best_dev)
             self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
+        barrier(self.shard)  # the checkpoints exist before any rank reads them
         return TrainResult(best_epoch, best_dev, last_dev)
 
 
@@ -208,6 +239,11 @@ def build_optimizer(param_groups: list[dict[str, Any]], train: TrainConfig) -> t
     ``train.weight_decay`` (L2 for Adam, decoupled for AdamW)."""
     cls = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
     return cls(param_groups, weight_decay=train.weight_decay)
+
+
+def _rank_seed(shard: Shard, seed: int) -> int:
+    """``seed`` on rank 0 (as a single process), a seed of their own on the other ranks."""
+    return seed if shard.is_main else int(np.random.SeedSequence(shard.salt(seed)).generate_state(1)[0])
 
 
 def _summary(epoch: int, epochs: int, losses: dict, dev: dict, seconds: float) -> str:

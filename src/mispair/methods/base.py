@@ -12,6 +12,7 @@ from torch import Tensor
 
 from mispair.data.batching import Batch, TrainingPairs
 from mispair.data.noise import NoiseRecord
+from mispair.distributed import Shard
 from mispair.nn.model import RetrievalModel
 from mispair.options import build_dataclass
 from mispair.registry import Registry
@@ -75,6 +76,12 @@ class RecipeContext:
     eval_batch_size: int = 256
     noise: NoiseRecord | None = None  # the true noise, for scoring detection only; never trained on
     pair_scores: np.ndarray | None = None  # [n_pairs] memorisation-free scores for the division, if any
+
+    @property
+    def shard(self) -> Shard:
+        """This process's share of the run (:attr:`TrainingPairs.shard`: all of it in a single
+        process); its :meth:`~mispair.data.batching.TrainingPairs.batches` are already sharded."""
+        return self.train.shard
 
 
 class Recipe:

@@ -27,17 +27,10 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.division import (
-    co_divide,
-    detection_metrics,
-    fit_bmm,
-    fit_gmm,
-    fit_vbgmm,
-    min_max_normalize,
-)
+from mispair.division import co_divide, detection_metrics, fit_bmm, fit_gmm, fit_vbgmm
 from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
-from mispair.methods.scoring import division_losses
+from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.model import RetrievalModel
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
@@ -85,8 +78,7 @@ class CoTraining(Recipe):
         ctx = self.context
         size = self.options.division_batch_size or ctx.eval_batch_size
         losses = division_losses(self.models, ctx, batch_size=size, seed=ctx.seed * 31 + epoch)
-        fit = MIXTURES[self.options.mixture]
-        self.clean_prob = np.stack([fit(min_max_normalize(row)).clean_prob for row in losses])
+        self.clean_prob = clean_probability(losses, MIXTURES[self.options.mixture], ctx)
         return self.detection_log(self.clean_prob)
 
     def detection_log(self, clean_prob: np.ndarray, prefix: str = "division") -> dict[str, float]:

@@ -33,13 +33,13 @@ import numpy as np
 import torch
 
 from mispair.data.batching import Batch, TrainingPairs
-from mispair.division import detection_metrics, fit_gmm, min_max_normalize
+from mispair.division import detection_metrics, fit_gmm
 from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.losses.asymmetric import asymmetric_loss
 from mispair.losses.complementary import complementary_loss
 from mispair.methods.base import Recipe, Update, register_recipe
-from mispair.methods.scoring import cross_similarities
+from mispair.methods.scoring import clean_probability, cross_similarities
 
 
 @register_recipe
@@ -73,8 +73,8 @@ class Holdout(Recipe):
         if context.pair_scores is None:
             raise ConfigError("recipe holdout: needs held-out pair scores "
                               "(division.scores: out_of_fold or early)")
-        losses = min_max_normalize(-np.asarray(context.pair_scores, dtype=np.float64))
-        self.clean_prob = fit_gmm(losses).clean_prob
+        losses = -np.asarray(context.pair_scores, dtype=np.float64)
+        self.clean_prob = clean_probability(losses[None], fit_gmm, context)[0]
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
         self.rematched = np.zeros(len(context.train), dtype=bool)
 
@@ -105,7 +105,7 @@ class Holdout(Recipe):
         paired[suspected[mutual]] = images[best_image[mutual]]
         self.rematched = np.zeros(len(paired), dtype=bool)
         self.rematched[suspected[mutual]] = True
-        self.pairs = TrainingPairs(ctx.train.pairs, ctx.train.tokens, paired)
+        self.pairs = TrainingPairs(ctx.train.pairs, ctx.train.tokens, paired, shard=ctx.shard)
         values = {"rematch/fraction": float(mutual.mean())}
         if ctx.noise is not None and mutual.any():  # re-paired with the image it was written for
             truth = ctx.train.pairs.image_of_caption[suspected[mutual]]

@@ -35,12 +35,12 @@ from torch import Tensor
 
 from mispair.data.batching import Batch
 from mispair.data.noise import NoiseRecord
-from mispair.division import detection_metrics, fit_bmm, min_max_normalize
+from mispair.division import detection_metrics, fit_bmm
 from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
 from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_recipe
-from mispair.methods.scoring import division_losses
+from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
 
@@ -247,8 +247,8 @@ class L2RM(Recipe):
         if epoch < opts.warmup_epochs:
             return {}
         losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=ctx.seed * 31 + epoch,
-                                 loss_fn=self.division_loss)[0]  # fmt: skip
-        clean_prob = fit_bmm(min_max_normalize(losses)).clean_prob
+                                 loss_fn=self.division_loss)  # fmt: skip
+        clean_prob = clean_probability(losses[:1], fit_bmm, ctx)[0]
         if (1 - clean_prob <= opts.threshold).sum() < 2:
             # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).
             previous = self.clean_prob if self.clean_prob is not None else np.ones_like(clean_prob)
@@ -281,7 +281,7 @@ class L2RM(Recipe):
             return
         matched = self.matched()
         noisy = train.cycled_batches(size, seed=seed + 1, subset=np.flatnonzero(~matched))
-        rng = np.random.default_rng([seed, 2])
+        rng = np.random.default_rng(self.context.shard.salt(seed, 2))
         for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
             mismatched = next(noisy)
             if mismatched is None:

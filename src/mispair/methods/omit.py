@@ -134,9 +134,11 @@ class OMIT(Recipe):
         return {}
 
     def augment(self, batch: Batch, epoch: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Augmented ``(images, tokens, lengths)``, seeded by (run seed, epoch, step)."""
+        """Augmented ``(images, tokens, lengths)``, seeded by (run seed, epoch, step) and, on the
+        ranks after the first of a multi-process run, the rank."""
         opts = self.options
-        seed = np.random.SeedSequence([self.context.seed, epoch, self.step]).generate_state(1)
+        words = self.context.shard.salt(self.context.seed, epoch, self.step)
+        seed = np.random.SeedSequence(words).generate_state(1)
         gen = torch.Generator().manual_seed(int(seed[0]))
         self.step += 1
         images = drop_fragments(batch.images, opts.visual_mask, gen)

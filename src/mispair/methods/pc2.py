@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mispair import division
 from mispair.data.batching import Batch
 from mispair.errors import ConfigError
 from mispair.losses import (
@@ -33,7 +34,8 @@ from mispair.losses import (
     triplet_loss,
 )
 from mispair.methods.base import Update, Warmup, register_recipe
-from mispair.methods.cotrain import CoTraining, CoTrainingOptions, CoTrainItem
+from mispair.methods.cotrain import MIXTURES, CoTraining, CoTrainingOptions, CoTrainItem
+from mispair.methods.scoring import clean_probability
 
 
 class PseudoClassifier(nn.Module):
@@ -179,15 +181,10 @@ class PC2(CoTraining):
         values.update(super().begin_epoch(epoch))
         self.oscillation_prob = None
         if predictions is not None and self.previous_predictions is not None:
-            from mispair import division
-
-            fit = getattr(division, f"fit_{opts.mixture}")
             image_of_pair = self.context.train.image_of_caption
             scores = [division.oscillation_scores(prev, now)[image_of_pair]
                       for prev, now in zip(self.previous_predictions, predictions)]  # fmt: skip
-            self.oscillation_prob = np.stack(
-                [fit(division.min_max_normalize(s)).clean_prob for s in scores]
-            )
+            self.oscillation_prob = clean_probability(np.stack(scores), MIXTURES[opts.mixture], self.context)
             values.update(self.detection_log(self.oscillation_prob, prefix="oscillation"))
         self.previous_predictions = predictions
         return values

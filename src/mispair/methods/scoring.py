@@ -1,5 +1,10 @@
 """What a division fits: per-sample losses of every training pair under a recipe's models, or the
-run's memorisation-free pair scores."""
+run's memorisation-free pair scores, and the clean probabilities a mixture gives them.
+
+In a multi-process run (:mod:`mispair.distributed`) the losses are scored by every rank on its
+share of the batches and summed, and each mixture is fitted once, on rank 0, and broadcast: every
+rank trains on the same division, and the recipes call no collective themselves.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from torch import Tensor
 
 from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
+from mispair.distributed import from_main, sum_over
+from mispair.division import Division, min_max_normalize
 from mispair.engine.evaluation import similarity_matrix
 from mispair.losses.triplet import mean_hinge_loss
 from mispair.methods.base import RecipeContext
@@ -33,23 +40,37 @@ def per_sample_losses(
 
     The pairs are cut into shuffled batches (``seed``), the same for every model, so that each
     pair is scored against a random set of the training pairs as negatives (NCR shuffles too; in
-    order, the five captions of an image would be each other's negatives).
+    order, the five captions of an image would be each other's negatives). With a sharded
+    ``train``, each rank scores whole batches (every ``world``-th one) and the losses are summed
+    over the ranks: every rank gets the losses a single process computes.
     """
     losses = np.zeros((len(models), len(train)), dtype=np.float64)
     modes = [m.training for m in models]
     for m in models:
         m.eval()
-    total = train.n_batches(batch_size)
-    for batch in progress_bar(train.batches(batch_size, seed=seed), total=total, desc="division",
-                      disable=not progress, leave=False):  # fmt: skip
-        batch = batch.to(device)
+    shard = train.shard
+    mine = train.batch_indices(batch_size, seed=seed)[shard.rank :: shard.world]
+    for indices in progress_bar(mine, desc="division", disable=not progress, leave=False):
+        batch = train.batch(indices).to(device)
         index = batch.index.cpu().numpy()
         for k, model in enumerate(models):
             sims = model(batch.images, batch.tokens, batch.lengths)
             losses[k, index] = loss_fn(sims).double().cpu().numpy()
     for m, mode in zip(models, modes):
         m.train(mode)
-    return losses
+    return sum_over(shard, losses)
+
+
+def clean_probability(losses: np.ndarray, fit: Callable[[np.ndarray], Division],
+                      context: RecipeContext) -> np.ndarray:  # fmt: skip
+    """``[n_rows, n_pairs]`` the clean probability of every pair under the two-component mixture
+    ``fit`` (``fit_gmm``, ``fit_bmm``, ...) of each row of ``losses [n_rows, n_pairs]``
+    (min–max normalised; low = clean). Fitted once, on rank 0, in a multi-process run."""
+
+    def fit_rows() -> np.ndarray:
+        return np.stack([fit(min_max_normalize(row)).clean_prob for row in losses])
+
+    return from_main(context.shard, fit_rows)
 
 
 def division_losses(
