@@ -73,6 +73,13 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
     )
 
 
+def folder_splits(root: str | Path) -> list[str]:
+    """The splits of a folder dataset that hold at least one pair, in the order train, dev, test."""
+    root = Path(root)
+    present = set(_split_images(_read_rows(root), root).values())
+    return [split for split in _SPLITS if split in present]
+
+
 def _read_rows(root: Path) -> list[dict[str, str]]:
     csv_path, jsonl_path = root / "captions.csv", root / "captions.jsonl"
     if csv_path.is_file():

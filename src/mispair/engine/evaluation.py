@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -29,15 +29,30 @@ def encode_split(
     """Embeddings of every image and every caption of ``pairs`` (model in eval mode)."""
     was_training = model.training
     model.eval()
-    images, texts = [], []
+    images = Fragments.cat(list(image_batches(model, pairs, batch_size=batch_size, device=device)))
+    texts = Fragments.cat(list(text_batches(model, tokens, batch_size=batch_size, device=device)))
+    model.train(was_training)
+    return images, texts
+
+
+@torch.no_grad()
+def image_batches(model: RetrievalModel, pairs: PairSet, *, batch_size: int = 256,
+                  device: torch.device | str = "cpu") -> Iterator[Fragments]:  # fmt: skip
+    """The embeddings of ``pairs``' images, ``batch_size`` images at a time (as the model is set:
+    call it in eval mode for evaluation)."""
     for start in range(0, pairs.n_images, batch_size):
         feats = torch.from_numpy(np.array(pairs.images[start : start + batch_size], np.float32))
-        images.append(model.encode_images(feats.to(device)))
+        yield model.encode_images(feats.to(device))
+
+
+@torch.no_grad()
+def text_batches(model: RetrievalModel, tokens: list[list[int]], *, batch_size: int = 256,
+                 device: torch.device | str = "cpu") -> Iterator[Fragments]:  # fmt: skip
+    """The embeddings of the captions of ``tokens`` (token ids per caption), ``batch_size`` at a
+    time."""
     for start in range(0, len(tokens), batch_size):
         ids, lengths = pad_tokens(tokens[start : start + batch_size])
-        texts.append(model.encode_texts(ids.to(device), lengths.to(device)))
-    model.train(was_training)
-    return Fragments.cat(images), Fragments.cat(texts)
+        yield model.encode_texts(ids.to(device), lengths.to(device))
 
 
 @torch.no_grad()
