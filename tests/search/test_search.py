@@ -21,6 +21,7 @@ from mispair.engine.metrics import (
 from mispair.engine.run import evaluate_checkpoint
 from mispair.errors import ConfigError
 from mispair.search import Index, IndexSpec, evaluate_index
+from mispair.search.cache import EncodedImages
 from mispair.search.evaluation import list_ranks
 
 
@@ -153,3 +154,20 @@ def test_list_ranks_against_retrieval_metrics(ties):
         for key, value in got.items():
             if k == 90 or not ties or key.endswith(("r1", "r5")):  # a tie at the list's end may hide
                 assert value == pytest.approx(full[key]), (k, key)
+
+
+def test_encoded_images_are_kept_within_the_budget(collection, sgr_checkpoint):
+    index = Index.build(sgr_checkpoint, collection, split="test")
+    features = index.collection().image_features
+    fresh = index.model.encode_images(PairSet(features(np.arange(40)), [], np.zeros(0)))[0]
+    width, fragments = fresh.pooled.shape[1], fresh.local.shape[1]
+    row_bytes = fragments * width * 4 + fragments + width * 4 + fragments * 4  # local, mask, pooled, norms
+    cache = EncodedImages(index.model, features, budget=10 * row_bytes)
+    for images in ([3, 1, 4, 1, 5], list(range(20, 32)), [9, 2, 6]):
+        got = cache(np.array(images))[0]
+        np.testing.assert_allclose(got.local.numpy(), fresh.local[images].numpy(), atol=1e-6)
+        np.testing.assert_allclose(got.pooled.numpy(), fresh.pooled[images].numpy(), atol=1e-6)
+        assert set(images) <= set(cache.rows)  # a call's own images are kept, whatever the budget
+        assert cache.size == len(cache.rows) * row_bytes
+        assert cache.size <= max(10, len(set(images))) * row_bytes
+    assert list(cache.rows)[-3:] == [9, 2, 6]  # the least recently used went first

@@ -47,10 +47,10 @@ class IndexSpec:
 
     kind: Literal["flat", "ivf", "hnsw"] = "flat"
     nlist: int | None = None
-    nprobe: int = 16
-    m: int = 32
-    ef_construction: int = 200
-    ef_search: int = 128
+    nprobe: int = 8
+    m: int = 16
+    ef_construction: int = 100
+    ef_search: int = 32
 
     def __post_init__(self) -> None:
         for key in ("nprobe", "m", "ef_construction", "ef_search"):
@@ -81,7 +81,7 @@ class IndexSpec:
         return self.nlist
 
     def describe(self) -> str:
-        """A short label: ``exact flat``, ``ivf (nlist auto, nprobe 16)``, ``hnsw (M 32, efSearch 128)``."""
+        """A short label: ``exact flat``, ``ivf (nlist auto, nprobe 8)``, ``hnsw (M 16, ...)``."""
         if self.kind == "ivf":
             return f"ivf (nlist {self.nlist or 'auto'}, nprobe {self.nprobe})"
         if self.kind == "hnsw":

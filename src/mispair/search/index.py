@@ -26,6 +26,7 @@ from mispair import __version__
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
+from mispair.search.cache import EncodedImages
 from mispair.search.collection import Collection, open_collection
 from mispair.search.model import SearchModel
 from mispair.search.storage import (
@@ -75,6 +76,7 @@ class Index:
         self.image_ids, self.captions = image_ids, captions
         self.image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
         self.path, self._collection, self._data_root = path, collection, data_root
+        self._encoded_images: EncodedImages | None = None
         counts = manifest["collection"]["split_images"]
         self.image_splits = [s for s, n in zip(manifest["collection"]["splits"], counts) for _ in range(n)]
         first = np.full(len(image_ids), -1, dtype=np.int64)
@@ -220,17 +222,19 @@ class Index:
 
     def rerank_images(self, images: np.ndarray, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``images`` of a text query (token ids ``tokens``) ordered by the head's
-        score: ``scores [K]`` descending and the images in that order."""
-        features = self.collection().image_features(images)
-        pairs = PairSet(features, [""], np.zeros(1, dtype=np.int64))
-        return _ordered(self.model.head_scores(pairs, [tokens])[:, 0].numpy(), images)
+        score: ``scores [K]`` descending and the images in that order. The images' embeddings
+        are kept for later queries (:class:`~mispair.search.cache.EncodedImages`)."""
+        if self._encoded_images is None:
+            self._encoded_images = EncodedImages(self.model, self.collection().image_features)
+        scores = self.model.pair_scores(self._encoded_images(images), self.model.encode_texts([tokens]))
+        return _ordered(scores[:, 0].numpy(), images)
 
     def rerank_captions(self, captions: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``captions`` of a picture query (``features [1, n_fragments, dim]``)
         ordered by the head's score."""
-        texts = [self.captions[c] for c in captions]
-        pairs = PairSet(features, texts, np.zeros(len(texts), dtype=np.int64))
-        return _ordered(self.model.head_scores(pairs, self.model.tokens(pairs))[0].numpy(), captions)
+        tokens = [self.model.tokenizer.encode(self.captions[c]) for c in captions]
+        images = self.model.encode_images(PairSet(features, [], np.zeros(0)))
+        return _ordered(self.model.pair_scores(images, self.model.encode_texts(tokens))[0].numpy(), captions)
 
     def picture_features(self, path: Path) -> np.ndarray:
         """``[1, n_fragments, dim]`` features of the picture file ``path`` from the extractor of

@@ -28,8 +28,9 @@ from mispair.engine.assembly import (
     prepare_text_encoder,
 )
 from mispair.engine.checkpoint import load_checkpoint
-from mispair.engine.evaluation import image_batches, similarity_matrix, text_batches
+from mispair.engine.evaluation import image_batches, text_batches
 from mispair.errors import DataError
+from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.embedding import Fragments, l2_normalize
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
@@ -127,11 +128,24 @@ class SearchModel:
                     bar.update(len(pooled))
         return out
 
-    def head_scores(self, pairs: PairSet, tokens: list[list[int]]) -> Tensor:
-        """``[n_images, n_captions]`` the head's similarities of ``pairs``, averaged over the
-        models, through the all-pairs engine (:func:`~mispair.engine.evaluation.similarity_matrix`)."""
+    def encode_images(self, pairs: PairSet) -> list[Fragments]:
+        """Each model's embeddings of ``pairs``' images (fragments and pooled)."""
         pairs = model_pairs(self.config.model, pairs)
-        return similarity_matrix(self.models, pairs, tokens, batch_size=self.batch_size, device=self.device)
+        return [Fragments.cat(list(image_batches(m, pairs, batch_size=self.batch_size, device=self.device)))
+                for m in self.models]  # fmt: skip
+
+    def encode_texts(self, tokens: list[list[int]]) -> list[Fragments]:
+        """Each model's embeddings of captions given as token ids."""
+        return [Fragments.cat(list(text_batches(m, tokens, batch_size=self.batch_size, device=self.device)))
+                for m in self.models]  # fmt: skip
+
+    def pair_scores(self, images: list[Fragments], texts: list[Fragments]) -> Tensor:
+        """``[n_images, n_captions]`` the head's similarities of encoded images and captions (each
+        model's, from :meth:`encode_images` / :meth:`encode_texts`), averaged over the models,
+        through the all-pairs engine (:func:`~mispair.nn.allpairs.all_pair_similarities`)."""
+        sims = [all_pair_similarities(m.similarity, i, t, device=self.device)
+                for m, i, t in zip(self.models, images, texts)]  # fmt: skip
+        return torch.stack(sims).mean(dim=0)
 
     def query_tokens(self, text: str) -> list[int]:
         """Token ids of a query text; a text without any token is a one-line error."""
