@@ -18,4 +18,4 @@ fi
 
 # The CPU build of torch that lies on disk first, so the range in pyproject installs nothing more.
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,features,minilm,audit]'
+python -m pip install -q -e '.[dev,features,minilm,audit,search]'

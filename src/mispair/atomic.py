@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +37,56 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
     except BaseException:
         _remove(tmp)
         raise
+
+
+def atomic_directory(path: str | Path, write: Callable[[Path], object], *, what: str,
+                     replaceable: Callable[[Path], bool]) -> None:  # fmt: skip
+    """Call ``write`` on a new, empty folder beside ``path``, then rename it to ``path``.
+
+    A reader sees the previous folder or the complete new one, never a half-written one. An
+    existing ``path`` is replaced only when it is an empty folder or ``replaceable(path)`` (e.g. it
+    holds an older ``what``); anything else there is a one-line :class:`~mispair.errors.DataError`,
+    as is an operating-system failure. On any failure the new folder is removed and ``path`` keeps
+    its previous content.
+    """
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise DataError(f"{path}: exists and is not a folder; choose another path for the {what}")
+    if path.is_dir() and any(path.iterdir()) and not replaceable(path):
+        raise DataError(f"{path}: a folder that does not hold a {what}; choose another path")
+    ensure_directory(path.parent, f"folder of the {what}")
+    tmp: Path | None = None
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        os.chmod(tmp, 0o777 & ~_umask())
+        write(tmp)
+        _swap_in(tmp, path)
+    except OSError as exc:
+        _remove_tree(tmp)
+        raise DataError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+    except BaseException:
+        _remove_tree(tmp)
+        raise
+
+
+def _swap_in(new: Path, path: Path) -> None:
+    """Rename folder ``new`` to ``path``, moving a folder already there aside and deleting it."""
+    if not path.exists():
+        os.rename(new, path)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+    os.rename(path, old)  # replaces the empty folder just made
+    try:
+        os.rename(new, path)
+    except OSError:
+        os.rename(old, path)
+        raise
+    _remove_tree(old)
+
+
+def _remove_tree(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _remove(tmp: str | None) -> None:

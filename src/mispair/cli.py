@@ -25,8 +25,10 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
         if f"{prefix}rsum" in metrics:
             row = " ".join(f"{metrics[prefix + k]:8.1f}" for k in _METRIC_ORDER)
             lines.append(f"{label:>6} {row}")
-    lines.append(f"medr i2t {metrics['i2t_medr']:.0f} t2i {metrics['t2i_medr']:.0f}; "
-                 f"meanr i2t {metrics['i2t_meanr']:.1f} t2i {metrics['t2i_meanr']:.1f}")  # fmt: skip
+    ranks = [f"{name} i2t {metrics[f'i2t_{name}']:.{places}f} t2i {metrics[f't2i_{name}']:.{places}f}"
+             for name, places in (("medr", 0), ("meanr", 1))
+             if f"i2t_{name}" in metrics and f"t2i_{name}" in metrics]  # fmt: skip
+    lines.append("; ".join(ranks) or "medr, meanr: beyond the top-k lists")
     return "\n".join(lines)
 
 
@@ -97,6 +99,10 @@ def format_audit(summary: dict, out: Path) -> str:
 def _cmd_eval(args: argparse.Namespace) -> None:
     from mispair.engine.run import evaluate_checkpoint
 
+    if args.index:
+        return _eval_index(args)
+    if args.top_k or args.rerank:
+        raise ConfigError("--top-k and --rerank evaluate through an index: give --index INDEX")
     metrics = evaluate_checkpoint(args.checkpoint, split=args.split, data_root=args.data_root,
                                   folds=args.folds, device=args.device,
                                   progress=not args.quiet)  # fmt: skip
@@ -104,6 +110,49 @@ def _cmd_eval(args: argparse.Namespace) -> None:
         print(json.dumps(metrics, indent=2))
     else:
         print(format_metrics(metrics, f"{' + '.join(args.checkpoint)} on {args.split or 'test'}"))
+
+
+def _eval_index(args: argparse.Namespace) -> None:
+    from mispair.search import Index, evaluate_index
+
+    if len(args.checkpoint) > 1 or args.split or args.data_root or args.folds:
+        raise ConfigError("--index: evaluates one checkpoint on the index's own collection "
+                          "(no --split, --data-root, --folds or second checkpoint)")  # fmt: skip
+    index = Index.load(args.index, checkpoint=args.checkpoint[0], device=args.device)
+    metrics = evaluate_index(index, k=args.top_k or 100, rerank=args.rerank or 0, progress=not args.quiet)
+    lists = f"reranked top-{args.rerank}" if args.rerank else f"top-{args.top_k or 100} lists"
+    if args.json:
+        print(json.dumps(metrics, indent=2))
+    else:
+        title = f"{args.checkpoint[0]} on {args.index} ({index.spec.describe()}, {lists})"
+        print(format_metrics(metrics, title))
+
+
+def _cmd_index(args: argparse.Namespace) -> None:
+    from mispair.search import Index, IndexSpec
+
+    spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
+    index = Index.build(args.checkpoint, args.data, split=args.split, spec=spec, device=args.device,
+                        progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+    index.save(args.out)
+    print(f"wrote {args.out}: {index.describe()}")
+
+
+def _cmd_search(args: argparse.Namespace) -> None:
+    from mispair.search import Index, hits_table
+
+    index = Index.load(args.index, checkpoint=args.checkpoint, data=args.data, device=args.device)
+    hits = index.search(args.query, image=args.image, k=args.top_k, rerank=args.rerank, nprobe=args.nprobe,
+                        ef_search=args.ef_search)  # fmt: skip
+    query = f"image {args.image}" if args.image else repr(args.query)
+    found = "captions" if args.image else "images"
+    if args.json:
+        print(json.dumps({"query": query, "results": found, "hits": [h.to_dict() for h in hits]}, indent=2,
+                         ensure_ascii=False))  # fmt: skip
+    else:
+        head = index.model.config.model.head
+        rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
+        print(hits_table(hits, f"{found} for {query} ({index.spec.describe()}{rerank})"))
 
 
 def _cmd_inject_noise(args: argparse.Namespace) -> None:
@@ -219,8 +268,43 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--folds", type=_positive_int, help="5 for the COCO 5-fold 1K protocol")
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    ev.add_argument("--index", help="evaluate on an index's collection from top-k lists (mispair index)")
+    ev.add_argument("--top-k", type=_positive_int, help="with --index: length of the lists (default 100)")
+    ev.add_argument("--rerank", type=_positive_int, help="with --index: rerank the first K with the head")
     ev.add_argument("--quiet", action="store_true")
     ev.set_defaults(run=_cmd_eval)
+
+    index = sub.add_parser("index", help="embed a collection with a checkpoint into a search index")
+    index.add_argument("checkpoint")
+    index.add_argument("data", help="a folder (captions.csv/.jsonl) or precomputed dataset directory")
+    index.add_argument("--out", required=True, help="the index folder to write")
+    index.add_argument("--split", default="all", help="split(s) to index, comma-separated, or all (default)")
+    index.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
+                       help="flat: exact (default); ivf, hnsw: approximate, for large collections")
+    index.add_argument("--nlist", type=_positive_int, help="ivf: number of cells (default 4·√n)")
+    index.add_argument("--nprobe", type=_positive_int, default=8, help="ivf: cells searched (default 8)")
+    index.add_argument("--hnsw-m", type=_positive_int, default=16, help="hnsw: links per vector (default 16)")
+    index.add_argument("--ef-construction", type=_positive_int, default=100, help="hnsw (default 100)")
+    index.add_argument("--ef-search", type=_positive_int, default=32, help="hnsw: search list (default 32)")
+    index.add_argument("--device", default="auto")
+    index.add_argument("--quiet", action="store_true")
+    index.set_defaults(run=_cmd_index)
+
+    search = sub.add_parser("search", help="search an index by text (images) or by --image (captions)")
+    search.add_argument("index")
+    search.add_argument("query", nargs="?", help="a text: finds images")
+    search.add_argument("--image", help="a picture file: finds captions")
+    search.add_argument("--top-k", type=_positive_int, default=10)
+    search.add_argument("--rerank", type=_positive_int, default=0,
+                        help="order the first K candidates by the checkpoint's head (SGR, SAF, OMIT, CAM)")
+    search.add_argument("--nprobe", type=_positive_int, help="ivf: cells searched (default: the index's)")
+    search.add_argument("--ef-search", type=_positive_int, help="hnsw: search list (default: the index's)")
+    search.add_argument("--checkpoint", help="the index's checkpoint, if it moved")
+    search.add_argument("--data", help="the index's collection, if it moved (read to rerank)")
+    search.add_argument("--json", action="store_true")
+    search.add_argument("--device", default="auto")
+    search.add_argument("--quiet", action="store_true")
+    search.set_defaults(run=_cmd_search)
 
     noise = sub.add_parser("inject-noise", help="write a noise record (.npy) for a dataset")
     noise.add_argument("--data", help="a precomputed dataset directory")

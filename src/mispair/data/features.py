@@ -220,12 +220,12 @@ def _prune(cache_dir: Path, keep: set[Path]) -> None:
             stale.unlink()
 
 
-def extract_folder_features(root: Path, images: list[str], *, progress: bool = True
-                            ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def extract_folder_features(root: Path, images: list[str], *, progress: bool = True,
+                            cache_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
     ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
 
-    SVGs are rendered as untrusted files; cached in ``root/.mispair_cache/``.
+    SVGs are rendered as untrusted files; cached in ``cache_dir`` (default ``root/.mispair_cache/``).
 
     Raises:
         DataError: an image file is missing (the message names it).
@@ -241,5 +241,5 @@ def extract_folder_features(root: Path, images: list[str], *, progress: bool = T
         except DataError:
             return None
 
-    return extract_grid_features([file_key(p) for p in paths], load, Path(root) / ".mispair_cache",
-                                 progress=progress)  # fmt: skip
+    cache_dir = Path(root) / ".mispair_cache" if cache_dir is None else cache_dir
+    return extract_grid_features([file_key(p) for p in paths], load, cache_dir, progress=progress)

@@ -78,6 +78,13 @@ def read_folder(root: str | Path, split: str, *, allow_outside: bool = False) ->
     )
 
 
+def folder_splits(root: str | Path) -> list[str]:
+    """The splits of a folder dataset that hold at least one pair, in the order train, dev, test."""
+    root = Path(root)
+    present = set(_split_images(_read_rows(root), root).values())
+    return [split for split in _SPLITS if split in present]
+
+
 def _read_rows(root: Path) -> list[dict[str, str]]:
     try:
         return _read_text_rows(root)

@@ -3,7 +3,7 @@ multi-process run, each rank scores a block of the images and rank 0 computes th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -34,16 +34,34 @@ def encode_split(
     was_training = model.training
     model.eval()
     rows = range(pairs.n_images)[images]
-    encoded, texts = [], []
+    encoded = Fragments.cat(list(image_batches(model, pairs, batch_size=batch_size, device=device,
+                                               rows=rows)))  # fmt: skip
+    texts = Fragments.cat(list(text_batches(model, tokens, batch_size=batch_size, device=device)))
+    model.train(was_training)
+    return encoded, texts
+
+
+@torch.no_grad()
+def image_batches(model: RetrievalModel, pairs: PairSet, *, batch_size: int = 256,
+                  device: torch.device | str = "cpu",
+                  rows: range | None = None) -> Iterator[Fragments]:  # fmt: skip
+    """The embeddings of ``pairs``' images ``rows`` (default: all), ``batch_size`` images at a
+    time (as the model is set: call it in eval mode for evaluation)."""
+    rows = range(pairs.n_images) if rows is None else rows
     for start in range(rows.start, rows.stop, batch_size):
         stop = min(start + batch_size, rows.stop)
         feats = torch.from_numpy(np.array(pairs.images[start:stop], np.float32))
-        encoded.append(model.encode_images(feats.to(device)))
+        yield model.encode_images(feats.to(device))
+
+
+@torch.no_grad()
+def text_batches(model: RetrievalModel, tokens: list[list[int]], *, batch_size: int = 256,
+                 device: torch.device | str = "cpu") -> Iterator[Fragments]:  # fmt: skip
+    """The embeddings of the captions of ``tokens`` (token ids per caption), ``batch_size`` at a
+    time."""
     for start in range(0, len(tokens), batch_size):
         ids, lengths = pad_tokens(tokens[start : start + batch_size])
-        texts.append(model.encode_texts(ids.to(device), lengths.to(device)))
-    model.train(was_training)
-    return Fragments.cat(encoded), Fragments.cat(texts)
+        yield model.encode_texts(ids.to(device), lengths.to(device))
 
 
 @torch.no_grad()

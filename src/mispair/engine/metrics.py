@@ -83,14 +83,25 @@ def _fold_metrics(
         correct = np.stack(
             [np.isin(caption_groups, list(own_groups[i])) for i in range(n_images)]
         )
-    i2t = _ranks(sims, correct)
-    t2i = _ranks(sims.T, correct.T)
-    out = {}
-    for name, ranks in (("i2t", i2t), ("t2i", t2i)):
-        for k in (1, 5, 10):
-            out[f"{name}_r{k}"] = 100.0 * float(np.mean(ranks < k))
-        out[f"{name}_medr"] = float(np.floor(np.median(ranks)) + 1)
-        out[f"{name}_meanr"] = float(np.mean(ranks) + 1)
+    return {**rank_metrics("i2t", _ranks(sims, correct)), **rank_metrics("t2i", _ranks(sims.T, correct.T))}
+
+
+def rank_metrics(direction: str, ranks: np.ndarray) -> dict[str, float]:
+    """``{direction}_r1/_r5/_r10`` (percent of queries with 0-based rank below K), ``_medr`` and
+    ``_meanr`` (1-based) of ``ranks [n_queries]``. A rank may be ``inf`` (the query's ground truth
+    is not among the candidates it was given, e.g. a top-k list); a median or mean that would
+    depend on such a rank is left out.
+
+    Example:
+        >>> rank_metrics("t2i", np.array([0.0, 3.0, 7.0, np.inf]))
+        {'t2i_r1': 25.0, 't2i_r5': 50.0, 't2i_r10': 75.0, 't2i_medr': 6.0}
+    """
+    out = {f"{direction}_r{k}": 100.0 * float(np.mean(ranks < k)) for k in (1, 5, 10)}
+    median = np.median(ranks)
+    if np.isfinite(median):
+        out[f"{direction}_medr"] = float(np.floor(median) + 1)
+    if np.isfinite(ranks).all():
+        out[f"{direction}_meanr"] = float(np.mean(ranks) + 1)
     return out
 
 

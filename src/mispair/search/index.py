@@ -1,0 +1,342 @@
+"""An index of a collection, built with a checkpoint's encoders, searched by text or by picture.
+
+It holds two FAISS indexes of the same kind (:class:`~mispair.search.backend.IndexSpec`): the
+images' vectors, searched by a text (text → images), and the captions' vectors, searched by a
+picture (image → captions); each vector is the items' pooled embedding
+(:class:`~mispair.search.model.SearchModel`). ``rerank=K`` rescores the first ``K`` candidates
+with the checkpoint's own similarity head (SGR, SAF, OMIT, CAM: heads too slow to score a whole
+collection) through the all-pairs engine, and orders them by that score.
+
+An index records the fingerprints of the checkpoint and of the collection it was built from and
+refuses any other (a one-line error): the checkpoint encodes the queries, so another one would
+search vectors it did not make; the collection supplies the features of candidates to rerank.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mispair import __version__
+from mispair.data.pairset import PairSet
+from mispair.errors import ConfigError, DataError
+from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
+from mispair.search.cache import EncodedImages
+from mispair.search.collection import Collection, open_collection
+from mispair.search.model import SearchModel
+from mispair.search.storage import (
+    MANIFEST,
+    array_bytes,
+    array_from_bytes,
+    json_bytes,
+    json_from_bytes,
+    read_index_folder,
+    write_index_folder,
+)
+
+TARGETS = ("images", "captions")
+
+
+@dataclass
+class Hit:
+    """One search result: image ``image`` of the collection (its id, split and, for a caption hit,
+    the caption ``caption_index``; for an image hit, its first caption) and its score."""
+
+    rank: int
+    score: float
+    image: int
+    image_id: str
+    split: str
+    caption: str
+    caption_index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+class Index:
+    """A searchable index (see the module docstring); build with :meth:`build`, keep with
+    :meth:`save`, open with :meth:`load`.
+
+    Example:
+        >>> Index.build("runs/vse/best.pt", "data/openclipart_precomp").save("oc.index")  # doctest: +SKIP
+        >>> [h.image_id for h in Index.load("oc.index").search("a red bicycle", k=3)]  # doctest: +SKIP
+    """
+
+    def __init__(self, manifest: dict[str, Any], model: SearchModel, anns: dict[str, Any],
+                 image_ids: list[str], captions: list[str], image_of_caption: np.ndarray, *,
+                 path: Path | None = None, collection: Collection | None = None,
+                 data_root: str | Path | None = None) -> None:  # fmt: skip
+        self.manifest, self.model, self.anns = manifest, model, anns
+        self.image_ids, self.captions = image_ids, captions
+        self.image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
+        self.path, self._collection, self._data_root = path, collection, data_root
+        self._encoded_images: EncodedImages | None = None
+        counts = manifest["collection"]["split_images"]
+        self.image_splits = [s for s, n in zip(manifest["collection"]["splits"], counts) for _ in range(n)]
+        first = np.full(len(image_ids), -1, dtype=np.int64)
+        images, positions = np.unique(self.image_of_caption, return_index=True)
+        first[images] = positions
+        self._first_caption = first
+
+    # --- building, saving, loading ------------------------------------------------------------
+
+    @classmethod
+    def build(cls, checkpoint: str | Path, data: str | Path, *, split: str = "all",
+              spec: IndexSpec | None = None, device: str = "auto", progress: bool = False,
+              log: Callable[[str], None] = print) -> Index:  # fmt: skip
+        """Embed every image and caption of ``split`` (a name, names separated by commas, or
+        ``all``) of the folder or precomputed dataset ``data`` with the models of ``checkpoint``
+        and index them as ``spec`` says (default: exact)."""
+        spec = spec or IndexSpec()
+        model = SearchModel.load(checkpoint, device)
+        collection = open_collection(data, split)
+        for part in collection.parts:
+            model.check_inputs(part)
+        tokens = [ids for part in collection.parts for ids in model.tokens(part)]
+        model.prepare_texts(collection.data, tokens, progress=progress, log=log)
+        vectors = {"images": np.concatenate([model.image_vectors(p, progress) for p in collection.parts]),
+                   "captions": model.text_vectors(tokens, progress)}  # fmt: skip
+        anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
+        manifest = {
+            "mispair": __version__,
+            "checkpoint": {"path": str(Path(checkpoint).resolve()), "fingerprint": model.fingerprint},
+            "collection": {"root": str(collection.root), "source": collection.data.source,
+                           "splits": collection.splits,
+                           "split_images": [p.n_images for p in collection.parts],
+                           "n_captions": collection.n_captions, "fingerprint": collection.fingerprint()},
+            "index": spec.to_dict(),
+            "dim": model.dim,
+        }  # fmt: skip
+        return cls(manifest, model, anns, collection.image_ids(), collection.captions,
+                   collection.image_of_caption, collection=collection)  # fmt: skip
+
+    def save(self, path: str | Path) -> None:
+        """Write the index to the folder ``path`` (atomically; an older index there is replaced)."""
+        files = {f"{target}.faiss": to_bytes(self.anns[target]) for target in TARGETS}
+        files["collection.json"] = json_bytes({"image_ids": self.image_ids, "captions": self.captions})
+        files["image_of_caption.npy"] = array_bytes(self.image_of_caption)
+        write_index_folder(path, self.manifest, files)
+        self.path = Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path, *, checkpoint: str | Path | None = None, data: str | Path | None = None,
+             device: str = "auto") -> Index:  # fmt: skip
+        """The index in the folder ``path``, with the checkpoint it was built from (the one it
+        records, or ``checkpoint`` when it moved); ``data``: where its collection is now (read
+        only to rerank). Any other checkpoint is a one-line error."""
+        path = Path(path)
+        manifest, files = read_index_folder(path)
+        _check_manifest(path / MANIFEST, manifest, files)
+        return cls._from_files(path, manifest, files, checkpoint, data, device)
+
+    @classmethod
+    def _from_files(cls, path: Path, manifest: dict[str, Any], files: dict[str, bytes],
+                    checkpoint: str | Path | None, data: str | Path | None,
+                    device: str) -> Index:  # fmt: skip
+        model = _matching_model(path, manifest["checkpoint"], checkpoint, device)
+        anns = {t: from_bytes(files[f"{t}.faiss"], str(path / f"{t}.faiss")) for t in TARGETS}
+        info = json_from_bytes(files["collection.json"], str(path / "collection.json"))
+        image_of_caption = array_from_bytes(files["image_of_caption.npy"], str(path / "image_of_caption.npy"))
+        _check_agreement(path, manifest, anns, info, image_of_caption, model.dim)
+        IndexSpec.from_dict(manifest["index"], f"{path / MANIFEST}: index")
+        return cls(manifest, model, anns, info["image_ids"], info["captions"], image_of_caption, path=path,
+                   data_root=data)  # fmt: skip
+
+    # --- what it holds ------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> IndexSpec:
+        return IndexSpec.from_dict(self.manifest["index"])
+
+    @property
+    def n_images(self) -> int:
+        return len(self.image_ids)
+
+    @property
+    def n_captions(self) -> int:
+        return len(self.captions)
+
+    def vectors(self, target: str) -> np.ndarray:
+        """``[n, dim]`` the stored vectors of ``target`` (``images`` or ``captions``)."""
+        ann = self.anns[target]
+        if hasattr(ann, "make_direct_map"):  # an inverted-file index finds vectors by id through it
+            ann.make_direct_map()
+        return ann.reconstruct_n(0, ann.ntotal)
+
+    def collection(self) -> Collection:
+        """The collection the index was built from (read on first use; one that changed since is a
+        one-line error)."""
+        if self._collection is None:
+            recorded = self.manifest["collection"]
+            root = self._data_root or recorded["root"]
+            where = f"index {self.path}" if self.path else "the index"
+            try:
+                collection = open_collection(root, ",".join(recorded["splits"]))
+            except DataError as exc:
+                raise DataError(f"{exc} (the collection of {where}; give its place with --data)") from None
+            if collection.fingerprint() != recorded["fingerprint"]:
+                raise DataError(f"{root}: not the collection {where} was built from (its captions, "
+                                "images or splits differ); rebuild the index, or give the original with "
+                                "--data")  # fmt: skip
+            self._collection = collection
+        return self._collection
+
+    # --- searching ----------------------------------------------------------------------------
+
+    def search(self, text: str | None = None, *, image: str | Path | None = None, k: int = 10,
+               rerank: int = 0, nprobe: int | None = None,
+               ef_search: int | None = None) -> list[Hit]:  # fmt: skip
+        """The ``k`` best images for ``text``, or the ``k`` best captions for the picture file
+        ``image``; ``rerank=K`` orders the first ``K`` candidates by the head (then ``k <= K``).
+        ``nprobe`` / ``ef_search`` override the index's search settings."""
+        if (text is None) == (image is None):
+            raise ConfigError("give a query text or an --image, not both")
+        if rerank and k > rerank:
+            raise ConfigError(f"--top-k {k}: at most --rerank {rerank} (the candidates the head orders)")
+        spec = self.spec.with_search(nprobe, ef_search)
+        if text is not None:
+            tokens = self.model.query_tokens(text)
+            query = self.model.text_vectors([tokens])
+            scores, ids = _found(*(a[0] for a in self.search_vectors(query, max(k, rerank), "images", spec)))
+            if rerank:
+                scores, ids = self.rerank_images(ids[:rerank], tokens)
+            return [self._image_hit(r, s, i) for r, (s, i) in enumerate(zip(scores[:k], ids[:k]), start=1)]
+        features = self.picture_features(Path(image))
+        query = self.model.image_vectors(PairSet(features, [], np.zeros(0)))
+        scores, ids = _found(*(a[0] for a in self.search_vectors(query, max(k, rerank), "captions", spec)))
+        if rerank:
+            scores, ids = self.rerank_captions(ids[:rerank], features)
+        return [self._caption_hit(r, s, c) for r, (s, c) in enumerate(zip(scores[:k], ids[:k]), start=1)]
+
+    def search_vectors(self, queries: np.ndarray, k: int, target: str,
+                       spec: IndexSpec | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """``scores [q, k]`` and ``ids [q, k]`` (-1: not found) of the ``k`` best ``target``
+        (``images`` or ``captions``) for each of ``queries [q, dim]``."""
+        return search_ann(self.anns[target], queries, k, spec or self.spec)
+
+    def rerank_images(self, images: np.ndarray, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The candidate ``images`` of a text query (token ids ``tokens``) ordered by the head's
+        score: ``scores [K]`` descending and the images in that order. The images' embeddings
+        are kept for later queries (:class:`~mispair.search.cache.EncodedImages`)."""
+        if self._encoded_images is None:
+            self._encoded_images = EncodedImages(self.model, self.collection().image_features)
+        scores = self.model.pair_scores(self._encoded_images(images), self.model.encode_texts([tokens]))
+        return _ordered(scores[:, 0].numpy(), images)
+
+    def rerank_captions(self, captions: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The candidate ``captions`` of a picture query (``features [1, n_fragments, dim]``)
+        ordered by the head's score."""
+        tokens = [self.model.tokenizer.encode(self.captions[c]) for c in captions]
+        images = self.model.encode_images(PairSet(features, [], np.zeros(0)))
+        return _ordered(self.model.pair_scores(images, self.model.encode_texts(tokens))[0].numpy(), captions)
+
+    def picture_features(self, path: Path) -> np.ndarray:
+        """``[1, n_fragments, dim]`` features of the picture file ``path`` from the extractor of
+        folder collections (:func:`~mispair.data.features.extract_folder_features`); an index whose
+        collection has features of another shape is a one-line error."""
+        from mispair.data.features import extract_folder_features
+
+        if not path.is_file():
+            raise DataError(f"--image {path}: no such file")
+        with tempfile.TemporaryDirectory(prefix="mispair-query-") as cache:
+            features, valid = extract_folder_features(path.parent, [path.name], progress=False,
+                                                      cache_dir=Path(cache))  # fmt: skip
+        if not valid[0]:
+            raise DataError(f"--image {path}: not a readable picture")
+        pairs = PairSet(np.asarray(features, dtype=np.float32), [], np.zeros(0))
+        if pairs.feature_dim != self.model.state["feature_dim"]:
+            raise DataError(f"--image {path}: the picture gives features of dimension {pairs.feature_dim}, "
+                            f"the index's model reads {self.model.state['feature_dim']} (its collection was "
+                            "not made from pictures by mispair's extractor): search it by text")  # fmt: skip
+        self.model.check_inputs(pairs)
+        return pairs.images
+
+    def _image_hit(self, rank: int, score: float, image: int) -> Hit:
+        caption = self._first_caption[image]
+        return Hit(rank, float(score), int(image), self.image_ids[image], self.image_splits[image],
+                   self.captions[caption] if caption >= 0 else "")  # fmt: skip
+
+    def _caption_hit(self, rank: int, score: float, caption: int) -> Hit:
+        image = int(self.image_of_caption[caption])
+        return Hit(rank, float(score), image, self.image_ids[image], self.image_splits[image],
+                   self.captions[caption], int(caption))  # fmt: skip
+
+    def describe(self) -> str:
+        """One line: the index's kind, size and checkpoint."""
+        return (f"{self.spec.describe()} index of {self.n_images} images and {self.n_captions} captions "
+                f"(dim {self.manifest['dim']}), checkpoint {self.model.path}")
+
+
+def _matching_model(path: Path, recorded: dict[str, Any], checkpoint: str | Path | None,
+                    device: str) -> SearchModel:  # fmt: skip
+    """The checkpoint's models, refused unless it is the one the index was built from."""
+    if checkpoint is None and not Path(recorded["path"]).is_file():
+        raise DataError(f"{path}: built from the checkpoint {recorded['path']}, which is not there any more "
+                        "(give its new place with --checkpoint)")  # fmt: skip
+    model = SearchModel.load(checkpoint or recorded["path"], device)
+    if model.fingerprint != recorded["fingerprint"]:
+        raise DataError(f"{model.path}: not the checkpoint index {path} was built from ({recorded['path']}); "
+                        f"search with that one, or rebuild the index with this one")  # fmt: skip
+    return model
+
+
+_MANIFEST_FIELDS = {
+    "checkpoint.path": str, "checkpoint.fingerprint": str, "collection.root": str, "collection.source": str,
+    "collection.splits": list, "collection.split_images": list, "collection.n_captions": int,
+    "collection.fingerprint": str, "index": dict, "dim": int,
+}  # fmt: skip
+_FILES = ("images.faiss", "captions.faiss", "collection.json", "image_of_caption.npy")
+
+
+def _check_manifest(where: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> None:
+    """A one-line error unless the manifest has every field of an index, of the right type."""
+    for label, wanted in _MANIFEST_FIELDS.items():
+        value: Any = manifest
+        for key in label.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, wanted):
+            raise DataError(f"{where}: not a mispair index manifest ({label}: missing or not a "
+                            f"{wanted.__name__})")  # fmt: skip
+    missing = [name for name in _FILES if name not in files]
+    if missing:
+        raise DataError(f"{where}: not a mispair index manifest (no {', '.join(missing)})")
+
+
+def _check_agreement(path: Path, manifest: dict[str, Any], anns: dict[str, Any], info: dict[str, Any],
+                     image_of_caption: np.ndarray, dim: int) -> None:  # fmt: skip
+    """A one-line error unless the index's files agree on its sizes and the checkpoint's vectors
+    have its dimension."""
+    counts = (sum(manifest["collection"]["split_images"]), manifest["collection"]["n_captions"])
+    sizes = {(anns["images"].ntotal, anns["captions"].ntotal), (counts[0], len(image_of_caption)),
+             (len(info["image_ids"]), len(info["captions"]))}  # fmt: skip
+    if sizes != {counts} or image_of_caption.ndim != 1 or image_of_caption.dtype != np.int64:
+        raise DataError(f"{path}: its files disagree on the number of images and captions; rebuild it")
+    if {anns[t].d for t in TARGETS} != {manifest["dim"]} or manifest["dim"] != dim:
+        raise DataError(f"{path}: vectors of dimension {manifest['dim']}, the checkpoint's are {dim}")
+
+
+def _found(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One query's results without the ``-1`` slots of an approximate index that found fewer."""
+    keep = ids >= 0
+    return scores[keep], ids[keep]
+
+
+def _ordered(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(-scores, kind="stable")
+    return scores[order], np.asarray(ids)[order]
+
+
+def hits_table(hits: list[Hit], title: str = "") -> str:
+    """The hits as an aligned text table (rank, score, image id, split, caption)."""
+    width = max([5, *(len(h.image_id) for h in hits)])
+    lines = [title] if title else []
+    lines.append(f"{'rank':>4} {'score':>8}  {'image':<{width}}  {'split':<5}  caption")
+    for h in hits:
+        lines.append(f"{h.rank:>4} {h.score:8.4f}  {h.image_id:<{width}}  {h.split:<5}  {h.caption}")
+    return "\n".join(lines)

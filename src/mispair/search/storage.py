@@ -1,0 +1,109 @@
+"""An index on disk: a folder of plain files named in ``manifest.json`` with their SHA-256 digests.
+
+The folder is written under a temporary name and renamed into place
+(:func:`mispair.atomic.atomic_directory`), so a reader never meets half an index. Reading checks
+every file against its digest before parsing it, so a truncated or altered file is a one-line
+error and never reaches the FAISS reader; arrays are ``.npy`` read with ``allow_pickle=False``,
+metadata is JSON: nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mispair.atomic import atomic_directory
+from mispair.errors import DataError
+
+MANIFEST = "manifest.json"
+FORMAT = "mispair-index"
+VERSION = 1
+
+
+def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[str, bytes]) -> None:
+    """Write ``files`` (name → content) and a manifest (``manifest`` plus the format, version and
+    the files' digests) to the folder ``path``, atomically; an older index there is replaced."""
+
+    def write(folder: Path) -> None:
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        digests = {name: _digest(data) for name, data in files.items()}
+        text = json.dumps({"format": FORMAT, "version": VERSION, **manifest, "files": digests}, indent=2,
+                          ensure_ascii=False)  # fmt: skip
+        (folder / MANIFEST).write_text(text + "\n", encoding="utf-8")
+
+    atomic_directory(path, write, what="mispair index", replaceable=lambda p: (p / MANIFEST).is_file())
+
+
+def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and the checked content of every file it names."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"{path}: no such index (build one: mispair index CHECKPOINT DATA --out {path})")
+    manifest = _read_manifest(path / MANIFEST)
+    files = {}
+    for name, digest in manifest["files"].items():
+        if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
+            raise DataError(f"{path / MANIFEST}: names a file outside the index ({name!r})")
+        try:
+            data = (path / name).read_bytes()
+        except OSError as exc:
+            raise DataError(f"{path / name}: cannot read this file of the index ({exc.strerror or exc})"
+                            ) from None  # fmt: skip
+        if _digest(data) != digest:
+            raise DataError(f"{path / name}: corrupt (its content differs from the one the manifest "
+                            "records); rebuild the index with `mispair index`")  # fmt: skip
+        files[name] = data
+    return manifest, files
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path.parent}: not a mispair index (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not a readable index manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DataError(f"{path}: not a mispair index manifest")
+    if manifest.get("version") != VERSION:
+        raise DataError(f"{path}: index format version {manifest.get('version')!r}, this mispair reads "
+                        f"{VERSION} (rebuild the index)")  # fmt: skip
+    if not isinstance(manifest.get("files"), dict):
+        raise DataError(f"{path}: not a mispair index manifest (no file list)")
+    return manifest
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def array_bytes(array: np.ndarray) -> bytes:
+    """``array`` in the ``.npy`` format."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def array_from_bytes(data: bytes, where: str) -> np.ndarray:
+    """The array of :func:`array_bytes` (never a pickled object: an object array is an error)."""
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"{where}: not a readable .npy array ({exc})") from None
+
+
+def json_bytes(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+
+def json_from_bytes(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"{where}: not readable JSON ({exc})") from None
