@@ -152,7 +152,8 @@ def _cmd_search(args: argparse.Namespace) -> None:
     else:
         head = index.model.config.model.head
         rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
-        print(hits_table(hits, f"{found} for {query} ({index.spec.describe()}{rerank})"))
+        spec = index.spec.with_search(args.nprobe, args.ef_search)
+        print(hits_table(hits, f"{found} for {query} ({spec.describe()}{rerank})"))
 
 
 def _cmd_inject_noise(args: argparse.Namespace) -> None:

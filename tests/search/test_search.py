@@ -21,7 +21,7 @@ from mispair.engine.metrics import (
 from mispair.engine.run import evaluate_checkpoint
 from mispair.errors import ConfigError
 from mispair.search import Index, IndexSpec, evaluate_index
-from mispair.search.cache import EncodedImages
+from mispair.search.cache import EncodedItems
 from mispair.search.evaluation import list_ranks
 
 
@@ -156,13 +156,14 @@ def test_list_ranks_against_retrieval_metrics(ties):
                 assert value == pytest.approx(full[key]), (k, key)
 
 
-def test_encoded_images_are_kept_within_the_budget(collection, sgr_checkpoint):
+def test_encoded_items_are_kept_within_the_budget(collection, sgr_checkpoint):
     index = Index.build(sgr_checkpoint, collection, split="test")
     features = index.collection().image_features
-    fresh = index.model.encode_images(PairSet(features(np.arange(40)), [], np.zeros(0)))[0]
+    encode = lambda ids: index.model.encode_images(PairSet(features(ids), [], np.zeros(0)))  # noqa: E731
+    fresh = encode(np.arange(40))[0]
     width, fragments = fresh.pooled.shape[1], fresh.local.shape[1]
     row_bytes = fragments * width * 4 + fragments + width * 4 + fragments * 4  # local, mask, pooled, norms
-    cache = EncodedImages(index.model, features, budget=10 * row_bytes)
+    cache = EncodedItems(encode, budget=10 * row_bytes)
     for images in ([3, 1, 4, 1, 5], list(range(20, 32)), [9, 2, 6]):
         got = cache(np.array(images))[0]
         np.testing.assert_allclose(got.local.numpy(), fresh.local[images].numpy(), atol=1e-6)

@@ -1,10 +1,10 @@
-"""Encoded collection images kept between reranks, within a memory budget.
+"""Encoded collection items kept between reranks, within a memory budget.
 
-Reranking a text query scores its candidate images with the head, which reads their fragment
-embeddings; encoding a candidate (its ``n_fragments × feature_dim`` features through the image
-encoder) can cost more than scoring it. A search session or an evaluation that reranks many
-queries meets the same images again, so their embeddings are kept, the least recently used
-dropped first once they exceed the budget.
+Reranking scores a query's candidates with the head, which reads their fragment embeddings;
+encoding a candidate (an image's ``n_fragments × feature_dim`` features through the image encoder,
+a caption through the text encoder) can cost more than scoring it. A search session or an
+evaluation that reranks many queries meets the same items again, so their embeddings are kept,
+the least recently used dropped first once they exceed the budget.
 """
 
 from __future__ import annotations
@@ -15,48 +15,45 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from mispair.data.pairset import PairSet
 from mispair.nn.embedding import Fragments
-from mispair.search.model import SearchModel
 
 DEFAULT_BUDGET = 512 << 20
+Encoder = Callable[[np.ndarray], list[Fragments]]
+"""``encode(items [n]) -> [Fragments of the n items]``, one per model."""
 
 
-class EncodedImages:
-    """Each model's embeddings of collection images by image number.
+class EncodedItems:
+    """Each model's embeddings of collection items (images or captions) by number.
 
     Args:
-        model: the checkpoint's models.
-        features: ``features(images [n]) -> [n, n_fragments, dim]`` the images' features.
-        budget: bytes of embeddings to keep (at least the images of one call are kept).
+        encode: encodes items (see :data:`Encoder`).
+        budget: bytes of embeddings to keep (the items of the current call are always kept).
     """
 
-    def __init__(self, model: SearchModel, features: Callable[[np.ndarray], np.ndarray],
-                 budget: int = DEFAULT_BUDGET) -> None:  # fmt: skip
-        self.model, self.features, self.budget = model, features, budget
+    def __init__(self, encode: Encoder, budget: int = DEFAULT_BUDGET) -> None:
+        self.encode, self.budget = encode, budget
         self.rows: OrderedDict[int, list[Fragments]] = OrderedDict()
         self.size = 0
 
-    def __call__(self, images: np.ndarray) -> list[Fragments]:
-        """Each model's embeddings of ``images`` (in that order), encoding those not kept."""
-        images = [int(i) for i in images]
-        missing = [i for i in dict.fromkeys(images) if i not in self.rows]
+    def __call__(self, items: np.ndarray) -> list[Fragments]:
+        """Each model's embeddings of ``items`` (in that order), encoding those not kept."""
+        items = [int(i) for i in items]
+        missing = [i for i in dict.fromkeys(items) if i not in self.rows]
         if missing:
-            features = self.features(np.array(missing))
-            encoded = self.model.encode_images(PairSet(features, [], np.zeros(0)))
-            for row, image in enumerate(missing):
-                self.rows[image] = [_copy(part[row : row + 1]) for part in encoded]
-                self.size += sum(_bytes(part) for part in self.rows[image])
-        for image in images:
-            self.rows.move_to_end(image)
-        keep = set(images)
+            encoded = self.encode(np.array(missing))
+            for row, item in enumerate(missing):
+                self.rows[item] = [_own(part[row : row + 1].trimmed()) for part in encoded]
+                self.size += sum(_bytes(part) for part in self.rows[item])
+        for item in items:
+            self.rows.move_to_end(item)
+        keep = set(items)
         while self.size > self.budget and next(iter(self.rows)) not in keep:
             _, dropped = self.rows.popitem(last=False)
             self.size -= sum(_bytes(part) for part in dropped)
-        return [Fragments.cat([self.rows[i][k] for i in images]) for k in range(len(self.model.models))]
+        return [Fragments.cat([self.rows[i][k] for i in items]) for k in range(len(self.rows[items[0]]))]
 
 
-def _copy(part: Fragments) -> Fragments:
+def _own(part: Fragments) -> Fragments:
     """A row that owns its memory (not a view keeping its whole batch alive)."""
     norms = None if part.norms is None else part.norms.clone()
     return Fragments(part.local.clone(), part.mask.clone(), part.pooled.clone(), norms)

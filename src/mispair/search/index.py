@@ -25,8 +25,9 @@ import numpy as np
 from mispair import __version__
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
+from mispair.nn.embedding import Fragments
 from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
-from mispair.search.cache import EncodedImages
+from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
 from mispair.search.model import SearchModel
 from mispair.search.storage import (
@@ -76,7 +77,7 @@ class Index:
         self.image_ids, self.captions = image_ids, captions
         self.image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
         self.path, self._collection, self._data_root = path, collection, data_root
-        self._encoded_images: EncodedImages | None = None
+        self._encoded_items: dict[str, EncodedItems] = {}
         counts = manifest["collection"]["split_images"]
         self.image_splits = [s for s, n in zip(manifest["collection"]["splits"], counts) for _ in range(n)]
         first = np.full(len(image_ids), -1, dtype=np.int64)
@@ -222,19 +223,31 @@ class Index:
 
     def rerank_images(self, images: np.ndarray, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``images`` of a text query (token ids ``tokens``) ordered by the head's
-        score: ``scores [K]`` descending and the images in that order. The images' embeddings
-        are kept for later queries (:class:`~mispair.search.cache.EncodedImages`)."""
-        if self._encoded_images is None:
-            self._encoded_images = EncodedImages(self.model, self.collection().image_features)
-        scores = self.model.pair_scores(self._encoded_images(images), self.model.encode_texts([tokens]))
+        score: ``scores [K]`` descending and the images in that order."""
+        scores = self.model.pair_scores(self._encoded("images", images), self.model.encode_texts([tokens]))
         return _ordered(scores[:, 0].numpy(), images)
 
     def rerank_captions(self, captions: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``captions`` of a picture query (``features [1, n_fragments, dim]``)
         ordered by the head's score."""
-        tokens = [self.model.tokenizer.encode(self.captions[c]) for c in captions]
         images = self.model.encode_images(PairSet(features, [], np.zeros(0)))
-        return _ordered(self.model.pair_scores(images, self.model.encode_texts(tokens))[0].numpy(), captions)
+        scores = self.model.pair_scores(images, self._encoded("captions", captions))
+        return _ordered(scores[0].numpy(), captions)
+
+    def _encoded(self, target: str, items: np.ndarray) -> list[Fragments]:
+        """Each model's embeddings of collection ``items`` (``images`` or ``captions``), kept for
+        later queries (:class:`~mispair.search.cache.EncodedItems`)."""
+        if target not in self._encoded_items:
+            encode = self._encode_images if target == "images" else self._encode_captions
+            self._encoded_items[target] = EncodedItems(encode)
+        return self._encoded_items[target](items)
+
+    def _encode_images(self, images: np.ndarray) -> list[Fragments]:
+        features = self.collection().image_features(images)
+        return self.model.encode_images(PairSet(features, [], np.zeros(0)))
+
+    def _encode_captions(self, captions: np.ndarray) -> list[Fragments]:
+        return self.model.encode_texts([self.model.tokenizer.encode(self.captions[c]) for c in captions])
 
     def picture_features(self, path: Path) -> np.ndarray:
         """``[1, n_fragments, dim]`` features of the picture file ``path`` from the extractor of
