@@ -16,6 +16,7 @@ from mispair.data.synthetic import make_synthetic
 from mispair.engine.assembly import pick_device
 from mispair.errors import ConfigError
 from mispair.progress import progress_bar, set_quiet
+from tests.cli_errors import one_line_error
 
 TINY = ["data.synthetic_images=60", "model.embed_dim=16", "model.word_dim=8", "train.epochs=1",
         "train.batch_size=30", "train.threads=1"]  # fmt: skip
@@ -26,14 +27,6 @@ def run_cli(*argv) -> tuple[int, str]:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main([str(a) for a in argv])
     return code, err.getvalue()
-
-
-def one_line_error(code: int, err: str, *fragments: str) -> None:
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mispair: error: "), err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 @pytest.fixture(scope="module")

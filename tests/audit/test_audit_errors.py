@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mispair.cli import main
+from tests.cli_errors import one_line_error
 
 TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=16",
         "model.word_dim=8",
@@ -33,10 +34,7 @@ def _good_rows():
 
 
 def _assert_one_line_error(capsys, code, pattern, out):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1 and err[0].startswith("mispair: error: "), err
-    assert pattern in err[0]
+    one_line_error(code, capsys.readouterr().err, pattern)
     assert not any((out / name).exists() for name in ("report.html", "pairs.csv", "summary.json"))
     assert not out.exists() or not any(out.rglob("*.pt"))
 

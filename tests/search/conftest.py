@@ -22,14 +22,6 @@ def run_cli(*argv) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def one_line_error(code: int, err: str, *fragments: str) -> None:
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mispair: error: "), err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
-
 @pytest.fixture(scope="package")
 def collection(tmp_path_factory):
     """160 synthetic images (100 train, 20 dev, 40 test), 5 captions each, 12 fragments of 64."""

@@ -14,8 +14,9 @@ pytest.importorskip("faiss")
 
 from mispair.search import Index
 from mispair.search.storage import MANIFEST
+from tests.cli_errors import one_line_error
 
-from .conftest import TINY, one_line_error, run_cli
+from .conftest import TINY, run_cli
 
 
 @pytest.fixture(scope="module")
