@@ -4,8 +4,10 @@ For one dataset and noise rate, with the scorer of ``configs/holdout/<dataset>.y
 division section): the AUC, against the true mismatch flags, of
 
 - ``early``: one scorer on all pairs, each pair's similarity averaged over its first epochs;
-- ``out_of_fold``: ``similarity`` and ``contrast`` scores after 1 and 2 rounds;
-- ``ceiling``: out-of-fold scorers trained on the truly clean pairs only (contrast score);
+- ``out_of_fold``: ``similarity`` and ``contrast`` scores after 1 and 2 rounds, and the
+  ``contrast`` scores averaged over the config's ``division.repeats`` partitions, each round;
+- ``ceiling``: out-of-fold scorers trained on the truly clean pairs only (contrast score; one
+  partition and the config's repeats);
 - ``in-sample, last``: the similarity of every pair under a scorer trained on all of them.
 
     python benchmarks/held_out_detection.py --dataset tuxpaint --noise 0.4 --seeds 0 1 2
@@ -43,8 +45,9 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
     clean = ~data.noise.is_noisy
     scoring, folds = scorer_config(config), config.division.folds
 
-    def oof(kind: str, trusted=None) -> np.ndarray:
-        return out_of_fold_scores(scoring, data, train, folds=folds, trusted=trusted, score_kind=kind).score
+    def oof(kind: str, trusted=None, repeats: int = 1) -> np.ndarray:
+        return out_of_fold_scores(scoring, data, train, folds=folds, repeats=repeats, trusted=trusted,
+                                  score_kind=kind).score  # fmt: skip
 
     found = {}
     for epochs in (1, 2, 3):
@@ -54,7 +57,13 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
         first = oof(kind)
         found[f"out of fold, {kind}, round 1"] = roc_auc_score(clean, first)
         found[f"out of fold, {kind}, round 2"] = roc_auc_score(clean, oof(kind, clean_split(first)))
+    repeats, trusted = config.division.repeats, None
+    for round_index in range(1, config.division.rounds + 1):
+        score = oof("contrast", trusted, repeats)
+        found[f"out of fold, contrast, {repeats} repeats, round {round_index}"] = roc_auc_score(clean, score)
+        trusted = clean_split(score)
     found["ceiling (contrast, truly clean scorers)"] = roc_auc_score(clean, oof("contrast", clean))
+    found[f"ceiling, {repeats} repeats"] = roc_auc_score(clean, oof("contrast", clean, repeats))
     model = train_scorer(scoring, data, train, torch.device("cpu"))
     found["in-sample, after the scorer's epochs"] = roc_auc_score(
         clean, pair_similarities([model], train, 256, torch.device("cpu")))  # fmt: skip

@@ -62,3 +62,9 @@ def test_the_default_run_and_the_offline_configs_use_the_pretrained_backbone():
             assert config.model.text_encoder == "minilm", path
         elif "precomp" in path.stem:  # the papers' settings stay the papers'
             assert (config.model.text_encoder, config.model.image_pooling) == ("bigru", "fragments"), path
+
+
+@pytest.mark.parametrize("key", ["folds", "rounds", "repeats", "epochs"])
+def test_a_division_count_out_of_range_is_a_one_line_error(key):
+    with pytest.raises(ConfigError, match=rf"^division\.{key}: at least \d, got 0$"):
+        load_config(None, [f"division.{key}=0"])

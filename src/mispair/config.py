@@ -108,7 +108,8 @@ class DivisionConfig:
     ``scores``: ``in_sample`` (each epoch, the recipe's own models score the pairs they train on:
     the papers), ``out_of_fold`` (before training, ``folds`` scorers each trained ``epochs``
     epochs on the other folds score the held-out pairs: no pair is scored by a model that fitted
-    it; ``rounds`` > 1 trains each later round's scorers on the previous round's clean split) or
+    it; ``rounds`` > 1 trains each later round's scorers on the previous round's clean split;
+    ``repeats`` > 1 repeats the scoring over as many partitions into folds and averages) or
     ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's similarity averaged
     over those epochs: cheap, before the mismatched pairs are fitted). A scorer is the run's
     model trained by the ``vse`` recipe with the options ``scorer`` (default: InfoNCE).
@@ -117,6 +118,7 @@ class DivisionConfig:
     scores: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
     folds: int = 5
     rounds: int = 1
+    repeats: int = 1  # partitions into folds, the scores averaged (out_of_fold)
     epochs: int = 10
     score: Literal["similarity", "contrast"] = "similarity"  # of a held-out pair (out_of_fold)
     tau: float = 0.05  # the contrast score's temperature
@@ -125,7 +127,7 @@ class DivisionConfig:
     def __post_init__(self) -> None:
         if self.folds < 2:
             raise ConfigError(f"division.folds: at least 2, got {self.folds}")
-        for key in ("epochs", "rounds"):
+        for key in ("epochs", "rounds", "repeats"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"division.{key}: at least 1, got {getattr(self, key)}")
 

@@ -10,7 +10,7 @@ from tests.cli_errors import one_line_error
 
 TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=16",
         "model.word_dim=8",
-        "train.epochs=1", "division.folds=2", "division.epochs=1"]  # fmt: skip
+        "train.epochs=1", "division.folds=2", "division.epochs=1", "division.repeats=1"]  # fmt: skip
 
 
 def _collection(root, rows):

@@ -21,7 +21,8 @@ from mispair.methods.scoring import cross_similarities
 TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=64",
         "model.word_dim=32",
         "train.epochs=2", "train.batch_size=32", "train.lr=0.002", "train.lr_decay_epochs=[]",
-        "train.threads=1", "division.folds=3", "division.epochs=6", "division.rounds=1"]  # fmt: skip
+        "train.threads=1", "division.folds=3", "division.epochs=6", "division.rounds=1",
+        "division.repeats=1"]  # fmt: skip
 PLANT = 0.4
 
 

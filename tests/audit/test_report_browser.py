@@ -22,7 +22,8 @@ ATTACK = "<script>document.body.setAttribute('data-pwned','script')</script>" \
          "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"  # fmt: skip
 TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=32",
         "model.word_dim=16",
-        "train.epochs=2", "train.batch_size=8", "division.folds=2", "division.epochs=2"]  # fmt: skip
+        "train.epochs=2", "train.batch_size=8", "division.folds=2", "division.epochs=2",
+        "division.repeats=1"]  # fmt: skip
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 60), "blue": (40, 60, 220), "yellow": (240, 220, 30)}
 SHAPES = ("square", "disc", "bar")
 TOP = 10

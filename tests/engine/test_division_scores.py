@@ -63,8 +63,33 @@ def test_a_refinement_round_trains_on_trusted_pairs_of_the_other_folds_only():
     scores = out_of_fold_scores(config, data, train, folds=3, trusted=trusted, score_kind="contrast",
                                 train_fold=record)  # fmt: skip
     for k, trained in enumerate(seen):
-        assert trained == set(np.flatnonzero((scores.fold != k) & trusted).tolist())
+        assert trained == set(np.flatnonzero((scores.fold[0] != k) & trusted).tolist())
     assert np.isfinite(scores.score).all() and (scores.score <= 0).all()  # log-probabilities
+
+
+def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_mean(tmp_path):
+    config, data, train = _setup(["train.epochs=2"])
+    seen = []
+
+    def record(trainer):
+        seen.append(set(trainer.recipe.context.train.caption_ids.tolist()))
+        trainer.train_epoch(0)
+
+    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
+    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind="contrast",
+                                train_fold=record, stash=stash)  # fmt: skip
+    assert scores.fold.shape == (2, len(train)) and len(seen) == 6
+    assert not np.array_equal(scores.fold[0], scores.fold[1])  # two partitions
+    per_repeat = np.zeros((2, len(train)))
+    for job, trained in enumerate(seen):
+        repeat, k = divmod(job, 3)
+        held_out = np.flatnonzero(scores.fold[repeat] == k)
+        assert trained == set(np.flatnonzero(scores.fold[repeat] != k).tolist())
+        per_repeat[repeat, held_out] = stash.load(0, job)
+    assert np.allclose(scores.score, per_repeat.mean(axis=0), atol=1e-6)
+    single = out_of_fold_scores(config, data, train, folds=3, score_kind="contrast", train_fold=record)
+    assert np.array_equal(single.fold[0], scores.fold[0])  # the first repeat is the one-repeat scoring
+    assert np.allclose(single.score, per_repeat[0], atol=1e-6)
 
 
 def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_change(tmp_path, monkeypatch):

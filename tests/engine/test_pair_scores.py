@@ -51,8 +51,8 @@ def test_no_pair_is_scored_by_a_model_that_trained_on_it():
     scores = out_of_fold_scores(config, data, train, folds=3, train_fold=record)
     assert len(seen) == 3
     for k, (trained, images) in enumerate(seen):
-        held_out = np.flatnonzero(scores.fold == k)
-        assert trained == set(np.flatnonzero(scores.fold != k).tolist())
+        held_out = np.flatnonzero(scores.fold[0] == k)
+        assert trained == set(np.flatnonzero(scores.fold[0] != k).tolist())
         assert not trained & set(held_out.tolist())
         assert not images & set(train.image_of_caption[held_out].tolist())
     assert np.isfinite(scores.score).all() and (scores.score != 0).any()

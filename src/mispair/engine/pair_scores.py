@@ -5,7 +5,10 @@ within a few epochs on a small collection (in-sample detection AUC falls towards
 
 - **out of fold**: the training pairs are split into ``k`` folds by their paired image; each fold
   is scored by a model trained on the other ``k − 1`` folds only, so neither the caption nor the
-  image of a scored pair was ever trained on by the model that scores it;
+  image of a scored pair was ever trained on by the model that scores it; ``repeats`` partitions
+  of the images, each pair's score the mean of its repeats (the mean of several held-out scorers
+  varies less than one: on Tux Paint at 0.4, detection AUC 0.85 → 0.90 with 3 repeats and 3
+  rounds instead of 1 and 2);
 - **early**: one model trained on all pairs, each pair's similarity averaged over its first
   epochs, before the mismatched pairs are fitted (one training instead of ``k``: for large data).
 
@@ -48,8 +51,9 @@ from mispair.progress import progress_bar
 
 @dataclass(frozen=True)
 class OutOfFoldScores:
-    """``score [n_pairs]``: each training pair's similarity under the model of its fold (higher =
-    more likely matched); ``fold [n_pairs]``: the fold that held the pair out."""
+    """``score [n_pairs]``: each training pair's score under the models that held it out, the mean
+    over the repeats (higher = more likely matched); ``fold [repeats, n_pairs]``: the fold that held
+    the pair out in each repeat's partition."""
 
     score: np.ndarray
     fold: np.ndarray
@@ -65,7 +69,7 @@ class FoldStash:
         self.folder, self.key = folder, key
 
     def load(self, round_index: int, fold: int) -> np.ndarray | None:
-        path = self.folder / f"{round_index}_{fold}.npz"
+        path = self.folder / f"{round_index}_{fold}.npz"  # fold: repeat × folds + fold
         if not path.is_file():
             return None
         with np.load(path) as saved:
@@ -84,7 +88,7 @@ class FoldStash:
                 self.folder.rmdir()
 
 
-def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: int) -> np.ndarray:
+def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: int | list[int]) -> np.ndarray:
     """``[n_pairs]`` fold of every pair: the fold of its paired image, the images dealt at random
     (``seed``) into ``folds`` folds of near-equal size."""
     if folds < 2:
@@ -94,12 +98,19 @@ def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: i
     return of_image[np.asarray(image_of_caption, dtype=np.int64)]
 
 
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The seed of repeat ``repeat`` of a run seeded ``seed``: ``seed`` itself for the first (so one
+    repeat scores as before repeats existed), far from every run seed for the others."""
+    return seed if repeat == 0 else seed + 1_000_003 * repeat
+
+
 def out_of_fold_scores(
     config: RunConfig,
     data: RunData,
     train: TrainingPairs,
     *,
     folds: int = 5,
+    repeats: int = 1,
     device: torch.device | str = "cpu",
     trusted: np.ndarray | None = None,
     score_kind: ScoreKind = "similarity",
@@ -121,6 +132,8 @@ def out_of_fold_scores(
         data: the run's data (for the tokenizer size and features).
         train: the training pairs to score, as paired.
         folds: ``k``.
+        repeats: how many partitions into ``k`` folds (each with its own seed and its own ``k``
+            scorers); a pair's score is the mean of its held-out scores over them.
         device: where the fold models train.
         trusted: ``[n_pairs]`` bool: the fold models train on the trusted pairs of the other
             folds only (a refinement round's clean split; the truly clean pairs give the
@@ -131,28 +144,31 @@ def out_of_fold_scores(
             epochs of :meth:`Trainer.train_epoch`); a hook for tests.
         progress: a progress bar over the folds.
         stash: where finished folds are kept (round ``round_index``) and read back on resume.
-        shard: in a multi-process run, this rank trains the folds ``rank, rank + world, ...``
-            and the scores are summed over the ranks.
+        shard: in a multi-process run, this rank trains the scorers ``rank, rank + world, ...``
+            (of the ``repeats × k``) and the scores are summed over the ranks.
     """
-    fold = image_folds(train.image_of_caption, data.train.n_images, folds, config.train.seed)
-    score = np.zeros(len(train), dtype=np.float32)
+    if repeats < 1:
+        raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
+    seeds = [repeat_seed(config.train.seed, r) for r in range(repeats)]
+    fold = np.stack([image_folds(train.image_of_caption, data.train.n_images, folds, seed) for seed in seeds])
+    total = np.zeros(len(train), dtype=np.float32)
     device = torch.device(device)
-    mine = range(shard.rank, folds, shard.world)
-    for k in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
-        held_out = np.flatnonzero(fold == k)
-        kept = None if stash is None else stash.load(round_index, k)
-        if kept is not None and len(kept) == len(held_out):
-            score[held_out] = kept
-            continue
-        fold_config = replace(config, train=replace(config.train, seed=config.train.seed * folds + k))
-        training = (fold != k) if trusted is None else (fold != k) & trusted
-        model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
-                             train_fold)  # fmt: skip
-        score[held_out] = held_out_scores(model, train.subset(held_out), kind=score_kind,
-                                          tau=tau, batch_size=config.train.eval_batch_size, device=device)
-        if stash is not None:
-            stash.save(round_index, k, score[held_out])
-    return OutOfFoldScores(sum_over(shard, score), fold)
+    mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
+    for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
+        repeat, k = divmod(job, folds)
+        held_out = np.flatnonzero(fold[repeat] == k)
+        kept = None if stash is None else stash.load(round_index, job)
+        if kept is None or len(kept) != len(held_out):
+            fold_config = replace(config, train=replace(config.train, seed=seeds[repeat] * folds + k))
+            training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
+            model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
+                                 train_fold)  # fmt: skip
+            kept = held_out_scores(model, train.subset(held_out), kind=score_kind, tau=tau,
+                                   batch_size=config.train.eval_batch_size, device=device)  # fmt: skip
+            if stash is not None:
+                stash.save(round_index, job, kept)
+        total[held_out] += kept
+    return OutOfFoldScores(sum_over(shard, total) / np.float32(repeats), fold)
 
 
 ScoreKind = Literal["similarity", "contrast"]
@@ -210,8 +226,8 @@ def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, 
 
 
 def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
-                               rounds: int, score_kind: ScoreKind = "similarity", tau: float = 0.05,
-                               device: torch.device | str = "cpu", progress: bool = False,
+                               rounds: int, repeats: int = 1, score_kind: ScoreKind = "similarity",
+                               tau: float = 0.05, device: torch.device | str = "cpu", progress: bool = False,
                                stash: FoldStash | None = None,
                                shard: Shard = SINGLE_PROCESS) -> np.ndarray:  # fmt: skip
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
@@ -219,12 +235,13 @@ def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: Training
     that the previous round's scores put in the clean split (a GMM on the scores, clean
     probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
     the detection ceiling: scorers trained on the truly clean pairs). The folds are dealt over
-    ``shard``'s ranks and each round's split is fitted on rank 0."""
+    ``shard``'s ranks and each round's split is fitted on rank 0. ``repeats``: as in
+    :func:`out_of_fold_scores`, every round."""
     trusted = None
     for round_index in range(rounds):
-        score = out_of_fold_scores(config, data, train, folds=folds, device=device, trusted=trusted,
-                                   score_kind=score_kind, tau=tau, progress=progress, stash=stash,
-                                   round_index=round_index, shard=shard).score  # fmt: skip
+        score = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
+                                   trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
+                                   stash=stash, round_index=round_index, shard=shard).score  # fmt: skip
         trusted = from_main(shard, lambda score=score: clean_split(score))
     return score
 
@@ -313,6 +330,7 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
     if kind == "out_of_fold":
         division = config.division
         score = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
+                                           repeats=division.repeats,
                                            score_kind=division.score, tau=division.tau, device=device,
                                            progress=progress, stash=stash, shard=shard)  # fmt: skip
     else:
