@@ -60,24 +60,24 @@ class OutOfFoldScores:
 
 
 class FoldStash:
-    """Finished folds of an out-of-fold scoring kept on disk (``folder/<round>_<fold>.npz``,
-    written atomically, each tagged with ``key``: what the scores depend on), so an interrupted
-    scoring resumes at its first missing fold; :meth:`clear` removes them once the whole scores
-    are saved."""
+    """Finished scorers' held-out scores of an out-of-fold scoring kept on disk
+    (``folder/<round>_<scorer>.npz``, scorer = repeat × folds + fold, written atomically, each
+    tagged with ``key``: what the scores depend on), so an interrupted scoring resumes at its first
+    missing scorer; :meth:`clear` removes them once the whole scores are saved."""
 
     def __init__(self, folder: Path, key: str) -> None:
         self.folder, self.key = folder, key
 
-    def load(self, round_index: int, fold: int) -> np.ndarray | None:
-        path = self.folder / f"{round_index}_{fold}.npz"  # fold: repeat × folds + fold
+    def load(self, round_index: int, scorer: int) -> np.ndarray | None:
+        path = self.folder / f"{round_index}_{scorer}.npz"
         if not path.is_file():
             return None
         with np.load(path) as saved:
             return saved["score"] if str(saved["key"]) == self.key else None
 
-    def save(self, round_index: int, fold: int, score: np.ndarray) -> None:
+    def save(self, round_index: int, scorer: int, score: np.ndarray) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.folder / f"{round_index}_{fold}.npz",
+        atomic_write(self.folder / f"{round_index}_{scorer}.npz",
                      lambda handle: np.savez(handle, score=score, key=np.array(self.key)))  # fmt: skip
 
     def clear(self) -> None:
@@ -88,7 +88,7 @@ class FoldStash:
                 self.folder.rmdir()
 
 
-def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: int | list[int]) -> np.ndarray:
+def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: int) -> np.ndarray:
     """``[n_pairs]`` fold of every pair: the fold of its paired image, the images dealt at random
     (``seed``) into ``folds`` folds of near-equal size."""
     if folds < 2:
