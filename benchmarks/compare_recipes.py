@@ -76,6 +76,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-triplet": ("holdout", ["method.loss=triplet", "method.tau=0.05", "method.hardest_after=2"]),
     "holdout-tau0.05": ("holdout", ["method.tau=0.05"]),
     "holdout-tau0.1": ("holdout", ["method.tau=0.1"]),
+    "holdout-scorer-tau0.05": ("holdout", ["division.scorer={loss: infonce, tau: 0.05}"]),
     "holdout-1-repeat": ("holdout", ["division.repeats=1"]),
     "holdout-r2": ("holdout", ["division.rounds=2"]),
     "holdout-r1": ("holdout", ["division.rounds=1"]),

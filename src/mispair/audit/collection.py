@@ -19,7 +19,7 @@ AUDIT_RUN: dict[str, Any] = {
     "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
     "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
     "division": {"scores": "out_of_fold", "folds": 5, "repeats": 3, "rounds": 3, "epochs": 5,
-                 "score": "contrast"},
+                 "score": "contrast", "scorer": {"loss": "infonce", "tau": 0.2}},
     "method": {"loss": "infonce", "tau": 0.2, "suspect_weight": 0.1},
 }
 """The audit's default run: ``holdout`` on the pretrained backbone with the settings of
