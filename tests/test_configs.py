@@ -68,3 +68,15 @@ def test_the_default_run_and_the_offline_configs_use_the_pretrained_backbone():
 def test_a_division_count_out_of_range_is_a_one_line_error(key):
     with pytest.raises(ConfigError, match=rf"^division\.{key}: at least \d, got 0$"):
         load_config(None, [f"division.{key}=0"])
+
+
+@pytest.mark.parametrize("dataset", ["tuxpaint", "openclipart"])
+def test_the_audit_trains_the_holdout_that_the_benchmarks_measured(dataset):
+    from mispair.audit.collection import AUDIT_RUN
+
+    audit = load_config(None, [], default=AUDIT_RUN)
+    benchmarked = load_config(CONFIG_DIR / "holdout" / f"{dataset}.yaml", [])
+    assert audit.recipe == benchmarked.recipe == "holdout"
+    assert audit.division == benchmarked.division
+    assert audit.method == benchmarked.method
+    assert audit.model == benchmarked.model
