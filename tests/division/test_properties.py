@@ -50,10 +50,11 @@ def test_division_is_invariant_to_affine_rescaling_after_normalisation(fit, seed
 
 # Both Gaussian fits start from scikit-learn's k-means, whose initial centres depend on the order
 # of the samples, and stop early (NCR's 10 EM iterations, tol 1e-2), so the order is not fully
-# washed out: GMM posteriors move by up to 6.4e-4 (300 random permutations of two_modes data).
+# washed out: GMM posteriors move by up to 1.0e-2 (two_modes seed 44; at most 6.4e-4 on most data,
+# 600 random permutations of 41 seeds).
 # VBGMM's Dirichlet-process weight prior is also not symmetric in the components: which cluster
 # k-means labels first moves its posteriors by up to ~1e-2. (NCR fits in dataset order, as here.)
-@pytest.mark.parametrize("fit, atol", [(fit_gmm, 2e-3), (fit_vbgmm, 2e-2), (fit_bmm, 1e-9)])
+@pytest.mark.parametrize("fit, atol", [(fit_gmm, 2e-2), (fit_vbgmm, 2e-2), (fit_bmm, 1e-9)])
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), data=st.data())
 def test_division_is_permutation_equivariant(fit, atol, seed, data):
