@@ -113,6 +113,9 @@ class DivisionConfig:
     ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's similarity averaged
     over those epochs: cheap, before the mismatched pairs are fitted). A scorer is the run's
     model trained by the ``vse`` recipe with the options ``scorer`` (default: InfoNCE).
+    ``score_other_splits``: the scorers also score every pair of the dev and test splits, none of
+    which any scorer trained on (cross-fitting; ``mispair audit`` sets it, so every pair of a
+    collection gets a held-out score).
     """
 
     scores: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -123,6 +126,7 @@ class DivisionConfig:
     score: Literal["similarity", "contrast"] = "similarity"  # of a held-out pair (out_of_fold)
     tau: float = 0.05  # the contrast score's temperature
     scorer: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
+    score_other_splits: bool = False  # the dev and test pairs scored too (by scorers that never saw them)
 
     def __post_init__(self) -> None:
         if self.folds < 2:

@@ -92,10 +92,43 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
     assert np.allclose(single.score, per_repeat[0], atol=1e-6)
 
 
+def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_path):
+    """Cross-fitting: the dev/test pairs (``others``) get the mean of every scorer's score, each
+    computed in groups of about a fold's size; no scorer trains on them."""
+    config, data, train = _setup(["train.epochs=2"])
+    others = TrainingPairs(data.dev, data.dev_tokens)
+    models, trained = [], []
+
+    def record(trainer):
+        trained.append(set(trainer.recipe.context.train.caption_ids.tolist()))
+        trainer.train_epoch(0)
+        models.append(trainer.recipe.models[0])
+
+    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
+    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind="contrast",
+                                train_fold=record, stash=stash, others=others)  # fmt: skip
+    assert len(models) == 6 and all(t <= set(range(len(train))) for t in trained)
+    group = pair_scores.other_groups(others.image_of_caption, others.pairs.n_images,
+                                     -(-data.train.n_images // 3), config.train.seed)  # fmt: skip
+    sizes = np.bincount(np.unique(np.stack([group, others.image_of_caption]), axis=1)[0])
+    assert abs(sizes.mean() - data.train.n_images / 3) <= data.train.n_images / 3  # about a fold's images
+    per_scorer = []
+    for job, model in enumerate(models):
+        held_out = int((scores.fold[job // 3] == job % 3).sum())
+        kept = stash.load(0, job)[held_out:]
+        brute = np.zeros(len(others), dtype=np.float32)
+        for g in np.unique(group):  # each group scored on its own, as a fold is
+            members = np.flatnonzero(group == g)
+            brute[members] = pair_scores.held_out_scores(model.eval(), others.subset(members), kind="contrast")
+        assert np.allclose(kept, brute, atol=1e-5)
+        per_scorer.append(kept)
+    assert np.allclose(scores.others, np.mean(per_scorer, axis=0), atol=1e-5)
+
+
 def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_change(tmp_path, monkeypatch):
     config, data, train = _setup(HELD_OUT)
     cache = tmp_path / "pair_scores.npz"
-    first = division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    first = division_scores(config, data, train, torch.device("cpu"), cache=cache).train
     clean = ~data.noise.is_noisy
     assert roc_auc_score(clean, first) > 0.8
 
@@ -103,7 +136,7 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
         raise AssertionError("trained again")
 
     monkeypatch.setattr(pair_scores, "out_of_fold_scores", forbidden)
-    assert np.array_equal(division_scores(config, data, train, torch.device("cpu"), cache=cache), first)
+    assert np.array_equal(division_scores(config, data, train, torch.device("cpu"), cache=cache).train, first)
     config.division.folds = 4  # other settings: the cached scores are not theirs
     with pytest.raises(AssertionError, match="trained again"):
         division_scores(config, data, train, torch.device("cpu"), cache=cache)
@@ -113,7 +146,7 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
 
 def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monkeypatch):
     config, data, train = _setup([*HELD_OUT, "division.rounds=2", "division.epochs=2"])
-    whole = division_scores(config, data, train, torch.device("cpu"))  # uninterrupted, nothing kept
+    whole = division_scores(config, data, train, torch.device("cpu")).train  # uninterrupted, nothing kept
     cache, trained = tmp_path / "pair_scores.npz", []
     real = pair_scores.train_scorer
 
@@ -129,7 +162,7 @@ def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monk
     assert not cache.exists() and len(list(cache.with_suffix(".folds").glob("*.npz"))) == 4
     trained.clear()
     monkeypatch.setattr(pair_scores, "train_scorer", lambda *a, **k: trained.append(1) or real(*a, **k))
-    resumed = division_scores(config, data, train, torch.device("cpu"), cache=cache)
+    resumed = division_scores(config, data, train, torch.device("cpu"), cache=cache).train
     assert len(trained) == 2  # the two missing folds only
     assert np.allclose(resumed, whole, atol=1e-5)  # as if never interrupted
     assert cache.is_file() and not cache.with_suffix(".folds").exists()

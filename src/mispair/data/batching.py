@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.data.pairset import PairSet
+from mispair.data.pairset import PairSet, concatenate
 from mispair.data.tokenizers import Tokenizer
 from mispair.distributed import SINGLE_PROCESS, Shard
 
@@ -90,6 +90,14 @@ class TrainingPairs:
         tokens, lengths = pad_tokens([self.tokens[k] for k in caption_indices])
         return Batch(images, tokens, lengths, torch.from_numpy(self.caption_ids[caption_indices]),
                      torch.from_numpy(image_index))  # fmt: skip
+
+    @staticmethod
+    def join(parts: Sequence[TrainingPairs]) -> TrainingPairs:
+        """The pairs of ``parts`` as one set (images one after another), as each is paired."""
+        offsets = np.cumsum([0] + [p.pairs.n_images for p in parts])
+        paired = np.concatenate([p.image_of_caption + o for p, o in zip(parts, offsets)])
+        tokens = [t for p in parts for t in p.tokens]
+        return TrainingPairs(concatenate([p.pairs for p in parts]), tokens, paired)
 
     def subset(self, caption_indices: np.ndarray) -> TrainingPairs:
         """The pairs ``caption_indices`` as a training set of their own, as paired here; its

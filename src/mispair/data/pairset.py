@@ -117,6 +117,24 @@ class PairSet:
         )
 
 
+def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
+    """The pairs of ``parts`` as one set: their images one after another, each caption still
+    paired with its own image (features of one shape; ids, metadata and tokens kept only when
+    every part has them)."""
+    offsets = np.cumsum([0] + [p.n_images for p in parts])
+    ids = [p.image_ids for p in parts]
+    tokens = [p.caption_tokens for p in parts]
+    return PairSet(
+        images=np.concatenate([np.asarray(p.images) for p in parts]),
+        captions=[c for p in parts for c in p.captions],
+        image_of_caption=np.concatenate([p.image_of_caption + o for p, o in zip(parts, offsets)]),
+        name=name or "+".join(p.name for p in parts),
+        image_ids=None if any(i is None for i in ids) else [i for part in ids for i in part],
+        caption_tokens=None if any(t is None for t in tokens) else [t for part in tokens for t in part],
+        vocab_size=parts[0].vocab_size,
+    )
+
+
 def caption_groups(captions: Sequence[str]) -> np.ndarray:
     """``[n_captions]`` int labels, equal for captions with the same normalised text."""
     index: dict[str, int] = {}

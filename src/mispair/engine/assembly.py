@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
-from mispair.data.batching import encode_captions
+from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.loading import load_split
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
@@ -76,6 +76,16 @@ def load_run_data(config: RunConfig) -> RunData:
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
     return RunData(train, dev, tokenizer, noise_of_split(config.data, train),
                    encode_captions(train, tokenizer), encode_captions(dev, tokenizer))  # fmt: skip
+
+
+def other_splits(config: RunConfig, data: RunData) -> TrainingPairs | None:
+    """The dev and test pairs as one set (tokenized as the run tokenizes), when the run's
+    division scores them too (``division.score_other_splits``), else None."""
+    if not config.division.score_other_splits:
+        return None
+    test = model_pairs(config.model, load_split(config.data, config.data.test_split))
+    return TrainingPairs.join([TrainingPairs(data.dev, data.dev_tokens),
+                               TrainingPairs(test, encode_captions(test, data.tokenizer))])  # fmt: skip
 
 
 def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:

@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -53,10 +54,22 @@ from mispair.progress import progress_bar
 class OutOfFoldScores:
     """``score [n_pairs]``: each training pair's score under the models that held it out, the mean
     over the repeats (higher = more likely matched); ``fold [repeats, n_pairs]``: the fold that held
-    the pair out in each repeat's partition."""
+    the pair out in each repeat's partition; ``others [n_others]``: each pair of the other splits
+    (cross-fitting: none of the scorers saw them), the mean over every scorer."""
 
     score: np.ndarray
     fold: np.ndarray
+    others: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class DivisionScores:
+    """What :func:`division_scores` gives: ``train [n_train_pairs]`` the held-out scores of the
+    training pairs, and ``others [n_other_pairs]`` those of the pairs of the other splits (dev,
+    test) when the division scores them too (``division.score_other_splits``), else None."""
+
+    train: np.ndarray
+    others: np.ndarray | None = None
 
 
 class FoldStash:
@@ -98,6 +111,15 @@ def image_folds(image_of_caption: np.ndarray, n_images: int, folds: int, seed: i
     return of_image[np.asarray(image_of_caption, dtype=np.int64)]
 
 
+def other_groups(image_of_caption: np.ndarray, n_images: int, group_images: int, seed: int) -> np.ndarray:
+    """``[n_pairs]`` group of every pair of the other splits: their images dealt at random
+    (``seed``) into groups of about ``group_images`` images, the size of a training fold, so that a
+    ``contrast`` score weighs a pair against as many other images as a held-out training pair."""
+    groups = max(1, round(n_images / max(group_images, 1)))
+    return image_folds(image_of_caption, n_images, groups, seed) if groups > 1 else np.zeros(
+        len(image_of_caption), dtype=np.int64)
+
+
 def repeat_seed(seed: int, repeat: int) -> int:
     """The seed of repeat ``repeat`` of a run seeded ``seed``: ``seed`` itself for the first (so one
     repeat scores as before repeats existed), far from every run seed for the others."""
@@ -120,6 +142,7 @@ def out_of_fold_scores(
     stash: FoldStash | None = None,
     round_index: int = 0,
     shard: Shard = SINGLE_PROCESS,
+    others: TrainingPairs | None = None,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -146,29 +169,53 @@ def out_of_fold_scores(
         stash: where finished folds are kept (round ``round_index``) and read back on resume.
         shard: in a multi-process run, this rank trains the scorers ``rank, rank + world, ...``
             (of the ``repeats × k``) and the scores are summed over the ranks.
+        others: pairs no scorer trains on (the dev and test splits): every scorer scores them
+            too (cross-fitting), in groups of a fold's size, and each gets the mean of its
+            ``repeats × k`` scores.
     """
     if repeats < 1:
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
     seeds = [repeat_seed(config.train.seed, r) for r in range(repeats)]
     fold = np.stack([image_folds(train.image_of_caption, data.train.n_images, folds, seed) for seed in seeds])
-    total = np.zeros(len(train), dtype=np.float32)
+    n_others = 0 if others is None else len(others)
+    total = np.zeros(len(train) + n_others, dtype=np.float32)
+    group = None
+    if others is not None:
+        group = other_groups(others.image_of_caption, others.pairs.n_images,
+                             -(-data.train.n_images // folds), config.train.seed)  # fmt: skip
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
     for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
         repeat, k = divmod(job, folds)
         held_out = np.flatnonzero(fold[repeat] == k)
         kept = None if stash is None else stash.load(round_index, job)
-        if kept is None or len(kept) != len(held_out):
+        if kept is None or len(kept) != len(held_out) + n_others:
             fold_config = replace(config, train=replace(config.train, seed=seeds[repeat] * folds + k))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
             model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
                                  train_fold)  # fmt: skip
-            kept = held_out_scores(model, train.subset(held_out), kind=score_kind, tau=tau,
-                                   batch_size=config.train.eval_batch_size, device=device)  # fmt: skip
+            score = partial(held_out_scores, model, kind=score_kind, tau=tau,
+                            batch_size=config.train.eval_batch_size, device=device)  # fmt: skip
+            kept = score(train.subset(held_out))
+            if others is not None:
+                kept = np.concatenate([kept, grouped_scores(score, others, group)])
             if stash is not None:
                 stash.save(round_index, job, kept)
-        total[held_out] += kept
-    return OutOfFoldScores(sum_over(shard, total) / np.float32(repeats), fold)
+        total[held_out] += kept[: len(held_out)]
+        total[len(train):] += kept[len(held_out):]
+    total = sum_over(shard, total)
+    other_scores = None if others is None else total[len(train):] / np.float32(repeats * folds)
+    return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores)
+
+
+def grouped_scores(score: Callable[[TrainingPairs], np.ndarray], pairs: TrainingPairs,
+                   group: np.ndarray) -> np.ndarray:  # fmt: skip
+    """``[len(pairs)]``: ``score`` of each group of ``pairs`` (``group [len(pairs)]``) on its own."""
+    out = np.zeros(len(pairs), dtype=np.float32)
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        out[members] = score(pairs.subset(members))
+    return out
 
 
 ScoreKind = Literal["similarity", "contrast"]
@@ -228,22 +275,23 @@ def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, 
 def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
                                rounds: int, repeats: int = 1, score_kind: ScoreKind = "similarity",
                                tau: float = 0.05, device: torch.device | str = "cpu", progress: bool = False,
-                               stash: FoldStash | None = None,
-                               shard: Shard = SINGLE_PROCESS) -> np.ndarray:  # fmt: skip
+                               stash: FoldStash | None = None, shard: Shard = SINGLE_PROCESS,
+                               others: TrainingPairs | None = None) -> OutOfFoldScores:  # fmt: skip
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
     probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
     the detection ceiling: scorers trained on the truly clean pairs). The folds are dealt over
-    ``shard``'s ranks and each round's split is fitted on rank 0. ``repeats``: as in
-    :func:`out_of_fold_scores`, every round."""
+    ``shard``'s ranks and each round's split is fitted on rank 0. ``repeats`` and ``others``: as in
+    :func:`out_of_fold_scores`, every round (the last round's scores are returned)."""
     trusted = None
     for round_index in range(rounds):
-        score = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
-                                   trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
-                                   stash=stash, round_index=round_index, shard=shard).score  # fmt: skip
-        trusted = from_main(shard, lambda score=score: clean_split(score))
-    return score
+        scores = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
+                                    trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
+                                    stash=stash, round_index=round_index, shard=shard,
+                                    others=others)  # fmt: skip
+        trusted = from_main(shard, lambda score=scores.score: clean_split(score))
+    return scores
 
 
 def clean_split(score: np.ndarray, threshold: float = 0.5) -> np.ndarray:
@@ -279,11 +327,14 @@ def train_scorer(
 
 
 def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
-                       device: torch.device | str = "cpu", progress: bool = False) -> np.ndarray:  # fmt: skip
-    """``[n_pairs]``: each pair's similarity under one scorer of ``config`` trained on all pairs of
-    ``train``, averaged over the scorer's ``config.train.epochs`` epochs (scored after each)."""
+                       device: torch.device | str = "cpu", progress: bool = False,
+                       others: TrainingPairs | None = None) -> OutOfFoldScores:  # fmt: skip
+    """Each pair's similarity under one scorer of ``config`` trained on all pairs of ``train``,
+    averaged over the scorer's ``config.train.epochs`` epochs (scored after each): ``score
+    [n_pairs]``, and ``others`` for the pairs of ``others`` (which it never trains on)."""
     device = torch.device(device)
-    total = np.zeros(len(train), dtype=np.float64)
+    scored = train if others is None else TrainingPairs.join([train, others])
+    total = np.zeros(len(scored), dtype=np.float64)
 
     def score_each_epoch(trainer: Trainer) -> None:
         epochs = progress_bar(range(config.train.epochs), desc="early scorer", disable=not progress,
@@ -291,11 +342,13 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
         for epoch in epochs:
             trainer.train_epoch(epoch)
             model = trainer.recipe.models[0]
-            total[:] += pair_similarities([model.eval()], train, config.train.eval_batch_size, device)
+            total[:] += pair_similarities([model.eval()], scored, config.train.eval_batch_size, device)
             model.train()
 
     train_scorer(config, data, train, device, score_each_epoch)
-    return (total / config.train.epochs).astype(np.float32)
+    mean = (total / config.train.epochs).astype(np.float32)
+    return OutOfFoldScores(mean[: len(train)], np.zeros((0, len(train)), dtype=np.int64),
+                           None if others is None else mean[len(train):])  # fmt: skip
 
 
 def scorer_config(config: RunConfig) -> RunConfig:
@@ -308,51 +361,69 @@ def scorer_config(config: RunConfig) -> RunConfig:
 
 
 def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
-                    cache: Path | None = None, progress: bool = False,
-                    shard: Shard = SINGLE_PROCESS) -> np.ndarray | None:  # fmt: skip
-    """``[n_pairs]`` the scores ``config.division`` asks for (higher = more likely matched), or
-    None for ``in_sample``. With ``cache`` (a run's ``pair_scores.npz``), scores computed for the
-    same data, model, scorer and seed are read back instead of trained again, and the folds an
-    interrupted out-of-fold scoring finished are kept beside it (``pair_scores.folds/``). In a
-    multi-process run (``shard``) every rank calls it and gets rank 0's scores: the out-of-fold
-    folds are dealt over the ranks (each keeps its own finished folds); the early scorer is
-    trained by every rank (no rank waits idle on another) and rank 0's scores kept; rank 0 reads
-    and writes the cache."""
+                    cache: Path | None = None, progress: bool = False, shard: Shard = SINGLE_PROCESS,
+                    others: TrainingPairs | None = None) -> DivisionScores | None:  # fmt: skip
+    """The scores ``config.division`` asks for (higher = more likely matched), or None for
+    ``in_sample``: of the training pairs and, given ``others`` (the dev and test pairs), of those
+    too, scored by the same scorers, none of which trained on them. With ``cache`` (a run's
+    ``pair_scores.npz``), scores computed for the same data, model, scorer and seed are read back
+    instead of trained again, and the folds an interrupted out-of-fold scoring finished are kept
+    beside it (``pair_scores.folds/``). In a multi-process run (``shard``) every rank calls it and
+    gets rank 0's scores: the out-of-fold folds are dealt over the ranks (each keeps its own
+    finished folds); the early scorer is trained by every rank (no rank waits idle on another)
+    and rank 0's scores kept; rank 0 reads and writes the cache."""
     kind = config.division.scores
     if kind == "in_sample":
         return None
     scoring = scorer_config(config)
-    key = _scores_key(scoring, train)
+    key = _scores_key(scoring, train, others)
     cached = from_main(shard, lambda: None if cache is None else _cached_scores(cache, key))
     if cached is not None:
         return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     if kind == "out_of_fold":
         division = config.division
-        score = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
-                                           repeats=division.repeats,
-                                           score_kind=division.score, tau=division.tau, device=device,
-                                           progress=progress, stash=stash, shard=shard)  # fmt: skip
+        found = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
+                                           repeats=division.repeats, score_kind=division.score,
+                                           tau=division.tau, device=device, progress=progress, stash=stash,
+                                           shard=shard, others=others)  # fmt: skip
     else:
-        score = broadcast(shard, early_epoch_scores(scoring, data, train, device=device, progress=progress))
+        found = broadcast(shard, early_epoch_scores(scoring, data, train, device=device, progress=progress,
+                                                    others=others))  # fmt: skip
+    scores = DivisionScores(found.score, found.others)
     if cache is not None and shard.is_main:
-        atomic_write(cache, lambda handle: np.savez(handle, score=score, key=np.array(key)))
+        extra = {} if scores.others is None else {"others": scores.others}
+        atomic_write(cache, lambda handle: np.savez(handle, score=scores.train, key=np.array(key), **extra))
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
         stash.clear()
-    return score
+    return scores
 
 
-def _cached_scores(cache: Path, key: str) -> np.ndarray | None:
+def read_division_scores(path: Path) -> DivisionScores | None:
+    """The scores a run kept in ``path`` (its ``pair_scores.npz``), or None when it has none."""
+    if not path.is_file():
+        return None
+    with np.load(path) as saved:
+        return DivisionScores(saved["score"], saved.get("others"))
+
+
+def _cached_scores(cache: Path, key: str) -> DivisionScores | None:
     """The scores kept in ``cache`` when they were computed for ``key``."""
     if not cache.is_file():
         return None
     with np.load(cache) as saved:
-        return saved["score"] if str(saved["key"]) == key else None
+        if str(saved["key"]) != key:
+            return None
+    return read_division_scores(cache)
 
 
-def _scores_key(scoring: RunConfig, train: TrainingPairs) -> str:
-    """What the scores depend on: the scoring run's settings and the pairing scored."""
+def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
+    """What the scores depend on: the scoring run's settings and the pairing scored (and the
+    other splits' pairing when they are scored too)."""
     settings = {k: v for k, v in asdict(scoring).items() if k not in ("name", "output")}
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
     digest.update(np.ascontiguousarray(train.image_of_caption).tobytes())
+    if others is not None:
+        digest.update(b"others")
+        digest.update(np.ascontiguousarray(others.image_of_caption).tobytes())
     return digest.hexdigest()

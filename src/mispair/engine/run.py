@@ -35,6 +35,7 @@ from mispair.engine.assembly import (
     load_models,
     load_run_data,
     model_pairs,
+    other_splits,
     pick_device,
     prepare_text_encoder,
 )
@@ -82,27 +83,28 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     data = load_run_data(config)
     if config.data.noise.oracle and data.noise is None:
         raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
+    others = other_splits(config, data)
+    tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
-        prepare_text_encoder(config.model, config.data, data.train_tokens + data.dev_tokens,
-                             progress=progress, log=log)  # fmt: skip
+        prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
         from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
-        context = _context(config, data, device, out_dir, progress, shard)
+        context = _context(config, data, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
 
 
-def _context(config: RunConfig, data: RunData, device: torch.device, out_dir: Path, progress: bool,
-             shard: Shard) -> RecipeContext:  # fmt: skip
+def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, device: torch.device,
+             out_dir: Path, progress: bool, shard: Shard) -> RecipeContext:  # fmt: skip
     paired = None if data.noise is None else data.noise.image_of_caption
     train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
     if config.data.noise.oracle and noise is not None:  # the bound: the truly clean pairs alone
         clean = np.flatnonzero(~noise.is_noisy)
         train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
     scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress,
-                             shard=shard)  # fmt: skip
+                             shard=shard, others=others)  # fmt: skip
     return RecipeContext(
         train=train.sharded(shard),
         batch_size=config.train.batch_size,
@@ -111,7 +113,7 @@ def _context(config: RunConfig, data: RunData, device: torch.device, out_dir: Pa
         seed=config.train.seed,
         eval_batch_size=config.train.eval_batch_size,
         noise=noise,
-        pair_scores=scores,
+        pair_scores=None if scores is None else scores.train,
     )
 
 
