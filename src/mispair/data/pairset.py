@@ -26,6 +26,8 @@ class PairSet:
         caption_tokens: optional pre-tokenized captions (lists of vocabulary ids, NoW format);
             when present they are used instead of tokenizing ``captions``.
         vocab_size: the size of the vocabulary ``caption_tokens`` index into (NoW's ``idx``).
+        pair_ids: optional ``n_captions`` stable identifiers of the pairs (an input row, an id
+            column's value), kept through every reordering.
     """
 
     images: np.ndarray
@@ -36,6 +38,7 @@ class PairSet:
     image_meta: dict[str, list] = field(default_factory=dict)
     caption_tokens: list[list[int]] | None = None
     vocab_size: int | None = None
+    pair_ids: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.image_of_caption = np.asarray(self.image_of_caption, dtype=np.int64)
@@ -54,6 +57,8 @@ class PairSet:
             self.image_of_caption.min() < 0 or self.image_of_caption.max() >= self.n_images
         ):
             raise DataError(f"{where}: a caption points to an image index outside [0, {self.n_images})")
+        if self.pair_ids is not None and len(self.pair_ids) != self.n_captions:
+            raise DataError(f"{where}: {len(self.pair_ids)} pair ids for {self.n_captions} captions")
         if self.image_ids is not None and len(self.image_ids) != self.n_images:
             raise DataError(f"{where}: {len(self.image_ids)} image ids for {self.n_images} images")
         for key, column in self.image_meta.items():
@@ -114,6 +119,7 @@ class PairSet:
             if self.caption_tokens is None
             else [self.caption_tokens[k] for k in keep],
             vocab_size=self.vocab_size,
+            pair_ids=None if self.pair_ids is None else [self.pair_ids[k] for k in keep],
         )
 
 
@@ -124,6 +130,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
     offsets = np.cumsum([0] + [p.n_images for p in parts])
     ids = [p.image_ids for p in parts]
     tokens = [p.caption_tokens for p in parts]
+    pair_ids = [p.pair_ids for p in parts]
     return PairSet(
         images=np.concatenate([np.asarray(p.images) for p in parts]),
         captions=[c for p in parts for c in p.captions],
@@ -132,6 +139,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
         image_ids=None if any(i is None for i in ids) else [i for part in ids for i in part],
         caption_tokens=None if any(t is None for t in tokens) else [t for part in tokens for t in part],
         vocab_size=parts[0].vocab_size,
+        pair_ids=None if any(i is None for i in pair_ids) else [i for part in pair_ids for i in part],
     )
 
 

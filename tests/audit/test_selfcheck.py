@@ -1,0 +1,51 @@
+"""The self-check on a collection that is already dirty: the corrected AUC against the true AUC
+of a simulation whose classes are Gaussian (closed form and scikit-learn), and the share's
+interval covering the truth."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.metrics import roc_auc_score
+
+from mispair.audit.selfcheck import mismatched_share, self_check
+
+
+def _collection(n=20_000, dirty=0.25, planted=0.1, gap=2.0, seed=0):
+    """Held-out scores of a dirty collection with planted swaps: clean pairs ~ N(gap, 1), every
+    mismatched pair (the collection's own and the planted) ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    is_planted = rng.random(n) < planted
+    is_mismatched = is_planted | (rng.random(n) < dirty)
+    score = np.where(is_mismatched, rng.normal(0, 1, n), rng.normal(gap, 1, n))
+    prior = is_mismatched.mean()
+    # the exact posterior of the mismatched class (what a well-fitted mixture gives)
+    like_m, like_c = norm.pdf(score, 0, 1), norm.pdf(score, gap, 1)
+    posterior = prior * like_m / (prior * like_m + (1 - prior) * like_c)
+    return score, is_planted, is_mismatched, posterior
+
+
+@pytest.mark.parametrize("dirty", [0.0, 0.25, 0.5])
+def test_the_corrected_auc_is_the_auc_on_the_collections_own_mismatches(dirty):
+    score, planted, mismatched, posterior = _collection(dirty=dirty)
+    check = self_check(score, planted, posterior)
+    true_auc = roc_auc_score(mismatched, -score)
+    assert true_auc == pytest.approx(norm.cdf(2 / math.sqrt(2)), abs=0.01)  # closed form
+    assert check.estimated_auc == pytest.approx(true_auc, abs=0.02)
+    assert check.measured_auc == pytest.approx(roc_auc_score(planted, -score))
+    if dirty >= 0.25:  # counting the dirty originals as clean understates the AUC
+        assert true_auc - check.measured_auc > 0.05
+    assert check.originals_mismatched_share == pytest.approx(mismatched[~planted].mean(), abs=0.03)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_share_is_estimated_with_an_interval_that_narrows_with_the_collection(seed):
+    widths = []
+    for n in (2000, 16000):
+        score, _, mismatched, _ = _collection(n=n, dirty=0.3, planted=0.0, gap=3.0, seed=seed)
+        share = mismatched_share(score, resamples=40)
+        assert share.estimate == pytest.approx(mismatched.mean(), abs=0.06 if n == 2000 else 0.02)
+        assert share.low < share.estimate < share.high
+        widths.append(share.high - share.low)
+    assert widths[1] < widths[0] / 1.5  # about 1/√8 of it
