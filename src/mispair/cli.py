@@ -71,23 +71,33 @@ def _export_pairs(config, path: Path) -> None:
 def _cmd_audit(args: argparse.Namespace) -> None:
     from mispair.audit import audit_collection
 
-    summary = audit_collection(args.data, args.out, config_path=args.config, overrides=args.overrides,
-                               plant=args.plant, seed=args.seed, clean_run=args.clean_run,
-                               images=args.images, top=args.top, progress=not args.quiet,
-                               log=lambda m: print(m, file=sys.stderr))  # fmt: skip
-    print(format_audit(summary, Path(args.out)))
+    result = audit_collection(args.data, args.out, config_path=args.config, overrides=args.overrides,
+                              plant=args.plant, seed=args.seed, clean_run=args.clean_run,
+                              images=args.images, top=args.top, progress=not args.quiet,
+                              log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+    print(format_audit(result.summary, Path(args.out)))
 
 
 def format_audit(summary: dict, out: Path) -> str:
     """The audit's result in a few lines: what was found, how well (when it can tell), where."""
-    share = 100 * summary["estimated_mismatched_share"]
-    lines = [f"audited {summary['pairs']} pairs of {summary['collection_name']}: {summary['suspected']} "
-             f"suspected, estimated mismatched share {share:.1f}%"]  # fmt: skip
-    detection = summary["detection"]
+    low, high = (100 * x for x in summary["estimated_mismatched_share_interval"])
+    splits = ", ".join(f"{n} {name}" for name, n in summary["pairs_by_split"].items())
+    lines = [f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
+             f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
+             f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"]  # fmt: skip
+    refused = summary.get("refused", 0)
+    if refused:
+        lines.append(f"refused {refused} rows that could not be read (reasons in {out / 'refused.csv'})")
+    detection, check = summary["detection"], summary.get("self_check")
     if detection:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
                      f"precision {detection['average_precision']:.3f}, suspected set precision "
                      f"{detection['precision']:.2f} recall {detection['recall']:.2f}")  # fmt: skip
+    if check:
+        lines.append(f"self-check: the ranking's AUC on this collection's mismatches is about "
+                     f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
+                     f"swaps, corrected for an estimated {100 * check['originals_mismatched_share']:.1f}% of "
+                     f"mismatched originals)")  # fmt: skip
     lines.append(format_metrics(summary["retrieval"]["test"], "retrieval on the test split (this run)"))
     clean = summary["retrieval"]["clean_run_test"]
     if clean:

@@ -13,6 +13,8 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from mispair.audit import audit_collection
 from mispair.audit.collection import audit_config
 from mispair.audit.ranking import best_matches
+from mispair.audit.run import audited_pairs
+from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.export import load_trained_run
@@ -35,73 +37,92 @@ def collection(tmp_path_factory):
 @pytest.fixture(scope="module")
 def audited(collection, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
-    summary = audit_collection(collection, out, overrides=TINY, plant=PLANT, top=20, progress=False,
-                               log=lambda _: None)  # fmt: skip
+    result = audit_collection(collection, out, overrides=TINY, plant=PLANT, top=20, progress=False,
+                              log=lambda _: None)  # fmt: skip
     with open(out / "pairs.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    return out, summary, rows
+    return out, result.summary, rows, result
 
 
-def test_every_pair_is_ranked_by_its_held_out_score(audited):
-    out, summary, rows = audited
+SPLIT_SIZES = {"train": 500, "dev": 150, "test": 150}
+
+
+def test_every_pair_of_every_split_is_ranked_by_its_held_out_score(audited):
+    out, summary, rows, result = audited
     with np.load(out / "run" / "pair_scores.npz") as saved:
-        score = saved["score"]
-    assert summary["pairs"] == len(rows) == len(score) == 500
-    index = np.array([int(r["caption_index"]) for r in rows])
-    assert sorted(index) == list(range(500))
-    assert [int(r["rank"]) for r in rows] == list(range(1, 501))
-    ranked = np.array([float(r["score"]) for r in rows])
+        score = np.concatenate([saved["score"], saved["others"]])
+    assert summary["pairs"] == summary["pairs_scored"] == len(rows) == len(score) == 800
+    assert summary["pairs_by_split"] == SPLIT_SIZES
+    expected_ids = [f"{split}/{k}" for split, n in SPLIT_SIZES.items() for k in range(n)]
+    ids = [r["pair_id"] for r in rows]
+    assert sorted(ids) == sorted(expected_ids)  # every pair once, under a stable id
+    assert all(r["pair_id"].split("/")[0] == r["split"] for r in rows)
+    assert [int(r["rank"]) for r in rows] == list(range(1, 801))
+    ranked = np.array([float(r["held_out_score"]) for r in rows])
     assert np.all(np.diff(ranked) >= 0)  # the most suspect (lowest score) first
-    assert np.allclose(ranked, score[index], atol=1e-5)
+    place = {pair_id: k for k, pair_id in enumerate(expected_ids)}
+    assert np.allclose(ranked, score[[place[i] for i in ids]], atol=1e-5)
     assert json.loads((out / "summary.json").read_text()) == summary
+    assert list(result.pairs["pair_id"]) == ids and len(result.pairs) == 800  # the DataFrame is the CSV
 
 
 def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited, collection):
-    out, _, rows = audited
+    out, _, rows, _ = audited
     config = audit_config(collection, out, overrides=TINY, plant=PLANT)
     run = load_trained_run(config)
-    n_images, n_captions = run.train.pairs.n_images, len(run.train)
-    full = cross_similarities(run.models, run.train, np.arange(n_images), np.arange(n_captions)).numpy()
+    everything = audited_pairs(run)
+    pairs = everything.pairs
+    n_images, n_captions = pairs.pairs.n_images, len(pairs)
+    assert n_images == 160 and n_captions == 800
+    full = cross_similarities(run.models, pairs, np.arange(n_images), np.arange(n_captions)).numpy()
     for chunk in (7, 1024):  # a few images at a time, or all at once: the same answer
-        matches = best_matches(run, chunk=chunk)
+        matches = best_matches(run, pairs=pairs, chunk=chunk)
         assert np.array_equal(matches.caption, full.argmax(axis=1))
         assert np.array_equal(matches.image, full.argmax(axis=0))
-        paired = full[run.train.image_of_caption, np.arange(n_captions)]
+        paired = full[pairs.image_of_caption, np.arange(n_captions)]
         assert np.allclose(matches.pair_score, paired, atol=1e-5)
-    ids = run.image_ids
-    for r in rows[:50]:
-        k, image = int(r["caption_index"]), run.train.image_of_caption[int(r["caption_index"])]
+    ids, place = everything.image_ids, {pair_id: k for k, pair_id in enumerate(everything.pair_id)}
+    for r in rows[:50] + rows[-50:]:
+        k = place[r["pair_id"]]
+        image = pairs.image_of_caption[k]
         assert r["image_id"] == ids[image]
-        assert int(r["suggested_caption_index"]) == full[image].argmax()
+        assert r["suggested_caption"] == pairs.pairs.captions[full[image].argmax()]
         assert r["suggested_image_id"] == ids[full[:, k].argmax()]
         assert float(r["suggested_image_score"]) == pytest.approx(full[:, k].max(), abs=1e-5)
 
 
 def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it(audited):
-    _, summary, rows = audited
+    _, summary, rows, _ = audited
     mismatched = np.array([r["truly_mismatched"] == "True" for r in rows])
-    suspicion = -np.array([float(r["score"]) for r in rows])
+    suspicion = -np.array([float(r["held_out_score"]) for r in rows])
     suspected = np.array([r["suspected"] == "True" for r in rows])
+    mismatch = np.array([float(r["mismatch_probability"]) for r in rows])
     detection = summary["detection"]
     assert summary["truth"] == "the planted mismatches" and summary["planted"] == PLANT
-    assert mismatched.mean() == pytest.approx(PLANT, abs=0.05)
+    assert not any(m for m, r in zip(mismatched, rows) if r["split"] != "train")  # planted in train only
+    assert mismatched[[r["split"] == "train" for r in rows]].mean() == pytest.approx(PLANT, abs=0.05)
+    assert np.array_equal(suspected, mismatch >= summary["threshold"])
     assert detection["auc"] == pytest.approx(roc_auc_score(mismatched, suspicion))
     assert detection["average_precision"] == pytest.approx(average_precision_score(mismatched, suspicion))
     assert detection["precision"] == pytest.approx((suspected & mismatched).sum() / suspected.sum())
     assert detection["recall"] == pytest.approx((suspected & mismatched).sum() / mismatched.sum())
     assert detection["auc"] > 0.7  # held-out scores find the swapped captions of synthetic data
+    check = self_check(-suspicion, mismatched, mismatch)
+    assert summary["self_check"] == pytest.approx(check.to_dict())
+    low, high = summary["estimated_mismatched_share_interval"]
+    assert low <= summary["estimated_mismatched_share"] <= high
 
 
 def test_the_parquet_file_holds_the_csv_rows(audited):
-    out, _, rows = audited
+    out, _, rows, _ = audited
     table = pyarrow.parquet.read_table(out / "pairs.parquet").to_pylist()
-    assert [r["caption_index"] for r in table] == [int(r["caption_index"]) for r in rows]
+    assert [r["pair_id"] for r in table] == [r["pair_id"] for r in rows]
     assert [r["caption"] for r in table] == [r["caption"] for r in rows]
-    assert np.allclose([r["score"] for r in table], [float(r["score"]) for r in rows])
+    assert np.allclose([r["held_out_score"] for r in table], [float(r["held_out_score"]) for r in rows])
 
 
 def test_the_report_shows_the_top_suspects_and_the_summary(audited):
-    out, summary, rows = audited
+    out, summary, rows, _ = audited
     page = (out / "report.html").read_text(encoding="utf-8")
     assert page.count('<tr data-suspected=') == 20
     for r in rows[:20]:
@@ -110,8 +131,16 @@ def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
 
 
+def test_keep_returns_the_rows_below_the_threshold(audited):
+    _, summary, _, result = audited
+    kept = result.keep()
+    assert len(kept) == len(result.pairs) - summary["suspected"]
+    assert (kept["mismatch_probability"] < summary["threshold"]).all()
+    assert len(result.keep(max_mismatch=1.0)) == (result.pairs["mismatch_probability"] < 1.0).sum()
+
+
 def test_a_finished_audit_is_reused_not_trained_again(audited, collection, capsys):
-    out, summary, _ = audited
+    out, summary, _, _ = audited
     best = (out / "run" / "best.pt").stat().st_mtime_ns
     code = main(["audit", str(collection), "--out", str(out), "--plant", str(PLANT), "--top", "20",
                  "--quiet", *TINY])  # fmt: skip

@@ -26,7 +26,7 @@ TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embe
         "division.repeats=1"]  # fmt: skip
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 60), "blue": (40, 60, 220), "yellow": (240, 220, 30)}
 SHAPES = ("square", "disc", "bar")
-TOP = 10
+TOP = 20
 BROWSER_SERVICES = ("update.googleapis.com", "clients2.google.com", "accounts.google.com",
                     "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com")
 """Hosts Chromium itself calls on start (component updates, time, sign-in), whatever the page."""

@@ -62,6 +62,7 @@ def audit_config(
             raise ConfigError(f"--plant: a share in (0, 1), got {plant}")
         config.data.noise.rate, config.data.noise.protocol, config.data.noise.seed = plant, "pmp", seed
         config.data.noise.file = None
+    config.division.score_other_splits = True  # every pair of the collection gets a held-out score
     if config.division.scores == "in_sample":
         raise ConfigError("division.scores: the audit ranks pairs by scores no model fitted "
                           "(out_of_fold or early), not in_sample")  # fmt: skip

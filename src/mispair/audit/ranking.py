@@ -30,10 +30,12 @@ class BestMatches:
     pair_score: np.ndarray
 
 
-def best_matches(run: TrainedRun, *, chunk: int = 1024, progress: bool = False) -> BestMatches:
-    """:class:`BestMatches` of the run's training pairs under its models (averaged), reading the
-    ``[n_images, n_captions]`` similarities ``chunk`` images at a time (memory: chunk × captions)."""
-    train: TrainingPairs = run.train
+def best_matches(run: TrainedRun, *, pairs: TrainingPairs | None = None, chunk: int = 1024,
+                 progress: bool = False) -> BestMatches:  # fmt: skip
+    """:class:`BestMatches` of ``pairs`` (default: the run's training pairs) under the run's models
+    (averaged), reading the ``[n_images, n_captions]`` similarities ``chunk`` images at a time
+    (memory: chunk × captions)."""
+    train: TrainingPairs = run.train if pairs is None else pairs
     n_images, n_captions = train.pairs.n_images, len(train)
     captions = np.arange(n_captions)
     best_caption = np.zeros(n_images, dtype=np.int64)
@@ -65,9 +67,11 @@ def suspicion_order(score: np.ndarray) -> np.ndarray:
 
 
 def score_division(score: np.ndarray) -> Division:
-    """The two-component GMM of the audit's held-out scores (what ``holdout`` fits): its
-    ``params`` are on the min–max normalised suspicion ``−score``, the noisy component second."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64)))
+    """The two-component GMM of the audit's held-out scores (what ``holdout`` fits), EM run to
+    convergence (the mismatch probabilities and the share are what a user reads; NCR's 10
+    iterations stop short): its ``params`` are on the min–max normalised suspicion ``−score``, the
+    noisy component second."""
+    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64)), max_iter=500, tol=1e-6)
 
 
 @dataclass
@@ -75,7 +79,7 @@ class DetectionCurves:
     """How well the ranking finds the known mismatched pairs (positives: mismatched).
 
     ``auc``: ROC-AUC of the suspicion; ``average_precision``; ``precision``/``recall`` of the
-    suspected set (clean probability ≤ 0.5); ``roc`` (fpr, tpr) and ``pr`` (recall, precision)
+    suspected set (mismatch probability ≥ the threshold); ``roc`` (fpr, tpr) and ``pr`` (recall, precision)
     curves, thinned to at most 200 points for the report.
     """
 
@@ -95,13 +99,15 @@ class DetectionCurves:
                 "pairs": self.pairs}  # fmt: skip
 
 
-def detection_curves(score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray) -> DetectionCurves:
-    """Score the ranking (low ``score`` = suspect) and the suspected set against ``is_noisy``
-    ``[n_pairs]`` (True = truly mismatched; both classes must be present)."""
+def detection_curves(score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray, *,
+                     threshold: float = 0.5) -> DetectionCurves:  # fmt: skip
+    """Score the ranking (low ``score`` = suspect) and the suspected set (mismatch probability
+    ``1 − clean_prob`` at least ``threshold``) against ``is_noisy [n_pairs]`` (True = truly
+    mismatched; both classes must be present)."""
     suspicion = -np.asarray(score, dtype=np.float64)
     fpr, tpr, _ = roc_curve(is_noisy, suspicion)
     precision, recall, _ = precision_recall_curve(is_noisy, suspicion)
-    suspected = clean_prob <= 0.5
+    suspected = 1.0 - clean_prob >= threshold
     hits = int((suspected & is_noisy).sum())
     return DetectionCurves(
         auc=float(roc_auc_score(is_noisy, suspicion)),

@@ -8,32 +8,31 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.atomic import atomic_text, atomic_write
 from mispair.audit.collection import PICTURE_DIRS, audit_config, picture_root, thumbnail_uri
-from mispair.audit.ranking import (
-    BestMatches,
-    best_matches,
-    detection_curves,
-    score_division,
-    suspicion_order,
-)
+from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
 from mispair.audit.report import curve_plots, render_report, score_plot
+from mispair.audit.result import OUTPUTS, AuditResult
+from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import RunConfig, from_dict
+from mispair.data.batching import TrainingPairs
 from mispair.data.folder import UnreadableImageWarning
 from mispair.data.loading import load_split
-from mispair.division import Division, min_max_normalize
-from mispair.engine.export import TrainedRun, load_trained_run, pairs_csv
+from mispair.division import min_max_normalize
+from mispair.engine.assembly import other_splits, prepare_text_encoder
+from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
+from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError, DataError
 
-OUTPUTS = ("summary.json", "report.html", "pairs.csv", "pairs.parquet")
-"""What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def audit_collection(
@@ -49,44 +48,111 @@ def audit_collection(
     top: int = 100,
     progress: bool = True,
     log: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Audit the training pairs of the collection at ``data`` into the folder ``out``.
+) -> AuditResult:
+    """Audit every pair of the collection at ``data`` into the folder ``out``.
 
     Trains the audit's run (:data:`~mispair.audit.collection.AUDIT_RUN`, or ``config_path``, with
     ``overrides``) in ``out/run`` — resumable: an interrupted audit continues, a finished one is
     reused — and, with ``clean_run``, the same run without the planted noise in ``out/clean-run``.
-    ``plant`` swaps that share of the pairs first and scores the audit against them. ``images``
+    Every pair of every split gets a held-out score: the training pairs from the scorers that held
+    their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
+    swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
-    Paint and OpenClipart package folders). Returns the summary written to ``summary.json``.
+    Paint and OpenClipart package folders). Returns the :class:`AuditResult` it saved in ``out``.
     """
     root, out, started = Path(data), Path(out), time.time()
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a folder")
+        raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     summary, clean, run = _train(config, out, clean_run, progress, log)
     pictures = _pictures(run, root, images, config.data.source)
-    log(f"audit: ranking {len(run.train)} pairs and finding the best match of each image and caption")
-    matches = best_matches(run, progress=progress)
-    score = run.division_score
-    if score is None:
-        raise ConfigError("the audit's run made no held-out scores (set division.scores)")
-    division = score_division(score)
-    clean_prob = run.clean_prob if run.clean_prob is not None else division.clean_prob
-    table = _pair_rows(run, score, clean_prob, matches)
-    result = _summary(run, root, config, division, clean_prob, plant, summary, clean)
-    truth = run.data.noise.is_noisy if run.data.noise is not None else None
-    plots = [score_plot(min_max_normalize(-score), division, truth)]
+    audited = audited_pairs(run, progress=progress)
+    log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
+    matches = best_matches(run, pairs=audited.pairs, progress=progress)
+    division = score_division(audited.score)
+    mismatch = 1.0 - division.clean_prob
+    threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
+    table = pair_table(audited, mismatch, threshold, matches)
+    result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
+    truth = audited.truly_mismatched
+    plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):
-        curves = detection_curves(score, clean_prob, truth)
+        curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
         result["detection"] = curves.summary()
         plots += curve_plots(curves)
     retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-    page = render_report(result, _report_rows(table[:top], pictures), plots, division, retrieval)
+    page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
     result["seconds"] = round(time.time() - started, 1)
-    _write_outputs(out, table, page, result)
-    return result
+    audit = AuditResult(table, result, page)
+    audit.save(out)
+    return audit
+
+
+@dataclass
+class AuditedPairs:
+    """Every pair of an audited collection, as the run's models read them.
+
+    ``pairs``: the training pairs (as the run paired them: planted swaps included) followed by the
+    dev and test pairs; ``split [n]`` each pair's split; ``pair_id [n]`` its stable id (the
+    reader's, else ``split/k``); ``score [n]`` its held-out score (higher = more likely matched);
+    ``planted [n]`` bool, the swaps the audit planted (None without any); ``true_image [n]`` the
+    image each caption was written for, when a noise record says so.
+    """
+
+    pairs: TrainingPairs
+    split: np.ndarray
+    pair_id: list[str]
+    score: np.ndarray
+    truly_mismatched: np.ndarray | None
+    true_image: np.ndarray | None
+    planted: bool
+
+    @property
+    def image_ids(self) -> list[str]:
+        ids = self.pairs.pairs.image_ids
+        return ids if ids is not None else [str(i) for i in range(self.pairs.pairs.n_images)]
+
+
+def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
+    """:class:`AuditedPairs` of a trained audit run (its division scored the other splits)."""
+    scores = read_division_scores(run.config.output_dir / PAIR_SCORES_FILE)
+    if scores is None:
+        raise ConfigError("the audit's run made no held-out scores (set division.scores)")
+    others = other_splits(run.config, run.data)
+    parts = [run.train] if others is None else [run.train, others]
+    everything = TrainingPairs.join(parts)
+    prepare_text_encoder(run.config.model, run.config.data, everything.tokens, progress=progress,
+                         log=lambda _: None)  # fmt: skip
+    data = run.config.data
+    split = [data.train_split] * len(run.train)
+    if others is not None:
+        if scores.others is None or len(scores.others) != len(others):
+            raise ConfigError(f"{run.config.output_dir}: its scores do not cover the dev and test pairs; "
+                              "audit into a new folder")  # fmt: skip
+        split += [data.dev_split] * run.data.dev.n_captions
+        split += [data.test_split] * (len(others) - run.data.dev.n_captions)
+    score = scores.train if others is None else np.concatenate([scores.train, scores.others])
+    noise, n_others = run.data.noise, len(everything) - len(run.train)
+    truth = true_image = None
+    if noise is not None:
+        truth = np.concatenate([noise.is_noisy, np.zeros(n_others, dtype=bool)])
+        true_image = np.concatenate([noise.true_image, everything.image_of_caption[len(run.train):]])
+    return AuditedPairs(everything, np.array(split), _pair_ids(everything, split), score, truth, true_image,
+                        planted=data.noise.rate > 0)  # fmt: skip
+
+
+def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
+    """The reader's pair ids, else ``split/k`` (``k`` the pair's place in its split)."""
+    if pairs.pairs.pair_ids is not None:
+        return list(pairs.pairs.pair_ids)
+    seen: dict[str, int] = {}
+    ids = []
+    for name in split:
+        ids.append(f"{name}/{seen.get(name, 0)}")
+        seen[name] = seen.get(name, 0) + 1
+    return ids
 
 
 TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
@@ -138,32 +204,37 @@ def _pictures(run: TrainedRun, root: Path, images: str | Path | None, source: st
     return picture_root(ids, [root] if source == "folder" else [root, *PICTURE_DIRS])
 
 
-def _pair_rows(run: TrainedRun, score: np.ndarray, clean_prob: np.ndarray,
-               matches: BestMatches) -> list[dict[str, Any]]:  # fmt: skip
-    """Every training pair as a row, from the most suspect to the least."""
-    ids, captions, paired = run.image_ids, run.data.train.captions, run.train.image_of_caption
-    noise = run.data.noise
-    rows = []
-    for rank, k in enumerate(suspicion_order(score), start=1):
-        image, best_caption, best_image = paired[k], matches.caption[paired[k]], matches.image[k]
-        row: dict[str, Any] = {
-            "rank": rank, "caption_index": int(k), "image_id": ids[image], "caption": captions[k],
-            "score": round(float(score[k]), 6), "clean_prob": round(float(clean_prob[k]), 6),
-            "suspected": bool(clean_prob[k] <= 0.5),
-            "pair_similarity": round(float(matches.pair_score[k]), 6),
-            "suggested_caption_index": int(best_caption), "suggested_caption": captions[best_caption],
-            "suggested_caption_score": round(float(matches.caption_score[image]), 6),
-            "suggested_image_id": ids[best_image],
-            "suggested_image_score": round(float(matches.image_score[k]), 6),
-        }  # fmt: skip
-        if noise is not None:
-            row["truly_mismatched"] = bool(noise.is_noisy[k])
-            row["true_image_id"] = ids[noise.true_image[k]]
-        rows.append(row)
-    return rows
+def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
+               matches: BestMatches) -> pd.DataFrame:  # fmt: skip
+    """Every pair as a row, from the most suspect to the least (``pairs.csv``)."""
+    import pandas as pd
+
+    ids, captions = audited.image_ids, audited.pairs.pairs.captions
+    paired = audited.pairs.image_of_caption
+    order = suspicion_order(audited.score)
+    best_caption = matches.caption[paired[order]]
+    columns: dict[str, Any] = {
+        "pair_id": [audited.pair_id[k] for k in order],
+        "rank": np.arange(1, len(order) + 1),
+        "split": audited.split[order],
+        "image_id": [ids[paired[k]] for k in order],
+        "caption": [captions[k] for k in order],
+        "mismatch_probability": mismatch[order].round(6),
+        "suspected": mismatch[order] >= threshold,
+        "held_out_score": audited.score[order].round(6),
+        "pair_similarity": matches.pair_score[order].round(6),
+        "suggested_caption": [captions[c] for c in best_caption],
+        "suggested_caption_score": matches.caption_score[paired[order]].round(6),
+        "suggested_image_id": [ids[i] for i in matches.image[order]],
+        "suggested_image_score": matches.image_score[order].round(6),
+    }
+    if audited.truly_mismatched is not None:
+        columns["truly_mismatched"] = audited.truly_mismatched[order]
+        columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
+    return pd.DataFrame(columns)
 
 
-def _report_rows(rows: list[dict[str, Any]], pictures: Path | None) -> list[dict[str, Any]]:
+def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
     """The report's top suspects: the table's rows with thumbnails (each picture read once)."""
     thumbnails: dict[str, str] = {}
 
@@ -174,6 +245,7 @@ def _report_rows(rows: list[dict[str, Any]], pictures: Path | None) -> list[dict
             thumbnails[image_id] = thumbnail_uri(pictures / image_id)
         return thumbnails[image_id]
 
+    rows = table.to_dict("records")
     return [{**row, "thumbnail": thumbnail(row["image_id"]),
              "suggested_thumbnail": thumbnail(row["suggested_image_id"]),
              "suggested_caption_is_own": row["suggested_caption"] == row["caption"],
@@ -181,24 +253,29 @@ def _report_rows(rows: list[dict[str, Any]], pictures: Path | None) -> list[dict
             for row in rows]  # fmt: skip
 
 
-def _summary(run: TrainedRun, root: Path, config: RunConfig, division: Division, clean_prob: np.ndarray,
-             plant: float | None, summary: dict[str, Any],
+def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPairs, mismatch: np.ndarray,
+             threshold: float, plant: float | None, summary: dict[str, Any],
              clean: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
-    weights = division.params.get("weights", [])
-    suspected = int((clean_prob <= 0.5).sum())
+    share = mismatched_share(audited.score)
     truth = None
-    if run.data.noise is not None:
+    if audited.truly_mismatched is not None:
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
+    check = None
+    if plant is not None and audited.truly_mismatched is not None and audited.truly_mismatched.sum() > 0:
+        check = self_check(audited.score, audited.truly_mismatched, mismatch).to_dict()
+    splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
     return {
         "collection": str(root.resolve()), "collection_name": root.resolve().name,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "recipe": config.recipe, "run": str(config.output_dir), "pairs": len(run.train),
-        "images": run.train.pairs.n_images,
-        "estimated_mismatched_share": float(weights[1]) if len(weights) == 2 else suspected / len(clean_prob),
-        "suspected": suspected,
-        "division": {"scores": config.division.scores, "mixture": division.params},
+        "recipe": config.recipe, "run": str(config.output_dir),
+        "pairs": len(audited.pairs), "pairs_scored": int(np.isfinite(audited.score).sum()),
+        "pairs_by_split": splits, "images": audited.pairs.pairs.n_images,
+        "estimated_mismatched_share": share.estimate,
+        "estimated_mismatched_share_interval": [share.low, share.high],
+        "suspected": int((mismatch >= threshold).sum()), "threshold": round(threshold, 6),
+        "division": {"scores": config.division.scores},
         "retrieval": {"test": summary["test"], "clean_run_test": clean["test"] if clean else None},
-        "truth": truth, "planted": plant, "detection": None,
+        "truth": truth, "planted": plant, "self_check": check, "detection": None,
         "files": [name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],
     }  # fmt: skip
 
@@ -209,21 +286,3 @@ def _has_parquet() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _write_outputs(out: Path, table: list[dict[str, Any]], page: str, summary: dict[str, Any]) -> None:
-    """Replace the folder's audit files: the old ones go first, ``summary.json`` comes last, so
-    the folder never holds a mix of two audits or a report without its summary."""
-    import json
-
-    for name in OUTPUTS:
-        (out / name).unlink(missing_ok=True)
-    atomic_text(out / "pairs.csv", pairs_csv(table))
-    if _has_parquet():
-        import pyarrow
-        import pyarrow.parquet
-
-        frame = pyarrow.Table.from_pylist(table)
-        atomic_write(out / "pairs.parquet", lambda handle: pyarrow.parquet.write_table(frame, handle))
-    atomic_text(out / "report.html", page)
-    atomic_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")

@@ -31,16 +31,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from mispair.division import fit_gmm, min_max_normalize
-
 
 def mismatch_probability(score: np.ndarray) -> np.ndarray:
     """``[n_pairs]`` the posterior of the mismatched component of a two-component GMM fitted to
     the suspicion ``−score`` (min–max normalised, as ``holdout`` fits it), EM run to convergence
     (not NCR's 10 iterations, which stop short and overstate the smaller component's weight by a
     few points: here the weight is the estimate a user reads)."""
-    suspicion = min_max_normalize(-np.asarray(score, dtype=np.float64))
-    return 1.0 - fit_gmm(suspicion, max_iter=500, tol=1e-6).clean_prob
+    from mispair.audit.ranking import score_division
+
+    return 1.0 - score_division(score).clean_prob
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,8 @@ def mismatched_share(score: np.ndarray, *, resamples: int = 100, level: float = 
     score = np.asarray(score, dtype=np.float64)
     rng = np.random.default_rng(seed)
     size = min(len(score), max_sample)
-    means = [mismatch_probability(rng.choice(score, size=size, replace=True)).mean() for _ in range(resamples)]
+    resampled = (rng.choice(score, size=size, replace=True) for _ in range(resamples))
+    means = [mismatch_probability(sample).mean() for sample in resampled]
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return Share(float(mismatch_probability(score).mean()), float(low), float(high), level)
 
