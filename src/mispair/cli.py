@@ -1,4 +1,5 @@
 """The ``mispair`` command line: parses, calls the library, prints. No logic lives here."""
+# The user's page of ``mispair --help`` is USAGE below; this docstring is for developers.
 
 from __future__ import annotations
 
@@ -13,6 +14,33 @@ from pathlib import Path
 from mispair.atomic import atomic_text
 from mispair.errors import ConfigError, MispairError
 from mispair.progress import set_quiet
+
+USAGE = """\
+Find the mismatched pairs of an image–caption collection, review them, and train a retriever that
+stays accurate when many pairs are wrong.
+
+A collection is a folder (images + captions.csv/.tsv/.jsonl, or a Hugging Face imagefolder
+metadata file), a table file (.csv .tsv .jsonl .parquet, image paths or image bytes), WebDataset
+tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
+
+  audit     rank every pair by how likely it is mismatched; writes report.html, pairs.csv
+              mispair audit photos/ --out runs/photos-audit
+  train     train a retriever (the robust recipe by default) on a collection or a config
+              mispair train photos/ --out runs/photos
+  eval      retrieval metrics (R@K, rSum) of a checkpoint
+              mispair eval runs/photos/best.pt
+  index     embed a collection into a search index
+              mispair index runs/photos/best.pt photos/ --out runs/photos.index
+  search    search an index by text, or by --image for captions
+              mispair search runs/photos.index "a red apple"
+  prepare   build the offline datasets (tuxpaint, openclipart) or a synthetic one
+              mispair prepare tuxpaint
+  recipes   list the training recipes, similarity heads and text encoders
+
+`mispair COMMAND --help` tells a command's options. Columns are found by their usual names
+(image, file_name, path; caption, text, alt_text, title) or named with --image-column and
+--caption-column.
+"""
 
 _METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
@@ -32,15 +60,32 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
     return "\n".join(lines)
 
 
+CONFIG_SUFFIXES = (".yaml", ".yml")
+
+
+def _column_overrides(args: argparse.Namespace) -> list[str]:
+    """``data.<column>=NAME`` overrides of the column options given."""
+    return [f"data.{name}={value}" for name in ("image_column", "caption_column", "id_column", "split_column")
+            if (value := getattr(args, name, None))]  # fmt: skip
+
+
 def _cmd_train(args: argparse.Namespace) -> None:
     from mispair import distributed
-    from mispair.config import load_config
+    from mispair.api import training_config
     from mispair.engine.run import train_run
 
-    path, overrides = args.config, list(args.overrides)
+    path, overrides = args.config, list(args.overrides) + _column_overrides(args)
     if path and "=" in path and not Path(path).exists():
         path, overrides = None, [path, *overrides]
-    config = load_config(path, overrides)
+    data = args.data
+    if path and not Path(path).exists():
+        raise ConfigError(f"{path}: no such config file or collection (give a YAML config from configs/, "
+                          "or the path of your collection: a folder, a table file, shards)")  # fmt: skip
+    if path and (Path(path).is_dir() or Path(path).suffix.lower() not in CONFIG_SUFFIXES):
+        if data:
+            raise ConfigError(f"{path} and --data {data}: two collections; give one (`mispair train PATH`)")
+        path, data = None, path
+    config = training_config(path, overrides, data=data, log=lambda m: print(m, file=sys.stderr))
     if args.out:
         config.output = args.out
     export = Path(args.export_pairs) if args.export_pairs else None
@@ -71,9 +116,10 @@ def _export_pairs(config, path: Path) -> None:
 def _cmd_audit(args: argparse.Namespace) -> None:
     from mispair.audit import audit_collection
 
-    result = audit_collection(args.data, args.out, config_path=args.config, overrides=args.overrides,
-                              plant=args.plant, seed=args.seed, clean_run=args.clean_run,
-                              images=args.images, top=args.top, progress=not args.quiet,
+    result = audit_collection(args.data, args.out, config_path=args.config,
+                              overrides=[*args.overrides, *_column_overrides(args)], plant=args.plant,
+                              seed=args.seed, clean_run=args.clean_run, images=args.images, top=args.top,
+                              resume=not args.no_resume, progress=not args.quiet,
                               log=lambda m: print(m, file=sys.stderr))  # fmt: skip
     print(format_audit(result.summary, Path(args.out)))
 
@@ -238,13 +284,30 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mispair", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _column_options(parser: argparse.ArgumentParser) -> None:
+    """The options naming a table's columns (found by their usual names when not given)."""
+    for name, what in (("image", "image paths or bytes (default: image, file_name, path, ...)"),
+                       ("caption", "captions (default: caption, text, alt_text, title, ...)"),
+                       ("id", "stable pair ids (default: the row number)"),
+                       ("split", "splits train/dev/test (default: split, when present)")):
+        parser.add_argument(f"--{name}-column", help=f"the column of {what}")
 
-    train = sub.add_parser("train", help="train a recipe (default: the embedded config)")
-    train.add_argument("config", nargs="?", help="a YAML config (see configs/)")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mispair", description=USAGE, usage="mispair COMMAND [options]",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser(
+        "train", help="train a retriever on a collection or a config",
+        description="Train on a collection (`mispair train photos/`: the robust holdout recipe) or as a "
+        "YAML config says (`mispair train configs/vse/tuxpaint.yaml`); with no argument, the embedded "
+        "default run on data/tuxpaint_precomp.")  # fmt: skip
+    train.add_argument("config", nargs="?", help="your collection (folder, table, shards) or a YAML config")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.epochs=5")
+    train.add_argument("--data", help="with a config: train it on this collection instead (no noise is "
+                                      "planted into it unless data.noise.rate is set on the command line)")
+    _column_options(train)
     train.add_argument("--out", help="output directory (default runs/<name>)")
     train.add_argument("--no-resume", action="store_true", help="start over even if last.pt exists")
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
@@ -257,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(run=_cmd_train)
 
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
-    audit.add_argument("data", help="a folder collection (captions.csv / .jsonl) or a precomputed one")
+    audit.add_argument("data", help="your collection: a folder, a table file (.csv .tsv .jsonl .parquet), "
+                                    "WebDataset shards, a COCO/Karpathy JSON, or a precomputed folder")
     audit.add_argument("overrides", nargs="*", help="key=value overrides of the audit's run")
     audit.add_argument("--out", required=True, help="output folder (report.html, pairs.csv, summary.json)")
     audit.add_argument("--config", help="a YAML config instead of the audit's default run")
@@ -268,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also train the same run without the planted noise, for comparison")
     audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
     audit.add_argument("--top", type=int, default=100, help="suspects shown in the report (default 100)")
+    audit.add_argument("--no-resume", action="store_true",
+                       help="train again even if the output folder holds a finished or interrupted run")
+    _column_options(audit)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
     audit.set_defaults(run=_cmd_audit)
 

@@ -15,6 +15,11 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
+def is_quiet() -> bool:
+    """Whether progress bars are switched off."""
+    return _quiet
+
+
 def progress_bar(iterable: Any = None, *, disable: bool = False, **options: Any) -> tqdm:
     """A ``tqdm`` bar over ``iterable`` (``options`` as tqdm's), shown unless ``disable`` or quiet."""
     return tqdm(iterable, disable=disable or _quiet, **options)

@@ -172,8 +172,8 @@ def test_the_index_is_written_atomically(index_dir, cosine_checkpoint, collectio
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["search", "{index}"], "give a query text or an --image"),
-    (["search", "{index}", "kalone", "--image", "x.png"], "give a query text or an --image, not both"),
+    (["search", "{index}"], "exactly one of them"),
+    (["search", "{index}", "kalone", "--image", "x.png"], "exactly one of them"),
     (["search", "{index}", "  "], "the query text is empty"),
     (["search", "{index}", "kalone", "--top-k", "20", "--rerank", "10"], "--top-k 20: at most --rerank 10"),
     (["search", "{index}", "--image", "missing.png"], "--image missing.png: no such file"),

@@ -46,6 +46,7 @@ def audit_collection(
     clean_run: bool = False,
     images: str | Path | None = None,
     top: int = 100,
+    resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> AuditResult:
@@ -53,7 +54,8 @@ def audit_collection(
 
     Trains the audit's run (:data:`~mispair.audit.collection.AUDIT_RUN`, or ``config_path``, with
     ``overrides``) in ``out/run`` — resumable: an interrupted audit continues, a finished one is
-    reused — and, with ``clean_run``, the same run without the planted noise in ``out/clean-run``.
+    reused (``resume`` False: trained again) — and, with ``clean_run``, the same run without the
+    planted noise in ``out/clean-run``.
     Every pair of every split gets a held-out score: the training pairs from the scorers that held
     their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
     swaps that share of the training pairs first and scores the audit against them. ``images``
@@ -66,7 +68,7 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
-    summary, clean, run = _train(config, out, clean_run, progress, log)
+    summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     pictures = _pictures(run, root, images, config.data.source)
     audited = audited_pairs(run, progress=progress)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
@@ -158,7 +160,7 @@ def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
 TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
 
 
-def _train(config: RunConfig, out: Path, clean_run: bool, progress: bool,
+def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress: bool,
            log: Callable[[str], None]) -> TrainedRuns:  # fmt: skip
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
     read: (its summary, the clean run's or None, the trained run loaded)."""
@@ -167,10 +169,10 @@ def _train(config: RunConfig, out: Path, clean_run: bool, progress: bool,
         log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
     with _unreadable_images_are_errors():
         load_split(config.data, config.data.test_split)  # train and dev are read by train_run
-        summary = train_run(config, progress=progress, log=log)
+        summary = train_run(config, resume=resume, progress=progress, log=log)
         clean = None
         if clean_run and noisy:
-            clean = train_run(_without_noise(config, out), progress=progress, log=log)
+            clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
         return summary, clean, load_trained_run(config, progress=progress)
 
 

@@ -81,6 +81,7 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
                           "(division.scores: out_of_fold or early)")  # fmt: skip
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
+    _announce_planted_noise(config, data, log)
     if config.data.noise.oracle and data.noise is None:
         raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
     others = other_splits(config, data)
@@ -94,6 +95,16 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
+
+
+def _announce_planted_noise(config: RunConfig, data: RunData, log: Callable[[str], None]) -> None:
+    """Planted noise changes the user's pairs: said in the first lines, never silently."""
+    noise = config.data.noise
+    if noise.rate > 0 and data.noise is not None:
+        swapped = int(data.noise.is_noisy.sum())
+        log(f"note: planting mismatched pairs into the training split as data.noise asks: {swapped} of "
+            f"{data.train.n_captions} captions swapped ({noise.protocol}, rate {noise.rate}, seed "
+            f"{noise.seed}); recorded in the run's config.json and metrics.json")  # fmt: skip
 
 
 def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, device: torch.device,
@@ -129,6 +140,9 @@ def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, r
     shard = recipe.context.shard
     test = evaluate_checkpoint(out_dir / "best.pt", progress=progress, shard=shard)
     summary = {"best_epoch": result.best_epoch, "dev": result.best_dev, "test": test}
+    if config.data.noise.rate > 0:
+        summary["planted_noise"] = {"rate": config.data.noise.rate, "protocol": config.data.noise.protocol,
+                                    "seed": config.data.noise.seed}  # fmt: skip
     if shard.is_main:
         _write_json(out_dir / "metrics.json", summary)
     return summary
@@ -144,7 +158,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
             changed = sorted(k for k in current if previous.get(k) != current[k])
             raise ConfigError(
                 f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
-                "use another output directory, or --no-resume to start over"
+                "use another output folder (--out), or --no-resume to start over"
             )
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):

@@ -197,7 +197,8 @@ class Index:
         ``image``; ``rerank=K`` orders the first ``K`` candidates by the head (then ``k <= K``).
         ``nprobe`` / ``ef_search`` override the index's search settings."""
         if (text is None) == (image is None):
-            raise ConfigError("give a query text or an --image, not both")
+            raise ConfigError("give a query text (`mispair search INDEX \"a red apple\"`) or --image "
+                              "PICTURE, exactly one of them")
         if rerank and k > rerank:
             raise ConfigError(f"--top-k {k}: at most --rerank {rerank} (the candidates the head orders)")
         spec = self.spec.with_search(nprobe, ef_search)
