@@ -103,3 +103,17 @@ def test_a_noise_file_with_an_image_outside_the_split_is_refused(tmp_path, colum
     data.noise.file = str(tmp_path / "noise.npy")
     with pytest.raises(DataError, match=r"image indices outside \[0, 10\)"):
         noise_of_split(data, train)
+
+
+@pytest.mark.parametrize("protocol", ["pmp", "ncr"])
+def test_noise_injection_takes_any_number_of_captions_per_image(protocol):
+    owner = np.repeat(np.arange(200), np.random.default_rng(0).integers(1, 4, size=200))
+    record = inject_noise(0, 0, 0.4, protocol, seed=1, image_of_caption=owner)
+    assert np.array_equal(record.true_image, owner)
+    assert np.array_equal(record.is_noisy, record.image_of_caption != owner)
+    share = record.is_noisy.mean() if protocol == "ncr" else np.mean([record.is_noisy[owner == i].all()
+                                                                        for i in range(200)])  # fmt: skip
+    assert share == pytest.approx(0.4, abs=0.06)
+    if protocol == "pmp":  # the captions of an image move together, onto one image
+        for i in range(200):
+            assert len(set(record.image_of_caption[owner == i].tolist())) == 1

@@ -80,3 +80,21 @@ def test_bad_shapes_are_user_errors():
         retrieval_metrics(np.zeros(6), 1)
     with pytest.raises(DataError, match="caption_groups"):
         retrieval_metrics(np.zeros((4, 4)), 1, caption_groups=np.arange(6))
+
+
+def test_any_number_of_captions_per_image_ranks_as_a_brute_force_loop():
+    """Caption ``k`` of image ``owner[k]``, 1–3 captions an image: each image's rank is that of its
+    best own caption, each caption's that of its image (ties against the truth)."""
+    rng = np.random.default_rng(4)
+    owner = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4])
+    sims = rng.normal(size=(5, len(owner))).round(1)  # ties happen
+    got = retrieval_metrics(sims, image_of_caption=owner)
+    i2t = [sum(sims[i, c] >= max(sims[i, owner == i]) for c in range(len(owner)) if owner[c] != i)
+           for i in range(5)]
+    t2i = [sum(sims[j, k] >= sims[owner[k], k] for j in range(5) if j != owner[k]) for k in range(len(owner))]
+    for name, ranks in (("i2t", i2t), ("t2i", t2i)):
+        for k in (1, 5, 10):
+            assert got[f"{name}_r{k}"] == pytest.approx(100 * np.mean(np.array(ranks) < k))
+    uniform = np.repeat(np.arange(5), 2)  # the standard layout gives the standard metrics
+    sims = rng.normal(size=(5, 10))
+    assert retrieval_metrics(sims, image_of_caption=uniform) == retrieval_metrics(sims, captions_per_image=2)

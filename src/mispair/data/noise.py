@@ -90,10 +90,13 @@ def inject_noise(
     seed: int = 0,
     *,
     caption_groups: np.ndarray | None = None,
+    image_of_caption: np.ndarray | None = None,
 ) -> NoiseRecord:
     """Mismatch a ``rate`` fraction of the pairs, deterministically by ``seed``.
 
-    Caption ``k`` is assumed written for image ``k // captions_per_image``.
+    Caption ``k`` is assumed written for image ``k // captions_per_image``, unless
+    ``image_of_caption [n_captions]`` says which (any number of captions per image; then
+    ``n_images`` and ``captions_per_image`` are not read).
 
     - ``"ncr"`` (per caption; NCR, PC², BiCro): ``round(rate · n_captions)`` captions are chosen and
       their image indices shuffled among themselves.
@@ -113,11 +116,15 @@ def inject_noise(
         raise DataError(f"unknown noise protocol {protocol!r} (use one of {', '.join(PROTOCOLS)})")
     if not 0.0 <= rate <= 1.0:
         raise DataError(f"noise rate must be in [0, 1], got {rate}")
-    if n_images < 1 or captions_per_image < 1:
+    if image_of_caption is not None:
+        true_image = np.asarray(image_of_caption, dtype=np.int64)
+        n_images = int(true_image.max(initial=-1)) + 1
+    elif n_images < 1 or captions_per_image < 1:
         raise DataError("noise injection needs at least one image and one caption per image")
+    else:
+        true_image = np.arange(n_images * captions_per_image) // captions_per_image
     rng = np.random.default_rng(seed)
-    n_captions = n_images * captions_per_image
-    true_image = np.arange(n_captions) // captions_per_image
+    n_captions = len(true_image)
     if protocol == "ncr":
         chosen = rng.choice(n_captions, size=round(rate * n_captions), replace=False)
         paired = true_image.copy()
@@ -140,10 +147,10 @@ def noise_of_split(data: DataConfig, train: PairSet) -> NoiseRecord | None:
         return _noise_file(Path(data.noise.file), train)
     if data.noise.rate <= 0:
         return _natural_noise(data, train)
-    if per_image is None:
-        raise DataError(f"{train.name}: noise injection needs caption k of image k // c")
-    return inject_noise(train.n_images, per_image, data.noise.rate, data.noise.protocol,
-                        data.noise.seed, caption_groups=caption_groups(train.captions))  # fmt: skip
+    layout = None if per_image is not None else train.image_of_caption  # any number of captions per image
+    return inject_noise(train.n_images, per_image or 1, data.noise.rate, data.noise.protocol,
+                        data.noise.seed, caption_groups=caption_groups(train.captions),
+                        image_of_caption=layout)  # fmt: skip
 
 
 def _noise_file(path: Path, train: PairSet) -> NoiseRecord:

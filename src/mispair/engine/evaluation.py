@@ -104,18 +104,20 @@ def evaluate_split(
     multi-process run (``shard``) every rank calls it: each scores its block of the images, rank 0
     gathers the rows and computes the metrics, and every rank returns them."""
     per_image = pairs.captions_per_image
-    if per_image is None:
-        raise DataError(f"{pairs.name}: evaluation needs caption k of image k // c for every caption")
+    if per_image is None and folds != 1:
+        raise DataError(f"{pairs.name}: {folds}-fold evaluation needs the same number of captions per image")
     block = similarity_matrix(models, pairs, tokens, batch_size=batch_size, device=device, progress=progress,
                               images=shard.block(pairs.n_images))  # fmt: skip
     sims = gather_rows(shard, block, pairs.n_images)
     return from_main(shard, lambda: _metrics(sims, pairs, per_image, folds))
 
 
-def _metrics(sims: Tensor, pairs: PairSet, per_image: int, folds: int) -> dict[str, float]:
-    groups = caption_groups(pairs.captions) if per_image == 1 else None
-    metrics = retrieval_metrics(sims, per_image, folds)
+def _metrics(sims: Tensor, pairs: PairSet, per_image: int | None, folds: int) -> dict[str, float]:
+    """The metrics of ``sims``; captions of any number per image when ``per_image`` is None."""
+    groups = caption_groups(pairs.captions) if per_image in (1, None) else None
+    layout = {"image_of_caption": pairs.image_of_caption} if per_image is None else {}
+    metrics = retrieval_metrics(sims, per_image or 1, folds, **layout)
     if groups is not None and len(set(groups.tolist())) < len(groups):
-        equivalent = retrieval_metrics(sims, per_image, folds, caption_groups=groups)
+        equivalent = retrieval_metrics(sims, per_image or 1, folds, caption_groups=groups, **layout)
         metrics.update({f"eq_{k}": v for k, v in equivalent.items()})
     return metrics

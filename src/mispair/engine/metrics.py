@@ -19,11 +19,14 @@ def retrieval_metrics(
     folds: int = 1,
     *,
     caption_groups: np.ndarray | None = None,
+    image_of_caption: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Image→text and text→image retrieval metrics of a ``[n_images, n_captions]`` score matrix.
 
-    Caption ``k`` belongs to image ``k // captions_per_image``. For image→text, the rank of an
-    image is that of its best-ranked own caption; for text→image, the rank of the caption's image.
+    Caption ``k`` belongs to image ``k // captions_per_image``, or to ``image_of_caption[k]`` when
+    given (any number of captions per image, one fold; ``captions_per_image`` is then not read).
+    For image→text, the rank of an image is that of its best-ranked own caption; for text→image,
+    the rank of the caption's image.
     Ties are broken against the ground truth (a candidate scoring equal to the ground truth ranks
     above it), so a constant score matrix earns no recall. ``R@K`` is the percentage of queries
     with rank < K; ``medr`` is the median rank and ``meanr`` the mean rank, 1-based (medr as the
@@ -53,6 +56,14 @@ def retrieval_metrics(
         raise DataError(
             f"caption_groups needs {n_captions} entries, got shape {np.shape(caption_groups)}"
         )
+    if image_of_caption is not None:
+        owner = np.asarray(image_of_caption, dtype=np.int64)
+        inside = owner.shape == (n_captions,) and 0 <= owner.min(initial=0) <= owner.max(initial=0) < n_images
+        if folds != 1 or not inside:
+            raise DataError(f"image_of_caption: {n_captions} image indices in [0, {n_images}) and one fold")
+        metrics = _fold_metrics(sims, owner, caption_groups)
+        metrics["rsum"] = sum(metrics[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
+        return {k: metrics[k] for k in METRIC_KEYS if k in metrics}
     if n_captions != n_images * captions_per_image:
         raise DataError(
             f"similarity matrix has {n_captions} captions for {n_images} images, "
@@ -66,17 +77,16 @@ def retrieval_metrics(
         rows = slice(f * size, (f + 1) * size)
         cols = slice(f * size * captions_per_image, (f + 1) * size * captions_per_image)
         groups = None if caption_groups is None else np.asarray(caption_groups)[cols]
-        per_fold.append(_fold_metrics(sims[rows, cols], captions_per_image, groups))
+        owner = np.arange(size * captions_per_image) // captions_per_image
+        per_fold.append(_fold_metrics(sims[rows, cols], owner, groups))
     mean = {k: float(np.mean([m[k] for m in per_fold])) for k in per_fold[0]}
     mean["rsum"] = sum(mean[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
     return {k: mean[k] for k in METRIC_KEYS}
 
 
-def _fold_metrics(
-    sims: np.ndarray, per_image: int, caption_groups: np.ndarray | None
-) -> dict[str, float]:
-    n_images, n_captions = sims.shape
-    owner = np.arange(n_captions) // per_image
+def _fold_metrics(sims: np.ndarray, owner: np.ndarray, caption_groups: np.ndarray | None) -> dict[str, float]:
+    """The metrics of one fold whose caption ``k`` belongs to image ``owner[k]``."""
+    n_images = sims.shape[0]
     correct = owner[None, :] == np.arange(n_images)[:, None]  # [n_images, n_captions]
     if caption_groups is not None:
         own_groups = [set(caption_groups[owner == i].tolist()) for i in range(n_images)]
