@@ -176,6 +176,22 @@ DEFAULT_RUN: dict[str, Any] = {
 }
 
 
+ROBUST_RUN: dict[str, Any] = {
+    "name": "robust",
+    "recipe": "holdout",
+    "data": {"min_word_count": 1},
+    "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
+    "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
+    "division": {"scores": "out_of_fold", "folds": 5, "repeats": 3, "rounds": 3, "epochs": 5,
+                 "score": "contrast", "scorer": {"loss": "infonce", "tau": 0.2}},
+    "method": {"loss": "infonce", "tau": 0.2, "suspect_weight": 0.1},
+}
+"""The run of a user's collection (``mispair audit``, ``mispair train PATH``): ``holdout`` on the
+pretrained backbone with the settings of ``configs/holdout/``, its division from out-of-fold
+contrast scores (5 folds × 3 partitions, 3 rounds: the best detector of docs/results.md); 12
+epochs, since its models peak on dev within the first few (docs/results.md)."""
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),

@@ -119,7 +119,8 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
         brute = np.zeros(len(others), dtype=np.float32)
         for g in np.unique(group):  # each group scored on its own, as a fold is
             members = np.flatnonzero(group == g)
-            brute[members] = pair_scores.held_out_scores(model.eval(), others.subset(members), kind="contrast")
+            group_pairs = others.subset(members)
+            brute[members] = pair_scores.held_out_scores(model.eval(), group_pairs, kind="contrast")
         assert np.allclose(kept, brute, atol=1e-5)
         per_scorer.append(kept)
     assert np.allclose(scores.others, np.mean(per_scorer, axis=0), atol=1e-5)

@@ -1,7 +1,7 @@
 """``mispair audit``: the pairs of a collection ranked by how likely they are mismatched.
 
 This package is also the notebook function: ``mispair.audit(source, **options)`` calls
-:func:`mispair.api.audit` (the module is callable), while ``mispair.audit.audit_collection``,
+:func:`mispair.audit.notebook.audit` (the module is callable), while ``mispair.audit.audit_collection``,
 ``mispair.audit.AuditResult`` and the submodules stay where they are.
 """
 
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:  # the engine is imported on first use, not w
 
 class _CallableModule(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from mispair.api import audit
+        from mispair.audit.notebook import audit
 
         return audit(*args, **kwargs)
 

@@ -1,0 +1,46 @@
+"""``mispair.audit(source, ...)``: the audit of a collection given as a path or a DataFrame.
+
+>>> import mispair                                                          # doctest: +SKIP
+>>> result = mispair.audit("icons/", out="runs/icons-audit")                # doctest: +SKIP
+>>> result.pairs.head()            # one row per input pair, most suspect first   # doctest: +SKIP
+>>> clean = result.keep()          # the pairs below the audit's mismatch threshold # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mispair.audit.run import audit_collection
+from mispair.notebook import keyword_overrides, quiet_unless, silent, source_path
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mispair.audit.result import AuditResult
+
+
+def audit(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, plant: float | None = None,
+          seed: int = 0, clean_run: bool = False, config: str | Path | None = None,
+          overrides: Sequence[str] = (), progress: bool = True, **options: Any) -> AuditResult:  # fmt: skip
+    """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, or
+    a DataFrame with an image and a caption column) into the folder ``out`` (default: a new
+    temporary folder, kept) and return the :class:`~mispair.audit.AuditResult`.
+
+    ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``, and any
+    config section as a mapping, e.g. ``train={"epochs": 5}`` (the same as the override
+    ``train.epochs=5``). ``progress=False`` writes nothing to standard output or error (warnings
+    are kept in ``result.summary["warnings"]``).
+    """
+    out = Path(tempfile.mkdtemp(prefix="mispair-audit-")) if out is None else Path(out)
+    with quiet_unless(progress) as caught:
+        data = source_path(source, out)
+        result = audit_collection(data, out, config_path=None if config is None else str(config),
+                                  overrides=[*keyword_overrides(options), *overrides], plant=plant, seed=seed,
+                                  clean_run=clean_run, progress=progress,
+                                  log=print if progress else silent)  # fmt: skip
+    if caught:
+        result.summary["warnings"] = caught
+    return result
