@@ -41,8 +41,8 @@ import numpy as np
 from mispair.config import load_config
 from mispair.data.precomp import read_precomp, write_precomp
 from mispair.data.synthetic import make_synthetic
+from mispair.encoding import similarity_matrix
 from mispair.engine.assembly import model_pairs
-from mispair.engine.evaluation import similarity_matrix
 from mispair.engine.metrics import rank_metrics
 from mispair.engine.run import train_run
 from mispair.search import Index, IndexSpec

@@ -11,9 +11,9 @@ pytest.importorskip("faiss")
 from mispair.data.pairset import PairSet
 from mispair.data.precomp import read_precomp, write_precomp
 from mispair.data.synthetic import make_synthetic
+from mispair.encoding import similarity_matrix
 from mispair.engine.assembly import checkpoint_tokens, load_models
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
-from mispair.engine.evaluation import similarity_matrix
 from mispair.engine.metrics import (
     rank_metrics,
     retrieval_metrics,

@@ -51,7 +51,7 @@ class EfficientNetLite0Grid(nn.Module):
             self.net = model_module.EfficientNet.from_pretrained(
                 "efficientnet-lite0", weights_path=weights.get_model_file_path()
             )
-        self.eval()
+        self.train(False)  # a frozen extractor: inference mode from the start
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         return self.net.extract_features(pixels)
@@ -154,7 +154,7 @@ class _Runner:
             return
         if self.encoder is None:
             self.encoder = EfficientNetLite0Grid()
-        self.encoder = self.encoder.eval().to(self.device)
+        self.encoder = self.encoder.train(False).to(self.device)
         if self.device.type == "cpu":
             self.encoder = self.encoder.to(memory_format=torch.channels_last)
             torch.set_num_threads(_thread_count())

@@ -15,6 +15,7 @@ from mispair.data.loading import load_split
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import Tokenizer, create_tokenizer, restore_tokenizer, tokenizer_words
+from mispair.encoding import frozen
 from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
@@ -149,7 +150,7 @@ def load_models(state: dict[str, Any], device: torch.device,
             model_text = f"head {config.model.head}, text encoder {config.model.text_encoder}"
             raise DataError(f"{where}: its weights do not fit the model its config records ({model_text}): "
                             f"{first}") from None  # fmt: skip
-        models.append(model.to(device).eval())
+        models.append(frozen(model.to(device)))
     return models
 
 

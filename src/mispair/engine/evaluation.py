@@ -3,90 +3,17 @@ multi-process run, each rank scores a block of the images and rank 0 computes th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.data.batching import pad_tokens
 from mispair.data.pairset import PairSet, caption_groups
 from mispair.distributed import SINGLE_PROCESS, Shard, from_main, gather_rows
+from mispair.encoding import similarity_matrix
 from mispair.engine.metrics import retrieval_metrics
 from mispair.errors import DataError
-from mispair.nn.allpairs import all_pair_similarities
-from mispair.nn.embedding import Fragments
 from mispair.nn.model import RetrievalModel
-
-
-@torch.no_grad()
-def encode_split(
-    model: RetrievalModel,
-    pairs: PairSet,
-    tokens: list[list[int]],
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    images: slice = slice(None),
-) -> tuple[Fragments, Fragments]:
-    """Embeddings of the images ``images`` (default: all) and of every caption of ``pairs``
-    (model in eval mode)."""
-    was_training = model.training
-    model.eval()
-    rows = range(pairs.n_images)[images]
-    encoded = Fragments.cat(list(image_batches(model, pairs, batch_size=batch_size, device=device,
-                                               rows=rows)))  # fmt: skip
-    texts = Fragments.cat(list(text_batches(model, tokens, batch_size=batch_size, device=device)))
-    model.train(was_training)
-    return encoded, texts
-
-
-@torch.no_grad()
-def image_batches(model: RetrievalModel, pairs: PairSet, *, batch_size: int = 256,
-                  device: torch.device | str = "cpu",
-                  rows: range | None = None) -> Iterator[Fragments]:  # fmt: skip
-    """The embeddings of ``pairs``' images ``rows`` (default: all), ``batch_size`` images at a
-    time (as the model is set: call it in eval mode for evaluation)."""
-    rows = range(pairs.n_images) if rows is None else rows
-    for start in range(rows.start, rows.stop, batch_size):
-        stop = min(start + batch_size, rows.stop)
-        feats = torch.from_numpy(np.array(pairs.images[start:stop], np.float32))
-        yield model.encode_images(feats.to(device))
-
-
-@torch.no_grad()
-def text_batches(model: RetrievalModel, tokens: list[list[int]], *, batch_size: int = 256,
-                 device: torch.device | str = "cpu") -> Iterator[Fragments]:  # fmt: skip
-    """The embeddings of the captions of ``tokens`` (token ids per caption), ``batch_size`` at a
-    time."""
-    for start in range(0, len(tokens), batch_size):
-        ids, lengths = pad_tokens(tokens[start : start + batch_size])
-        yield model.encode_texts(ids.to(device), lengths.to(device))
-
-
-@torch.no_grad()
-def similarity_matrix(
-    models: Sequence[RetrievalModel],
-    pairs: PairSet,
-    tokens: list[list[int]],
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-    progress: bool = False,
-    images: slice = slice(None),
-) -> Tensor:
-    """``[n_images, n_captions]`` similarities (of the images ``images`` only, when given),
-    averaged over ``models`` (co-training, SGRAF)."""
-    total = None
-    for model in models:
-        image_side, texts = encode_split(model, pairs, tokens, batch_size=batch_size, device=device,
-                                         images=images)  # fmt: skip
-        was_training = model.training
-        model.eval()
-        sims = all_pair_similarities(model.similarity, image_side, texts, device=device, progress=progress)
-        model.train(was_training)
-        total = sims if total is None else total + sims
-    return total / len(models)
 
 
 def evaluate_split(

@@ -40,8 +40,8 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division import fit_gmm, min_max_normalize
+from mispair.encoding import encode_split, evaluating
 from mispair.engine.assembly import RunData, build_models
-from mispair.engine.evaluation import encode_split
 from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
@@ -233,15 +233,13 @@ def held_out_scores(model: RetrievalModel, pairs: TrainingPairs, *, kind: ScoreK
     images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
     fold = PairSet(pairs.pairs.images[images], [""] * len(pairs), paired)
     image_side, text_side = encode_split(model, fold, pairs.tokens, batch_size=batch_size, device=device)
-    was_training = model.training
-    model.eval()
 
     def rows(start: int, stop: int) -> Tensor:  # one block of images against every caption
         block = all_pair_similarities(model.similarity, image_side[start:stop], text_side, device=device)
         return block.float().cpu()
 
-    scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size)
-    model.train(was_training)
+    with evaluating(model):
+        scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size)
     return scores.numpy()
 
 
@@ -323,7 +321,7 @@ def train_scorer(
             trainer.train_epoch(epoch)
     else:
         train_fold(trainer)
-    return models[0].eval()
+    return models[0].train(False)
 
 
 def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
@@ -341,9 +339,9 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
                               leave=False)  # fmt: skip
         for epoch in epochs:
             trainer.train_epoch(epoch)
-            model = trainer.recipe.models[0]
-            total[:] += pair_similarities([model.eval()], scored, config.train.eval_batch_size, device)
-            model.train()
+            with evaluating(*trainer.recipe.models):
+                total[:] += pair_similarities(trainer.recipe.models, scored, config.train.eval_batch_size,
+                                              device)  # fmt: skip
 
     train_scorer(config, data, train, device, score_each_epoch)
     mean = (total / config.train.epochs).astype(np.float32)

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from mispair.data.batching import Batch
 from mispair.division import co_divide, detection_metrics, fit_bmm, fit_gmm, fit_vbgmm
+from mispair.encoding import evaluating
 from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
 from mispair.methods.scoring import clean_probability, division_losses
@@ -147,13 +148,9 @@ class CoTraining(Recipe):
     @torch.no_grad()
     def predict(self, model: RetrievalModel, batch: Batch) -> Tensor:
         """NCR's correspondence prediction of ``model`` for a batch (eval mode, no gradient)."""
-        was_training = model.training
-        model.eval()
-        prediction = correspondence_prediction(
-            model(batch.images, batch.tokens, batch.lengths), self.options.margin
-        )
-        model.train(was_training)
-        return prediction
+        with evaluating(model):
+            sims = model(batch.images, batch.tokens, batch.lengths)
+        return correspondence_prediction(sims, self.options.margin)
 
     def use_unlabeled(self, epoch: int) -> bool:
         """Whether the unlabeled pairs are trained this epoch (NCR: the second half)."""

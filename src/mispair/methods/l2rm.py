@@ -36,6 +36,7 @@ from torch import Tensor
 from mispair.data.batching import Batch
 from mispair.data.noise import NoiseRecord
 from mispair.division import detection_metrics, fit_bmm
+from mispair.encoding import evaluating
 from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
 from mispair.losses.rematch import rematch_loss
@@ -347,11 +348,8 @@ class L2RM(Recipe):
         ``supervision`` is ``[n, B]``.
         """
         model = self.models[0]
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
+        with evaluating(model), torch.no_grad():
             sims = model(recon, matched.tokens, matched.lengths)
-        model.train(was_training)
         loss = (supervision.to(sims.dtype) * self.cost_fn(sims)).sum()
         return Update({"cost_ot": loss}, COST_OPTIMIZER)
 

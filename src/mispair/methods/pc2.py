@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from mispair import division
 from mispair.data.batching import Batch
+from mispair.encoding import evaluating
 from mispair.errors import ConfigError
 from mispair.losses import (
     balance_loss,
@@ -159,13 +160,11 @@ class PC2(CoTraining):
         ctx, images = self.context, self.context.train.pairs.images
         out = np.zeros((len(self.models), len(images), self.options.n_classes), dtype=np.float32)
         for k, (model, classifier) in enumerate(zip(self.models, self.classifiers)):
-            was_training = model.training
-            model.eval()
-            for start in range(0, len(images), ctx.eval_batch_size):
-                chunk = np.array(images[start : start + ctx.eval_batch_size], dtype=np.float32)
-                pooled = model.encode_images(torch.from_numpy(chunk).to(ctx.device)).pooled
-                out[k, start : start + len(chunk)] = classifier(pooled).softmax(dim=1).cpu().numpy()
-            model.train(was_training)
+            with evaluating(model):
+                for start in range(0, len(images), ctx.eval_batch_size):
+                    chunk = np.array(images[start : start + ctx.eval_batch_size], dtype=np.float32)
+                    pooled = model.encode_images(torch.from_numpy(chunk).to(ctx.device)).pooled
+                    out[k, start : start + len(chunk)] = classifier(pooled).softmax(dim=1).cpu().numpy()
         return out
 
     def begin_epoch(self, epoch: int) -> dict[str, float]:

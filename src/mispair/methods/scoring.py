@@ -18,7 +18,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import from_main, sum_over
 from mispair.division import Division, min_max_normalize
-from mispair.engine.evaluation import similarity_matrix
+from mispair.encoding import evaluating, similarity_matrix
 from mispair.losses.triplet import mean_hinge_loss
 from mispair.methods.base import RecipeContext
 from mispair.nn.model import RetrievalModel
@@ -45,19 +45,15 @@ def per_sample_losses(
     over the ranks: every rank gets the losses a single process computes.
     """
     losses = np.zeros((len(models), len(train)), dtype=np.float64)
-    modes = [m.training for m in models]
-    for m in models:
-        m.eval()
     shard = train.shard
     mine = train.batch_indices(batch_size, seed=seed)[shard.rank :: shard.world]
-    for indices in progress_bar(mine, desc="division", disable=not progress, leave=False):
-        batch = train.batch(indices).to(device)
-        index = batch.index.cpu().numpy()
-        for k, model in enumerate(models):
-            sims = model(batch.images, batch.tokens, batch.lengths)
-            losses[k, index] = loss_fn(sims).double().cpu().numpy()
-    for m, mode in zip(models, modes):
-        m.train(mode)
+    with evaluating(*models):
+        for indices in progress_bar(mine, desc="division", disable=not progress, leave=False):
+            batch = train.batch(indices).to(device)
+            index = batch.index.cpu().numpy()
+            for k, model in enumerate(models):
+                sims = model(batch.images, batch.tokens, batch.lengths)
+                losses[k, index] = loss_fn(sims).double().cpu().numpy()
     return sum_over(shard, losses)
 
 

@@ -19,6 +19,7 @@ from torch import Tensor
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import Tokenizer, restore_tokenizer
+from mispair.encoding import image_batches, text_batches
 from mispair.engine.assembly import (
     check_model_inputs,
     checkpoint_tokens,
@@ -28,7 +29,6 @@ from mispair.engine.assembly import (
     prepare_text_encoder,
 )
 from mispair.engine.checkpoint import load_checkpoint
-from mispair.engine.evaluation import image_batches, text_batches
 from mispair.errors import DataError
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.embedding import Fragments, l2_normalize

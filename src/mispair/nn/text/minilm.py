@@ -38,7 +38,7 @@ def load_minilm() -> nn.Module:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    return AutoModel.from_pretrained(str(minilm_dir())).eval()
+    return AutoModel.from_pretrained(str(minilm_dir())).train(False)  # inference mode from the start
 
 
 @functools.cache
