@@ -6,12 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/install.sh --data
+collection=data/tuxpaint_precomp
+if ! mispair prepare tuxpaint; then
+    echo "setup: Tux Paint not prepared; auditing a synthetic collection instead" >&2
+    mispair prepare synthetic --out data/synthetic_precomp
+    collection=data/synthetic_precomp
+fi
 if [[ "${1:-}" != "--no-run" ]]; then
-    collection=data/tuxpaint_precomp
-    if ! mispair prepare tuxpaint; then
-        echo "setup: Tux Paint not prepared; auditing a synthetic collection instead" >&2
-        mispair prepare synthetic --out data/synthetic_precomp
-        collection=data/synthetic_precomp
-    fi
     mispair audit "$collection" --plant 0.4 --clean-run --out runs/audit
 fi

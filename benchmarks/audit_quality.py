@@ -45,7 +45,7 @@ def user_collection(folder: Path, dirty: float, seed: int) -> dict[str, str]:
     import csv
     import shutil
 
-    from mispair.audit.collection import PICTURE_DIRS
+    from mispair.data.readers.precomputed import PICTURE_DIRS
 
     precomp, stamps = Path("data/tuxpaint_precomp"), PICTURE_DIRS[0]
     ids, captions = [], []

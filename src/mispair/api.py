@@ -38,8 +38,8 @@ def train(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, r
 
     out = Path(tempfile.mkdtemp(prefix="mispair-train-")) if out is None else Path(out)
     with quiet_unless(progress):
-        data = source_path(source, out)
-        extra = [*keyword_overrides(options), *overrides] + ([f"recipe={recipe}"] if recipe else [])
+        data, reading = source_path(source, out, options)
+        extra = [*reading, *keyword_overrides(options), *overrides] + ([f"recipe={recipe}"] if recipe else [])
         run = training_config(None if config is None else str(config), extra, data=str(data),
                               log=print if progress else silent)  # fmt: skip
         run.output = str(out)

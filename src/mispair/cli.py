@@ -63,10 +63,17 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
 CONFIG_SUFFIXES = (".yaml", ".yml")
 
 
+DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root")
+
+
+def _data_options(args: argparse.Namespace) -> dict[str, str]:
+    """The collection options given (columns, image root) by their ``data.`` field names."""
+    return {name: value for name in DATA_OPTIONS if (value := getattr(args, name, None))}
+
+
 def _column_overrides(args: argparse.Namespace) -> list[str]:
-    """``data.<column>=NAME`` overrides of the column options given."""
-    return [f"data.{name}={value}" for name in ("image_column", "caption_column", "id_column", "split_column")
-            if (value := getattr(args, name, None))]  # fmt: skip
+    """``data.<field>=VALUE`` overrides of the collection options given."""
+    return [f"data.{name}={value}" for name, value in _data_options(args).items()]
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
@@ -131,9 +138,12 @@ def format_audit(summary: dict, out: Path) -> str:
     lines = [f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
              f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
              f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"]  # fmt: skip
-    refused = summary.get("refused", 0)
+    refused = summary.get("pairs_refused", 0)
     if refused:
-        lines.append(f"refused {refused} rows that could not be read (reasons in {out / 'refused.csv'})")
+        lines.append(f"refused {refused} of {summary['pairs_read']} rows that could not be read (reasons "
+                     f"in {out / 'refused.csv'})")  # fmt: skip
+    if summary.get("split_note"):
+        lines.append(f"note: {summary['split_note']}")
     detection, check = summary["detection"], summary.get("self_check")
     if detection:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
@@ -189,7 +199,8 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
     index = Index.build(args.checkpoint, args.data, split=args.split, spec=spec, device=args.device,
-                        progress=not args.quiet, log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+                        progress=not args.quiet, log=lambda m: print(m, file=sys.stderr),
+                        data_options=_data_options(args))  # fmt: skip
     index.save(args.out)
     print(f"wrote {args.out}: {index.describe()}")
 
@@ -291,6 +302,8 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
                        ("id", "stable pair ids (default: the row number)"),
                        ("split", "splits train/dev/test (default: split, when present)")):
         parser.add_argument(f"--{name}-column", help=f"the column of {what}")
+    parser.add_argument("--image-root", help="the folder a table's image paths are relative to (default: "
+                        "the table's folder)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     index = sub.add_parser("index", help="embed a collection with a checkpoint into a search index")
     index.add_argument("checkpoint")
-    index.add_argument("data", help="a folder (captions.csv/.jsonl) or precomputed dataset directory")
+    index.add_argument("data", help="a collection in any form `mispair audit` reads")
     index.add_argument("--out", required=True, help="the index folder to write")
     index.add_argument("--split", default="all", help="split(s) to index, comma-separated, or all (default)")
     index.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
@@ -366,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--ef-search", type=_positive_int, default=32, help="hnsw: search list (default 32)")
     index.add_argument("--device", default="auto")
     index.add_argument("--quiet", action="store_true")
+    _column_options(index)
     index.set_defaults(run=_cmd_index)
 
     search = sub.add_parser("search", help="search an index by text (images) or by --image (captions)")

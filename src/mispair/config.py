@@ -33,9 +33,15 @@ class NoiseConfig:
 class DataConfig:
     """Where the pairs come from.
 
-    ``source``: ``auto`` (the prepared Tux Paint set when present, else synthetic), ``synthetic``,
-    ``precomp`` (a ``*_precomp`` directory at ``root``), ``folder`` (a captions file at ``root``),
-    or ``now`` (a NoW ``now100k_precomp`` directory at ``root``).
+    ``source``: a reader of :data:`mispair.data.readers.READERS` — ``folder`` (a folder with a
+    captions or imagefolder metadata file), ``table`` (a .csv/.tsv/.jsonl/.parquet file),
+    ``webdataset`` (tar shards), ``coco`` (COCO or Karpathy JSON), ``precomp`` (the papers'
+    precomputed features), ``now`` (NoW), ``synthetic`` (generated; no ``root``) — or ``auto``:
+    the reader that recognises ``root``, and without a root the prepared Tux Paint set in
+    ``data/tuxpaint_precomp`` when present, else synthetic data (with a note).
+    ``image_column`` ... ``split_column``: a table's columns (None: the usual names).
+    ``image_root``: the folder a table's image paths are relative to (default: the table's).
+    ``cache_dir``: where image features and unpacked images are kept (default: beside the data).
     """
 
     source: str = "auto"
@@ -43,9 +49,15 @@ class DataConfig:
     train_split: str = "train"
     dev_split: str = "dev"
     test_split: str = "test"
+    image_column: str | None = None
+    caption_column: str | None = None
+    id_column: str | None = None
+    split_column: str | None = None
+    image_root: str | None = None
+    cache_dir: str | None = None
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
-    folder_allow_outside: bool = False  # folder source: read image paths outside its root
+    folder_allow_outside: bool = False  # table sources: read image paths outside the table's folder
     min_word_count: int = 2  # NCR uses 4 on Flickr30K/COCO (see configs/)
     test_folds: int = 1
     synthetic_images: int = 1000

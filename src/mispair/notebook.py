@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 COLUMN_OPTIONS = ("image_column", "caption_column", "id_column", "split_column")
 """Keyword arguments naming a table's columns (``data.<name>`` in a config; auto-detected when
 not given)."""
+DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir")
+"""Keyword arguments that are ``data.<name>`` fields."""
 
 
 def keyword_overrides(options: Mapping[str, Any]) -> list[str]:
@@ -36,27 +38,31 @@ def keyword_overrides(options: Mapping[str, Any]) -> list[str]:
             flat.append(f"{prefix}={json.dumps(value)}")
 
     for key, value in options.items():
-        walk(f"data.{key}" if key in COLUMN_OPTIONS else key, value)
+        walk(f"data.{key}" if key in DATA_KEYWORDS else key, value)
     return flat
 
 
-def source_path(source: str | Path | pd.DataFrame, out: Path) -> Path:
-    """A path the readers open: ``source`` itself, or a DataFrame written as ``out/input.parquet``
-    with its relative image paths made absolute (from the working folder)."""
+def source_path(
+    source: str | Path | pd.DataFrame, out: Path, options: Mapping[str, Any]
+) -> tuple[Path, list[str]]:
+    """A path the readers open, and the overrides it needs: ``source`` itself, or a DataFrame
+    written as ``out/input.parquet`` with its relative image paths made absolute (from the working
+    folder), read with its image paths outside ``out`` allowed (they are the caller's own)."""
     if isinstance(source, (str, Path)):
-        return Path(source)
+        return Path(source), []
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
         raise ConfigError("a DataFrame source needs pandas (pip install pandas)") from None
     if not isinstance(source, pd.DataFrame):
         raise ConfigError(f"source: a path or a pandas DataFrame, got {type(source).__name__}")
-    from mispair.data.readers import dataframe_table
+    from mispair.data.readers import Columns, dataframe_table
 
+    columns = Columns(*(options.get(name) for name in COLUMN_OPTIONS))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "input.parquet"
-    dataframe_table(source).to_parquet(path, index=False)
-    return path
+    dataframe_table(source, columns).to_parquet(path, index=False)
+    return path, ["data.folder_allow_outside=true"]
 
 
 def silent(_: str) -> None:

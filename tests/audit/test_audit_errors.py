@@ -1,8 +1,10 @@
 """Bad input to ``mispair audit`` is one line on stderr, exit status 2, and no report at all."""
 
+import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from mispair.cli import main
@@ -39,9 +41,24 @@ def _assert_one_line_error(capsys, code, pattern, out):
     assert not out.exists() or not any(out.rglob("*.pt"))
 
 
-def test_a_missing_image(tmp_path, capsys):
-    data = _collection(tmp_path / "c", [*_good_rows(), ("missing.npy", "gone")])
-    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), "missing.npy", tmp_path / "out")
+def test_rows_that_do_not_read_are_refused_with_their_reason(tmp_path, capsys):
+    data = _collection(tmp_path / "c", [*_good_rows(), ("missing.npy", "gone"), ("im1.npy", "")])
+    assert _audit(data, tmp_path / "out") == 0
+    refused = pd.read_csv(tmp_path / "out" / "refused.csv", dtype=str, keep_default_na=False)
+    assert refused.to_dict("records") == [
+        {"pair_id": "9", "image": "im1.npy", "caption": "", "reason": "empty caption"},
+        {"pair_id": "8", "image": "missing.npy", "caption": "gone", "reason": "image file not found"},
+    ]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["pairs_read"], summary["pairs_scored"], summary["pairs_refused"]) == (10, 8, 2)
+    assert "refused 2 of 10 rows" in capsys.readouterr().out
+
+
+def test_more_than_half_of_the_rows_refused(tmp_path, capsys):
+    missing = [(f"missing{n}.npy", f"gone {n}") for n in range(4)]
+    data = _collection(tmp_path / "c", [*_good_rows()[:3], *missing])
+    expected = "4 of 7 rows refused, most for: image file not found"
+    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), expected, tmp_path / "out")
 
 
 def test_an_unreadable_caption_file(tmp_path, capsys):
@@ -56,30 +73,34 @@ def test_no_caption_file(tmp_path, capsys):
                            tmp_path / "out")  # fmt: skip
 
 
-def test_an_image_that_is_not_an_image(tmp_path, capsys):
+def test_most_images_not_pictures_stops_the_audit(tmp_path, capsys):
     pytest.importorskip("efficientnet_lite_pytorch")
     from PIL import Image
 
     data = tmp_path / "c"
     data.mkdir()
-    for n in range(7):
+    for n in range(3):
         Image.new("RGB", (32, 32), (30 * n, 90, 200)).save(data / f"im{n}.png")
-    (data / "im7.png").write_bytes(b"this is not a picture")
-    rows = [(f"im{n}.png", f"caption {n}") for n in range(8)]
-    _collection(data, rows)
-    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), "unreadable image", tmp_path / "out")
+    bad = {"im3.png": b"this is not a picture", "im4.png": b"%!PS-Adobe-3.0 EPSF-3.0", "im5.png": b"",
+           "im6.png": b"\x89PNG\r\n\x1a\n truncated"}  # fmt: skip
+    for name, content in bad.items():
+        (data / name).write_bytes(content)
+    _collection(data, [(f"im{n}.png", f"caption {n}") for n in range(7)])
+    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), "4 of 7 rows refused, most for: not a "
+                           "readable picture", tmp_path / "out")  # fmt: skip
 
 
 @pytest.mark.parametrize("image", ["../outside.npy", "LINK"])
-def test_a_path_that_leaves_the_collection(tmp_path, capsys, image):
+def test_a_path_that_leaves_the_collection_is_refused(tmp_path, capsys, image):
     np.save(tmp_path / "outside.npy", np.zeros((4, 8), np.float32))
     data = _collection(tmp_path / "c", _good_rows())
     if image == "LINK":
         os.symlink(tmp_path / "outside.npy", data / "link.npy")
         image = "link.npy"
     _collection(data, [*_good_rows(), (image, "outside")])
-    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), "outside the collection's folder",
-                           tmp_path / "out")  # fmt: skip
+    assert _audit(data, tmp_path / "out") == 0  # the row is refused, the rest audited
+    refused = pd.read_csv(tmp_path / "out" / "refused.csv", dtype=str, keep_default_na=False)
+    assert refused["pair_id"].tolist() == ["8"] and "outside the collection's folder" in refused["reason"][0]
 
 
 @pytest.mark.parametrize(("extra", "pattern"), [

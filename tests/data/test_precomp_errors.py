@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from mispair import make_synthetic, read_precomp, write_precomp
-from mispair.data.folder import read_folder
+from mispair.config import DataConfig
+from mispair.data.loading import load_split
 from mispair.data.vocab import Vocabulary, tokenize
 from mispair.errors import DataError
 
@@ -84,9 +85,6 @@ def test_folder_format(tmp_path):
     (tmp_path / "captions.csv").write_text(
         "image,caption,split\nf0.npy,zero,train\nf1.npy,one,train\nf0.npy,nought,train\n"
         "f2.npy,two,test\n")
-    train = read_folder(tmp_path, "train")
+    train = load_split(DataConfig(root=str(tmp_path)), "train")
     assert train.image_ids == ["f0.npy", "f1.npy"] and train.captions == ["zero", "nought", "one"]
-    assert train.image_of_caption.tolist() == [0, 0, 1]
-    (tmp_path / "captions.csv").write_text("image,caption\nf0.npy,\n")
-    with pytest.raises(DataError, match=r"captions\.csv:2: empty caption"):
-        read_folder(tmp_path, "train")
+    assert train.image_of_caption.tolist() == [0, 0, 1] and train.pair_ids == ["0", "2", "1"]

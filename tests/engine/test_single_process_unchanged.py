@@ -5,13 +5,17 @@ the summary and the per-epoch log (every loss term, division score and dev metri
 de72c94, the last one before :mod:`mispair.distributed`; the runs must reproduce them to the last
 bit on the machine that wrote them, and to float rounding on another CPU (another SIMD width sums
 in another order: relative 1e-3 holds every number of every recipe, where a changed computation
-moves them by whole ranks and percent). Regenerate (after a deliberate change of a recipe's numbers) with
+moves them by whole ranks and percent). Rank metrics (R@K, rSum, medr, meanr) may differ by one
+near-tied query across CPUs (this Intel Xeon moved the holdout run's dev i2t R@10 from 83 to 84 of
+100 image queries): they are held to one query's worth, every loss and score to 1e-3.
+Regenerate (after a deliberate change of a recipe's numbers) with
 ``PYTHONPATH=src python tests/engine/test_single_process_unchanged.py``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,6 +25,8 @@ from mispair.engine.run import train_run
 from tests.engine.tiny_runs import RECIPES, log_rows, tiny_config
 
 GOLDEN = Path(__file__).with_name("single_process_golden.json")
+RANK_METRIC = re.compile(r"/(i2t|t2i)_(r\d+|medr|meanr)$|/rsum$")
+ONE_QUERY = 1.0 + 1e-9
 
 
 def run(recipe: str, out: Path) -> dict:
@@ -47,7 +53,12 @@ def test_a_single_process_run_is_unchanged(recipe, tmp_path):
     golden = flat(json.loads(GOLDEN.read_text(encoding="utf-8"))[recipe])
     got = flat(json.loads(json.dumps(run(recipe, tmp_path))))
     assert got.keys() == golden.keys()
-    assert got == pytest.approx(golden, rel=1e-3, abs=1e-6)
+    ranks = {key for key in golden if RANK_METRIC.search(key)}
+    assert {k: got[k] for k in golden.keys() - ranks} == pytest.approx(
+        {k: golden[k] for k in golden.keys() - ranks}, rel=1e-3, abs=1e-6
+    )
+    for key in ranks:  # one of the 100 dev image queries (1.0 point of i2t R@K, of rSum) moved by one rank
+        assert got[key] == pytest.approx(golden[key], abs=ONE_QUERY), key
 
 
 if __name__ == "__main__":

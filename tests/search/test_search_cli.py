@@ -65,7 +65,7 @@ def test_another_collection_is_a_one_line_error(collection, cosine_checkpoint, t
     one_line_error(code, err, f"{copy}: not the collection index {tmp_path / 'idx'} was built from")
     shutil.rmtree(copy)
     code, _, err = run_cli("search", tmp_path / "idx", "kalone", *rerank)
-    one_line_error(code, err, "no such collection folder", "give its place with --data")
+    one_line_error(code, err, "no such file or folder", "give its place with --data")
 
 
 def _rewrite(index: Path, name: str, data: bytes) -> None:

@@ -1,5 +1,5 @@
-"""What ``mispair audit`` reads: the collection's kind, the audit's run config, and the picture
-files behind the image ids (for the report's thumbnails)."""
+"""What ``mispair audit`` reads: the audit's run config over a collection in any form the readers
+accept, and the picture files behind the image ids (for the report's thumbnails)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from mispair.config import ROBUST_RUN, RunConfig, load_config
+from mispair.data.loading import absolute_root, concrete_source
 from mispair.errors import ConfigError, DataError
 
 AUDIT_RUN: dict[str, Any] = {**ROBUST_RUN, "name": "audit"}
 """The audit's default run: :data:`~mispair.config.ROBUST_RUN`, the robust run of a user's
 collection."""
-
-PICTURE_DIRS = (Path("/usr/share/tuxpaint/stamps"), Path("/usr/share/openclipart/png"))
-"""Where the pictures of the prepared Tux Paint and OpenClipart sets lie (their Debian packages)."""
-
-
-def collection_source(root: Path, train_split: str = "train") -> str:
-    """``folder`` (a ``captions.csv`` / ``captions.jsonl``) or ``precomp`` (``{split}_ims.npy``)."""
-    if not root.is_dir():
-        raise DataError(f"{root}: no such folder")
-    if (root / "captions.csv").is_file() or (root / "captions.jsonl").is_file():
-        return "folder"
-    if (root / f"{train_split}_ims.npy").is_file():
-        return "precomp"
-    raise DataError(f"{root}: not a collection (no captions.csv, captions.jsonl or {train_split}_ims.npy)")
 
 
 def audit_config(
@@ -44,8 +31,8 @@ def audit_config(
     ``overrides``, on the collection at ``root``, in ``out/run``; ``plant`` swaps that share of
     the training images' captions (the ``pmp`` protocol, recorded so the audit can score itself)."""
     config = load_config(config_path, list(overrides), default=AUDIT_RUN)
-    config.data.source = collection_source(root, config.data.train_split)
-    config.data.root = str(root.resolve())
+    config.data.root = absolute_root(root)
+    config.data = concrete_source(config.data)
     if plant is not None:
         if not 0 < plant < 1:
             raise ConfigError(f"--plant: a share in (0, 1), got {plant}")

@@ -36,9 +36,10 @@ def audit(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, p
     """
     out = Path(tempfile.mkdtemp(prefix="mispair-audit-")) if out is None else Path(out)
     with quiet_unless(progress) as caught:
-        data = source_path(source, out)
+        data, reading = source_path(source, out, options)
         result = audit_collection(data, out, config_path=None if config is None else str(config),
-                                  overrides=[*keyword_overrides(options), *overrides], plant=plant, seed=seed,
+                                  overrides=[*reading, *keyword_overrides(options), *overrides],
+                                  plant=plant, seed=seed,
                                   clean_run=clean_run, progress=progress,
                                   log=print if progress else silent)  # fmt: skip
     if caught:

@@ -4,10 +4,8 @@ and ``summary.json``."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,21 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.collection import PICTURE_DIRS, audit_config, picture_root, thumbnail_uri
+from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
 from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
 from mispair.audit.report import curve_plots, render_report, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult
 from mispair.audit.selfcheck import mismatched_share, self_check
-from mispair.config import RunConfig, from_dict
+from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
-from mispair.data.folder import UnreadableImageWarning
-from mispair.data.loading import load_split
+from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.engine.assembly import other_splits, prepare_text_encoder
 from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
 from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import train_run
-from mispair.errors import ConfigError, DataError
+from mispair.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,15 +66,20 @@ def audit_collection(
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
-    pictures = _pictures(run, root, images, config.data.source)
     audited = audited_pairs(run, progress=progress)
+    pictures = _pictures(audited.image_ids, config.data, images)
+    reader = reader_of(config.data)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
     matches = best_matches(run, pairs=audited.pairs, progress=progress)
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
     table = pair_table(audited, mismatch, threshold, matches)
+    refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
+    n_refused = 0 if refused is None else len(refused)
+    result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
+                  split_note=reader.split_note(config.data))
     truth = audited.truly_mismatched
     plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):
@@ -87,7 +89,7 @@ def audit_collection(
     retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
     page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
     result["seconds"] = round(time.time() - started, 1)
-    audit = AuditResult(table, result, page)
+    audit = AuditResult(table, result, page, refused)
     audit.save(out)
     return audit
 
@@ -167,24 +169,11 @@ def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress
     noisy = config.data.noise.rate > 0 or config.data.noise.file
     if clean_run and not noisy:
         log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
-    with _unreadable_images_are_errors():
-        load_split(config.data, config.data.test_split)  # train and dev are read by train_run
-        summary = train_run(config, resume=resume, progress=progress, log=log)
-        clean = None
-        if clean_run and noisy:
-            clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
-        return summary, clean, load_trained_run(config, progress=progress)
-
-
-@contextlib.contextmanager
-def _unreadable_images_are_errors() -> Iterator[None]:
-    """An image file that is not a picture is a one-line error in an audit (``train`` skips it)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UnreadableImageWarning)
-        try:
-            yield
-        except UnreadableImageWarning as exc:
-            raise DataError(str(exc).replace("skipped", "found")) from None
+    summary = train_run(config, resume=resume, progress=progress, log=log)
+    clean = None
+    if clean_run and noisy:
+        clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
+    return summary, clean, load_trained_run(config, progress=progress)
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:
@@ -195,15 +184,14 @@ def _without_noise(config: RunConfig, out: Path) -> RunConfig:
     return clean
 
 
-def _pictures(run: TrainedRun, root: Path, images: str | Path | None, source: str) -> Path | None:
-    ids = run.image_ids
+def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Path | None:
     if images is not None:
         found = picture_root(ids, [Path(images)])
         if found is None:
             raise ConfigError(f"--images {images}: does not hold a picture for every image id "
                               f"(e.g. {ids[0]!r}), inside the folder")  # fmt: skip
         return found
-    return picture_root(ids, [root] if source == "folder" else [root, *PICTURE_DIRS])
+    return picture_root(ids, reader_of(data).picture_dirs(data))
 
 
 def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,

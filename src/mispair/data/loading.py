@@ -1,4 +1,4 @@
-"""Resolve a run's data section into train/dev/test PairSets."""
+"""Resolve a run's data section into train/dev/test PairSets through the reader registry."""
 
 from __future__ import annotations
 
@@ -8,27 +8,29 @@ from pathlib import Path
 
 from mispair.config import DataConfig
 from mispair.data.pairset import PairSet
-from mispair.data.precomp import read_precomp
-from mispair.data.synthetic import make_synthetic
+from mispair.data.readers import READERS, detect_source, reader_of
 from mispair.errors import ConfigError
 
 DEFAULT_REAL_ROOT = Path("data/tuxpaint_precomp")
-SOURCES = ("auto", "synthetic", "precomp", "folder", "now")
 
 
-def resolve_source(data: DataConfig) -> tuple[str, str | None]:
-    """``(source, root)`` with ``auto`` resolved: the prepared Tux Paint set when it exists in
-    ``data/tuxpaint_precomp`` (``mispair prepare tuxpaint``), else the synthetic fallback."""
-    if data.source not in SOURCES:
-        raise ConfigError(f"data.source: unknown source {data.source!r} (use one of {', '.join(SOURCES)})")
+def resolve_source(data: DataConfig) -> DataConfig:
+    """``data`` with ``source: auto`` resolved: the reader that recognises ``data.root``; without a
+    root, the prepared Tux Paint set in ``data/tuxpaint_precomp`` when it exists (``mispair
+    prepare tuxpaint``), else synthetic data. A root with the synthetic source is an error."""
     if data.source != "auto":
+        READERS.get(data.source)
+        if data.source == "synthetic" and data.root:
+            raise ConfigError(f"data.root={data.root} with data.source=synthetic: synthetic data reads no "
+                              "folder; drop data.root, or set data.source=auto to read it")  # fmt: skip
         if data.source != "synthetic" and not data.root:
             raise ConfigError(f"data.root: required for data.source={data.source}")
-        return data.source, data.root
-    root = fallback_root(data)
-    if (root / f"{data.train_split}_ims.npy").is_file():
-        return "precomp", str(root)
-    return "synthetic", None
+        return data
+    if data.root:
+        return replace(data, source=detect_source(data.root))
+    if DEFAULT_REAL_ROOT.is_dir() and READERS.get("precomp")().detect(DEFAULT_REAL_ROOT):
+        return replace(data, source="precomp", root=str(DEFAULT_REAL_ROOT))
+    return replace(data, source="synthetic")
 
 
 def concrete_source(data: DataConfig, log: Callable[[str], None] = print) -> DataConfig:
@@ -37,34 +39,21 @@ def concrete_source(data: DataConfig, log: Callable[[str], None] = print) -> Dat
     says it cannot); says so when ``auto`` falls back to synthetic data."""
     if data.source != "auto":
         return data
-    source, root = resolve_source(data)
-    if source == "synthetic":
-        log(f"note: no prepared data in {fallback_root(data).resolve()}; training on synthetic "
-            "data (run `mispair prepare tuxpaint` in this folder, or set data.root)")  # fmt: skip
-    return replace(data, source=source, root=str(Path(root).resolve()) if root else root)
+    resolved = resolve_source(data)
+    if resolved.source == "synthetic":
+        log(f"note: no prepared data in {DEFAULT_REAL_ROOT.resolve()}; training on synthetic data (run "
+            "`mispair prepare tuxpaint` here, or give your collection: mispair train PATH)")  # fmt: skip
+        return resolved
+    return replace(resolved, root=absolute_root(resolved.root))
 
 
-def fallback_root(data: DataConfig) -> Path:
-    """Where ``auto`` looks for prepared data: ``data.root``, else ``data/tuxpaint_precomp``
-    (relative to the working directory, where ``mispair prepare`` writes it)."""
-    return Path(data.root) if data.root else DEFAULT_REAL_ROOT
+def absolute_root(root: str | Path) -> str:
+    """``root`` made absolute (a shard pattern's braces kept)."""
+    root = Path(root)
+    return str(root.resolve()) if "{" not in str(root) else str(root.parent.resolve() / root.name)
 
 
 def load_split(data: DataConfig, split: str) -> PairSet:
     """One split of the configured source."""
-    source, root = resolve_source(data)
-    if source == "synthetic":
-        sizes = {data.train_split: data.synthetic_images, data.dev_split: 100, data.test_split: 200}
-        seeds = {data.train_split: 0, data.dev_split: 1, data.test_split: 2}
-        if split not in sizes:
-            raise ConfigError(f"synthetic data has splits {', '.join(sizes)}, not {split!r}")
-        return make_synthetic(sizes[split], 5, seed=seeds[split])
-    if source == "folder":
-        from mispair.data.folder import read_folder
-
-        return read_folder(root, split, allow_outside=data.folder_allow_outside)
-    if source == "now":
-        from mispair.data.now import read_now
-
-        return read_now(root, split, data.now_tokenizer, vocab=data.vocab)
-    return read_precomp(root, split)
+    data = resolve_source(data)
+    return reader_of(data).read_split(data, split)

@@ -11,7 +11,8 @@ from mispair.atomic import atomic_write
 from mispair.config import DataConfig
 from mispair.data.loading import resolve_source
 from mispair.data.pairset import PairSet, caption_groups
-from mispair.data.precomp import load_npy, read_natural_noise
+from mispair.data.precomp import load_npy
+from mispair.data.readers import reader_of
 from mispair.errors import DataError
 
 PROTOCOLS = ("ncr", "pmp")
@@ -171,12 +172,12 @@ def _noise_file(path: Path, train: PairSet) -> NoiseRecord:
 
 
 def _natural_noise(data: DataConfig, train: PairSet) -> NoiseRecord | None:
-    source, root = resolve_source(data)
-    labels = read_natural_noise(root, data.train_split) if source == "precomp" else None
+    data = resolve_source(data)
+    labels = reader_of(data).natural_noise(data)
     if labels is None:
         return None
     if len(labels) != train.n_captions:
-        raise DataError(f"{root}/{data.train_split}_natural_noise.npy: {len(labels)} labels for "
+        raise DataError(f"{data.root}/{data.train_split}_natural_noise.npy: {len(labels)} labels for "
                         f"{train.n_captions} captions")  # fmt: skip
     return NoiseRecord(train.image_of_caption, train.image_of_caption, labels)
 

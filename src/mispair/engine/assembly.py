@@ -11,9 +11,10 @@ import torch
 
 from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs, encode_captions
-from mispair.data.loading import load_split
+from mispair.data.loading import load_split, resolve_source
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
+from mispair.data.readers import reader_of
 from mispair.data.tokenizers import Tokenizer, create_tokenizer, restore_tokenizer, tokenizer_words
 from mispair.encoding import frozen
 from mispair.errors import ConfigError, DataError
@@ -96,14 +97,12 @@ def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:
 
 
 def text_cache_dir(data: DataConfig) -> Path | None:
-    """Where a frozen text encoder keeps its per-caption outputs: beside the image features
-    (``ROOT/cache/text`` of a precomputed set, ``ROOT/.mispair_cache/text`` of a folder); None
-    (memory only) for synthetic data."""
-    if data.source in ("precomp", "now") and data.root:
-        return Path(data.root) / "cache" / "text"
-    if data.source == "folder" and data.root:
-        return Path(data.root) / ".mispair_cache" / "text"
-    return None
+    """Where a frozen text encoder keeps its per-caption outputs: ``text/`` in the reader's cache
+    folder (``ROOT/cache`` of a precomputed set, ``.mispair_cache`` beside a table); None (memory
+    only) for synthetic data."""
+    data = resolve_source(data)
+    cache = reader_of(data).cache_dir(data)
+    return None if cache is None else cache / "text"
 
 
 def prepare_text_encoder(model: ModelConfig, data: DataConfig, token_lists: list[list[int]], *,

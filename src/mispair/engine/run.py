@@ -191,9 +191,7 @@ def evaluate_checkpoint(
     states = [load_checkpoint(p) for p in paths]
     config = from_dict(states[0]["config"])
     if data_root:
-        config.data.root = data_root
-        if config.data.source in ("auto", "synthetic"):
-            config.data.source = "precomp"
+        config.data.root, config.data.source = data_root, "auto"
     pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
     dev = pick_device(device, "--device")
     models = [m for p, state in zip(paths, states) for m in load_models(state, dev, str(p))]

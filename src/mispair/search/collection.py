@@ -8,16 +8,16 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mispair.config import DataConfig
-from mispair.data.loading import load_split
+from mispair.data.loading import load_split, resolve_source
 from mispair.data.pairset import PairSet
-from mispair.data.precomp import available_splits
+from mispair.data.readers import reader_of
 from mispair.errors import DataError
 
-STANDARD_SPLITS = ("train", "dev", "test")
 FINGERPRINT_ROWS = 64
 """Feature rows per split that enter the fingerprint (evenly spaced, first and last included)."""
 
@@ -96,38 +96,22 @@ class Collection:
         return digest.hexdigest()
 
 
-def open_collection(root: str | Path, split: str = "all") -> Collection:
-    """The splits ``split`` (a name, names separated by commas, or ``all``: train, dev and test as
-    far as present) of the folder (``captions.csv`` / ``captions.jsonl``) or precomputed
-    (``{split}_ims.npy``) dataset at ``root``."""
-    root = Path(root)
-    source = collection_source(root)
-    data = DataConfig(source=source, root=str(root.resolve()))
-    splits = _split_names(root, source, split)
+def open_collection(
+    root: str | Path, split: str = "all", options: dict[str, Any] | None = None
+) -> Collection:
+    """The splits ``split`` (a name, names separated by commas, or ``all``: every split present)
+    of the collection at ``root``, in any form the readers accept (``options``: more
+    :class:`~mispair.config.DataConfig` fields, e.g. ``image_column``)."""
+    data = resolve_source(DataConfig(root=str(root), **(options or {})))
+    data.root = str(Path(data.root).resolve())
+    splits = _split_names(reader_of(data).splits(data), split)
     return Collection(data, splits, [load_split(data, s) for s in splits])
 
 
-def collection_source(root: Path) -> str:
-    """``folder`` or ``precomp``: what kind of dataset the folder ``root`` holds."""
-    if not root.is_dir():
-        raise DataError(f"{root}: no such collection folder")
-    if (root / "captions.csv").is_file() or (root / "captions.jsonl").is_file():
-        return "folder"
-    if available_splits(root):
-        return "precomp"
-    raise DataError(f"{root}: not a collection (neither captions.csv / captions.jsonl of a folder dataset "
-                    "nor {split}_ims.npy of a precomputed one)")  # fmt: skip
-
-
-def _split_names(root: Path, source: str, split: str) -> list[str]:
-    if split != "all":
-        names = [s.strip() for s in split.split(",") if s.strip()]
-        if not names or len(set(names)) < len(names):
-            raise DataError(f"--split {split!r}: give split names separated by commas, each once, or all")
-        return names
-    if source == "folder":
-        from mispair.data.folder import folder_splits
-
-        return folder_splits(root)
-    present = available_splits(root)
-    return [s for s in STANDARD_SPLITS if s in present] or present
+def _split_names(present: list[str], split: str) -> list[str]:
+    if split == "all":
+        return present
+    names = [s.strip() for s in split.split(",") if s.strip()]
+    if not names or len(set(names)) < len(names):
+        raise DataError(f"--split {split!r}: give split names separated by commas, each once, or all")
+    return names

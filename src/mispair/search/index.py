@@ -90,13 +90,15 @@ class Index:
     @classmethod
     def build(cls, checkpoint: str | Path, data: str | Path, *, split: str = "all",
               spec: IndexSpec | None = None, device: str = "auto", progress: bool = False,
-              log: Callable[[str], None] = print) -> Index:  # fmt: skip
+              log: Callable[[str], None] = print,
+              data_options: dict[str, Any] | None = None) -> Index:  # fmt: skip
         """Embed every image and caption of ``split`` (a name, names separated by commas, or
         ``all``) of the folder or precomputed dataset ``data`` with the models of ``checkpoint``
-        and index them as ``spec`` says (default: exact)."""
+        and index them as ``spec`` says (default: exact); ``data_options``: the collection's
+        columns and other data fields, recorded so that the index reopens it alike."""
         spec = spec or IndexSpec()
         model = SearchModel.load(checkpoint, device)
-        collection = open_collection(data, split)
+        collection = open_collection(data, split, data_options)
         for part in collection.parts:
             model.check_inputs(part)
         tokens = [ids for part in collection.parts for ids in model.tokens(part)]
@@ -108,6 +110,7 @@ class Index:
             "mispair": __version__,
             "checkpoint": {"path": str(Path(checkpoint).resolve()), "fingerprint": model.fingerprint},
             "collection": {"root": str(collection.root), "source": collection.data.source,
+                           "options": dict(data_options or {}),
                            "splits": collection.splits,
                            "split_images": [p.n_images for p in collection.parts],
                            "n_captions": collection.n_captions, "fingerprint": collection.fingerprint()},
@@ -178,7 +181,7 @@ class Index:
             root = self._data_root or recorded["root"]
             where = f"index {self.path}" if self.path else "the index"
             try:
-                collection = open_collection(root, ",".join(recorded["splits"]))
+                collection = open_collection(root, ",".join(recorded["splits"]), recorded.get("options"))
             except DataError as exc:
                 raise DataError(f"{exc} (the collection of {where}; give its place with --data)") from None
             if collection.fingerprint() != recorded["fingerprint"]:

@@ -1,0 +1,109 @@
+"""COCO captions JSON (``images`` with ``id`` and ``file_name``, ``annotations`` with
+``image_id`` and ``caption``) and the Karpathy split JSON (``images`` with ``filepath``,
+``filename``, ``split`` and ``sentences``; ``val`` is dev, ``restval`` train).
+
+Image paths are relative to the JSON's folder, or to ``data.image_root``. Pair ids are the
+annotation ids (COCO) or ``sentid`` (Karpathy).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mispair.data.readers.base import READERS
+from mispair.data.readers.table import CollectionTable, TableReader, checked_table
+from mispair.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mispair.config import DataConfig
+
+MAX_JSON_BYTES = 1_000_000_000
+"""A captions JSON larger than this is refused before it is read."""
+
+
+@READERS.register("coco")
+class CocoReader(TableReader):
+    name = "coco"
+    priority = 35
+    describes = "COCO captions JSON or the Karpathy split JSON (dataset_coco.json, dataset_flickr30k.json)"
+
+    def detect(self, path: Path) -> bool:
+        if not (path.is_file() and path.suffix.lower() == ".json"):
+            return False
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+        return b'"images"' in head
+
+    def table(self, data: DataConfig) -> CollectionTable:
+        path = Path(data.root)
+        document = _load(path)
+        frame = _karpathy(document) if _is_karpathy(document) else _coco(document, path)
+        return checked_table(frame, Path(data.image_root or path.parent), str(path))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise DataError(f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} read at once")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+    except (ValueError, RecursionError):
+        raise DataError(f"{path}: not valid JSON") from None
+    if not isinstance(document, dict) or not isinstance(document.get("images"), list):
+        raise DataError(f"{path}: not COCO captions or Karpathy JSON (no 'images' list)")
+    return document
+
+
+def _is_karpathy(document: dict) -> bool:
+    return "annotations" not in document
+
+
+def _coco(document: dict, path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    annotations = document.get("annotations")
+    if not isinstance(annotations, list):
+        raise DataError(f"{path}: COCO JSON without an 'annotations' list")
+    file_of = {
+        str(image.get("id")): str(image.get("file_name") or "")
+        for image in document["images"]
+        if isinstance(image, dict)
+    }
+    rows = [
+        {
+            "pair_id": str(a.get("id", n)),
+            "image": file_of.get(str(a.get("image_id")), ""),
+            "caption": str(a.get("caption") or ""),
+            "split": "",
+        }
+        for n, a in enumerate(annotations)
+        if isinstance(a, dict)
+    ]
+    return pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split"])
+
+
+def _karpathy(document: dict) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = []
+    for image in document["images"]:
+        if not isinstance(image, dict):
+            continue
+        name = "/".join(p for p in (str(image.get("filepath") or ""), str(image.get("filename") or "")) if p)
+        for sentence in image.get("sentences") or []:
+            if isinstance(sentence, dict):
+                rows.append(
+                    {
+                        "pair_id": str(sentence.get("sentid", len(rows))),
+                        "image": name,
+                        "caption": str(sentence.get("raw") or " ".join(sentence.get("tokens") or [])),
+                        "split": str(image.get("split") or ""),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split"])

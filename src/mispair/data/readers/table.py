@@ -1,0 +1,311 @@
+"""A collection as a table of pairs, and what every table-shaped reader shares.
+
+Every form that lists pairs (a folder's captions file, a table file, WebDataset shards, COCO JSON)
+is read into a :class:`CollectionTable`: one row per input pair with its ``pair_id`` (the id
+column, else the input row), the ``image`` (a path relative to the table's image folder), the
+``caption`` and the ``split`` ("" when not given). Rows that cannot be used are *refused* with a
+reason, never dropped silently: an empty caption or image, a remote URL, a path outside the
+folder, a missing file, a file that is not a picture, an unknown split. More than half of the
+rows refused is an error.
+
+:class:`TableReader` turns such a table into splits: the image features of every picture are
+extracted once (EfficientNet-Lite0, cached beside the collection), the images are assigned to
+splits (the split column, else a seeded carve of 10% test and 5% dev by image), and each split
+becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the table's.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mispair.data.pairset import PairSet
+from mispair.data.readers.base import Reader
+from mispair.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mispair.config import DataConfig
+
+MAX_CAPTION_CHARS = 1000
+"""Captions are cut to this many characters: work per caption stays bounded for any input."""
+SPLIT_NAMES = {
+    "train": "train",
+    "dev": "dev",
+    "val": "dev",
+    "valid": "dev",
+    "validation": "dev",
+    "restval": "train",
+    "test": "test",
+}
+"""Split values accepted in a split column (Karpathy's ``val``/``restval`` included)."""
+REMOTE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+CACHE_FOLDER = ".mispair_cache"
+
+
+@dataclass
+class CollectionTable:
+    """The pairs of a collection as read from its files.
+
+    Attributes:
+        pairs: one row per accepted pair: ``pair_id``, ``image`` (relative to ``image_root``),
+            ``caption``, ``split`` (``train``/``dev``/``test``, or "" when not given).
+        refused: the refused rows: ``pair_id``, ``image``, ``caption``, ``reason``.
+        image_root: the folder the image paths are relative to.
+        where: the file or folder read, for messages.
+        trusted_paths: the image paths were written by mispair (unpacked bytes), so they are not
+            checked to lie inside ``image_root``.
+    """
+
+    pairs: pd.DataFrame
+    refused: pd.DataFrame
+    image_root: Path
+    where: str
+    trusted_paths: bool = False
+
+    @property
+    def rows(self) -> int:
+        """Rows read, accepted or refused."""
+        return len(self.pairs) + len(self.refused)
+
+
+def refusal_frame(rows: list[dict]) -> pd.DataFrame:
+    """Refused rows as a table (``pair_id``, ``image``, ``caption``, ``reason``)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["pair_id", "image", "caption", "reason"])
+
+
+def checked_table(
+    frame: pd.DataFrame,
+    image_root: Path,
+    where: str,
+    *,
+    trusted_paths: bool = False,
+    refused: list[dict] | None = None,
+) -> CollectionTable:
+    """A :class:`CollectionTable` from ``frame`` (columns ``pair_id``, ``image``, ``caption``,
+    ``split``, all strings): captions cut to :data:`MAX_CAPTION_CHARS`, split names mapped
+    (:data:`SPLIT_NAMES`), unusable rows refused (``refused``: rows the reader already refused)."""
+    ids = frame["pair_id"]
+    if ids.duplicated().any():
+        raise DataError(
+            f"{where}: pair id {ids[ids.duplicated()].iloc[0]!r} appears twice; ids must be "
+            "unique (name another column with --id-column, or none to use row numbers)"
+        )
+    frame = frame.assign(
+        caption=frame["caption"].str.strip(),
+        image=frame["image"].str.strip(),
+        split=frame["split"].str.strip().str.lower(),
+    )
+    long = frame["caption"].str.len() > MAX_CAPTION_CHARS
+    if long.any():
+        warnings.warn(
+            f"{where}: {int(long.sum())} caption(s) longer than {MAX_CAPTION_CHARS} characters were cut",
+            stacklevel=2,
+        )
+        frame.loc[long, "caption"] = frame.loc[long, "caption"].str.slice(0, MAX_CAPTION_CHARS)
+    reason = frame.apply(_row_problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
+    bad = reason.astype(bool)
+    refused_rows = list(refused or []) + [
+        {"pair_id": r.pair_id, "image": r.image, "caption": r.caption, "reason": why}
+        for r, why in zip(frame[bad].itertuples(), reason[bad])
+    ]
+    accepted = frame[~bad].assign(split=lambda f: f["split"].map(lambda s: SPLIT_NAMES.get(s, "")))
+    return CollectionTable(
+        accepted.reset_index(drop=True), refusal_frame(refused_rows), image_root, where, trusted_paths
+    )
+
+
+def _row_problem(row) -> str:
+    if not row["image"]:
+        return "no image"
+    if not row["caption"]:
+        return "empty caption"
+    if REMOTE.match(row["image"]):
+        return "a remote URL is not fetched: download the images first (e.g. with img2dataset)"
+    if "\x00" in row["image"]:
+        return "a NUL character in the image path"
+    if row["split"] and row["split"] not in SPLIT_NAMES:
+        return f"unknown split {row['split']!r} (use train, dev or test)"
+    return ""
+
+
+def check_refusals(table: CollectionTable) -> None:
+    """More than half of the rows refused: the input is probably not what it seems (an error
+    naming the most common reason)."""
+    if table.rows and len(table.refused) * 2 > table.rows:
+        reasons = table.refused["reason"].value_counts()
+        first = table.refused[table.refused["reason"] == reasons.index[0]].iloc[0]
+        raise DataError(
+            f"{table.where}: {len(table.refused)} of {table.rows} rows refused, most for: "
+            f"{reasons.index[0]} (e.g. pair {first['pair_id']}: {first['image']!r})"
+        )
+
+
+@dataclass
+class PreparedCollection:
+    """A table with every image's features and every pair's split."""
+
+    table: CollectionTable
+    features: np.ndarray  # [n_images, n_fragments, dim]
+    image_index: dict[str, int]
+    split_note: str | None
+
+
+class TableReader(Reader):
+    """A reader of a form that lists pairs; subclasses implement :meth:`table`."""
+
+    def table(self, data: DataConfig) -> CollectionTable:
+        """The collection's pairs as read from its files (rows refused with reasons)."""
+        raise NotImplementedError
+
+    def stamp(self, data: DataConfig) -> tuple:
+        """What identifies the input's current state (files, sizes, times): equal stamps, equal
+        tables within one process."""
+        path = Path(data.root)
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+    def cache_dir(self, data: DataConfig) -> Path:
+        if data.cache_dir:
+            return Path(data.cache_dir)
+        root = Path(data.root)
+        return (root if root.is_dir() else root.parent) / CACHE_FOLDER
+
+    def picture_dirs(self, data: DataConfig) -> list[Path]:
+        return [self.prepared(data).table.image_root]
+
+    def splits(self, data: DataConfig) -> list[str]:
+        present = set(self.prepared(data).table.pairs["split"])
+        return [s for s in (data.train_split, data.dev_split, data.test_split) if s in present]
+
+    def refused(self, data: DataConfig) -> pd.DataFrame:
+        return self.prepared(data).table.refused
+
+    def split_note(self, data: DataConfig) -> str | None:
+        return self.prepared(data).split_note
+
+    def read_split(self, data: DataConfig, split: str) -> PairSet:
+        prepared = self.prepared(data)
+        table = prepared.table
+        rows = table.pairs[table.pairs["split"] == split]
+        if rows.empty:
+            raise DataError(f"{table.where}: no pairs in split {split!r}")
+        images = list(dict.fromkeys(rows["image"]))
+        local = {image: i for i, image in enumerate(images)}
+        order = np.argsort([local[i] for i in rows["image"]], kind="stable")
+        rows = rows.iloc[order]
+        return PairSet(
+            images=prepared.features[[prepared.image_index[i] for i in images]],
+            captions=rows["caption"].tolist(),
+            image_of_caption=np.array([local[i] for i in rows["image"]]),
+            name=f"{Path(data.root).name}/{split}",
+            image_ids=images,
+            pair_ids=rows["pair_id"].tolist(),
+        )
+
+    def prepared(self, data: DataConfig) -> PreparedCollection:
+        """The table with features and splits, computed once per input state in a process."""
+        key = (
+            self.name,
+            str(Path(data.root).resolve()),
+            data.image_column,
+            data.caption_column,
+            data.id_column,
+            data.split_column,
+            data.image_root,
+            data.folder_allow_outside,
+            data.cache_dir,
+            self.stamp(data),
+        )
+        if _PREPARED.get("key") != key:
+            _PREPARED.clear()
+            _PREPARED.update(key=key, value=prepare(self.table(data), self.cache_dir(data), data))
+        return _PREPARED["value"]
+
+
+_PREPARED: dict = {}
+
+
+def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> PreparedCollection:
+    """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
+    features of the rest; assign splits."""
+    from mispair.data.readers.splits import assign_splits
+
+    table = _refuse_bad_paths(table, data.folder_allow_outside)
+    check_refusals(table)
+    images = list(dict.fromkeys(table.pairs["image"]))
+    features, valid = image_features(table.image_root, images, cache_dir)
+    if not valid.all():
+        unreadable = {image for image, ok in zip(images, valid) if not ok}
+        table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
+        check_refusals(table)
+        features = features[valid]
+        images = [image for image, ok in zip(images, valid) if ok]
+    splits, note = assign_splits(table.pairs, table.where)
+    table.pairs = table.pairs.assign(split=splits)
+    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+
+
+def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> CollectionTable:
+    images = table.pairs["image"]
+    base = table.image_root.resolve()
+    if not table.trusted_paths and not allow_outside:
+        outside = images.map(lambda i: not (table.image_root / i).resolve().is_relative_to(base))
+        table = _refuse(
+            table,
+            outside,
+            "the image lies outside the collection's folder (set "
+            "data.folder_allow_outside=true to read it anyway)",
+        )
+        images = table.pairs["image"]
+    missing = images.map(lambda i: not (table.image_root / i).is_file())
+    return _refuse(table, missing, "image file not found")
+
+
+def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionTable:
+    if not mask.any():
+        return table
+    import pandas as pd
+
+    refused = table.pairs[mask][["pair_id", "image", "caption"]].assign(reason=reason)
+    return CollectionTable(
+        table.pairs[~mask].reset_index(drop=True),
+        pd.concat([table.refused, refused], ignore_index=True),
+        table.image_root,
+        table.where,
+        table.trusted_paths,
+    )
+
+
+def image_features(root: Path, images: list[str], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
+    stacked ``.npy`` feature arrays when every image is one, else CNN grid features (cached)."""
+    if images and all(name.endswith(".npy") for name in images):
+        return _stack_npy(root, images), np.ones(len(images), dtype=bool)
+    from mispair.data.features import extract_folder_features
+
+    return extract_folder_features(root, images, cache_dir=cache_dir)
+
+
+def _stack_npy(root: Path, images: list[str]) -> np.ndarray:
+    from mispair.data.precomp import load_npy
+
+    arrays = []
+    for name in images:
+        path = root / name
+        array = load_npy(path)
+        if array.ndim != 2 or (arrays and array.shape != arrays[0].shape):
+            want = "[n_fragments, dim]" if not arrays else str(arrays[0].shape)
+            raise DataError(f"{path}: feature array of shape {array.shape}, expected {want}")
+        if not np.isfinite(array).all():
+            raise DataError(f"{path}: NaN or infinite features")
+        arrays.append(array.astype(np.float32))
+    return np.stack(arrays)

@@ -1,0 +1,153 @@
+"""WebDataset / img2dataset tar shards: samples ``KEY.jpg|png|webp|...`` with ``KEY.txt`` and/or
+``KEY.json`` (its ``caption``, ``text``, ... field), in one ``.tar``, a folder of ``.tar`` files,
+or a brace pattern (``shards/{00000..00009}.tar``).
+
+Read with the standard library's ``tarfile`` (the ``webdataset`` package streams shards into a
+training loop; here every sample is read once and its image unpacked into the cache as
+``images/<digest><ext>``, named by its content, so that the copies img2dataset writes of one
+picture, one per caption, are one image with several captions). Only regular members are read,
+none larger than :data:`MAX_MEMBER_BYTES`; a sample without an image or a caption is refused
+with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mispair.data.readers.base import READERS
+from mispair.data.readers.columns import USUAL_NAMES
+from mispair.data.readers.files import write_image_bytes
+from mispair.data.readers.table import CollectionTable, TableReader, checked_table
+from mispair.errors import DataError
+
+if TYPE_CHECKING:
+    from mispair.config import DataConfig
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp")
+MAX_MEMBER_BYTES = 50_000_000
+"""A tar member larger than this is not read (its sample is refused)."""
+BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``pattern`` with its first ``{a..b}`` (zero-padded numbers) or ``{x,y}`` expanded, then the
+    rest recursively: ``"s{0..2}.tar"`` → ``["s0.tar", "s1.tar", "s2.tar"]``."""
+    match = BRACES.search(pattern)
+    if match is None:
+        return [pattern]
+    inner, head, tail = match.group(1), pattern[: match.start()], pattern[match.end() :]
+    numbers = re.fullmatch(r"(\d+)\.\.(\d+)", inner)
+    if numbers:
+        first, last = numbers.groups()
+        width = len(first) if first.startswith("0") else 0
+        choices = [str(n).zfill(width) for n in range(int(first), int(last) + 1)]
+    else:
+        choices = inner.split(",")
+    return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
+
+
+def shard_paths(path: Path) -> list[Path]:
+    """The shards ``path`` names: a tar file, a folder's tar files (sorted) or a brace pattern."""
+    text = str(path)
+    if "{" in text:
+        return [Path(p) for p in expand_braces(text)]
+    if path.is_dir():
+        return sorted(path.glob("*.tar"))
+    return [path]
+
+
+@READERS.register("webdataset")
+class WebDatasetReader(TableReader):
+    name = "webdataset"
+    priority = 40
+    describes = "WebDataset / img2dataset .tar shards (a file, a folder of them, or a brace pattern)"
+
+    def detect(self, path: Path) -> bool:
+        shards = shard_paths(path)
+        return bool(shards) and all(p.suffix == ".tar" and p.is_file() for p in shards)
+
+    def stamp(self, data: DataConfig) -> tuple:
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in self._shards(data))
+
+    def cache_dir(self, data: DataConfig) -> Path:
+        if data.cache_dir:
+            return Path(data.cache_dir)
+        return self._shards(data)[0].parent / ".mispair_cache"
+
+    def table(self, data: DataConfig) -> CollectionTable:
+        import pandas as pd
+
+        folder, rows, refused = self.cache_dir(data) / "images", [], []
+        for shard in self._shards(data):
+            for key, sample in _samples(shard):
+                row = _row(shard, key, sample, data, folder)
+                (refused if "reason" in row else rows).append(row)
+        frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split"])
+        return checked_table(frame, folder, str(data.root), trusted_paths=True, refused=refused)
+
+    def _shards(self, data: DataConfig) -> list[Path]:
+        shards = shard_paths(Path(data.root))
+        missing = [p for p in shards if not p.is_file()]
+        if not shards or missing:
+            raise DataError(f"{data.root}: shard {missing[0] if missing else 'none'} not found")
+        return shards
+
+
+def _samples(shard: Path) -> list[tuple[str, dict[str, bytes | str]]]:
+    """``(key, {suffix: bytes})`` of every sample of a shard, in order (oversized members marked)."""
+    samples: dict[str, dict[str, bytes | str]] = {}
+    try:
+        with tarfile.open(shard, "r:") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                folder, _, base = member.name.rpartition("/")
+                stem, dot, suffix = base.partition(".")
+                if not dot:
+                    continue
+                key = f"{folder}/{stem}" if folder else stem
+                parts = samples.setdefault(key, {})
+                if member.size > MAX_MEMBER_BYTES:
+                    parts["." + suffix.lower()] = "too large"
+                    continue
+                parts["." + suffix.lower()] = tar.extractfile(member).read()
+    except (tarfile.TarError, OSError) as exc:
+        raise DataError(f"{shard}: not a readable tar shard ({exc})") from None
+    return list(samples.items())
+
+
+def _row(shard: Path, key: str, sample: dict, data: DataConfig, folder: Path) -> dict[str, str]:
+    meta = _json(sample.get(".json"))
+    caption = sample.get(".txt")
+    caption = caption.decode("utf-8", "replace") if isinstance(caption, bytes) else _meta_caption(meta, data)
+    image_suffix = next((s for s in IMAGE_SUFFIXES if s in sample), None)
+    row = {
+        "pair_id": f"{shard.stem}/{key}",
+        "image": f"{shard.stem}/{key}{image_suffix or ''}",
+        "caption": caption,
+        "split": str(meta.get(data.split_column or "split", "") or ""),
+    }
+    if image_suffix is None:
+        return {**row, "reason": "no image in the sample (" + ", ".join(sample) + ")"}
+    if not isinstance(sample[image_suffix], bytes):
+        return {**row, "reason": f"image larger than {MAX_MEMBER_BYTES:,} bytes"}
+    return {**row, "image": write_image_bytes(folder, sample[image_suffix], image_suffix)}
+
+
+def _json(blob: bytes | str | None) -> dict:
+    if not isinstance(blob, bytes):
+        return {}
+    try:
+        value = json.loads(blob)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _meta_caption(meta: dict, data: DataConfig) -> str:
+    names = [data.caption_column] if data.caption_column else USUAL_NAMES["caption"]
+    return next((str(meta[n]) for n in names if isinstance(meta.get(n), str)), "")

