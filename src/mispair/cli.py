@@ -309,7 +309,7 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mispair", description=USAGE, usage="mispair COMMAND [options]",
                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="mispair")
 
     train = sub.add_parser(
         "train", help="train a retriever on a collection or a config",
@@ -317,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "YAML config says (`mispair train configs/vse/tuxpaint.yaml`); with no argument, the embedded "
         "default run on data/tuxpaint_precomp.")  # fmt: skip
     train.add_argument("config", nargs="?", help="your collection (folder, table, shards) or a YAML config")
-    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.epochs=5")
+    train.add_argument("overrides", nargs="*", default=[], help="key=value overrides, e.g. train.epochs=5")
     train.add_argument("--data", help="with a config: train it on this collection instead (no noise is "
                                       "planted into it unless data.noise.rate is set on the command line)")
     _column_options(train)
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
     audit.add_argument("data", help="your collection: a folder, a table file (.csv .tsv .jsonl .parquet), "
                                     "WebDataset shards, a COCO/Karpathy JSON, or a precomputed folder")
-    audit.add_argument("overrides", nargs="*", help="key=value overrides of the audit's run")
+    audit.add_argument("overrides", nargs="*", default=[], help="key=value overrides of the audit's run")
     audit.add_argument("--out", required=True, help="output folder (report.html, pairs.csv, summary.json)")
     audit.add_argument("--config", help="a YAML config instead of the audit's default run")
     audit.add_argument("--plant", type=float,
