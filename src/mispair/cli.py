@@ -152,8 +152,8 @@ def format_audit(summary: dict, out: Path) -> str:
     if check and check.get("consistent", True):
         lines.append(f"self-check: the ranking's AUC on this collection's mismatches is about "
                      f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
-                     f"swaps, corrected for an estimated {100 * check['originals_mismatched_share']:.1f}% of "
-                     f"mismatched originals)")  # fmt: skip
+                     f"swaps, corrected for the about {100 * check['originals_mismatched_share']:.0f}% of "
+                     f"your own pairs that the planted swaps show to be mismatched)")  # fmt: skip
     elif check:
         lines.append(f"self-check: the ranking's AUC on this collection's mismatches is at least "
                      f"{check['measured_auc']:.3f} (measured on the planted swaps); the estimated share "

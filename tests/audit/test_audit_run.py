@@ -107,7 +107,7 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert detection["precision"] == pytest.approx((suspected & mismatched).sum() / suspected.sum())
     assert detection["recall"] == pytest.approx((suspected & mismatched).sum() / mismatched.sum())
     assert detection["auc"] > 0.7  # held-out scores find the swapped captions of synthetic data
-    check = self_check(-suspicion, mismatched, mismatch)
+    check = self_check(-suspicion, mismatched)
     assert summary["self_check"] == pytest.approx(check.to_dict())
     low, high = summary["estimated_mismatched_share_interval"]
     assert low <= summary["estimated_mismatched_share"] <= high

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from mispair.audit.selfcheck import mismatched_share, self_check
+from mispair.audit.selfcheck import STOREY_LAMBDA, mismatched_share, originals_mismatched_share, self_check
 
 
 def _collection(n=20_000, dirty=0.25, planted=0.1, gap=2.0, seed=0):
@@ -28,8 +28,8 @@ def _collection(n=20_000, dirty=0.25, planted=0.1, gap=2.0, seed=0):
 
 @pytest.mark.parametrize("dirty", [0.0, 0.25, 0.5])
 def test_the_corrected_auc_is_the_auc_on_the_collections_own_mismatches(dirty):
-    score, planted, mismatched, posterior = _collection(dirty=dirty)
-    check = self_check(score, planted, posterior)
+    score, planted, mismatched, _ = _collection(dirty=dirty)
+    check = self_check(score, planted)
     true_auc = roc_auc_score(mismatched, -score)
     assert true_auc == pytest.approx(norm.cdf(2 / math.sqrt(2)), abs=0.01)  # closed form
     assert check.estimated_auc == pytest.approx(true_auc, abs=0.02)
@@ -52,19 +52,34 @@ def test_the_share_is_estimated_with_an_interval_that_narrows_with_the_collectio
 
 
 def test_a_share_the_planted_swaps_rule_out_is_flagged_and_the_measured_auc_kept():
-    score, planted, mismatched, _ = _collection(dirty=0.2)
-    overstated = np.where(planted, 1.0, 0.9)  # a mixture that calls 90% of the originals mismatched
-    check = self_check(score, planted, overstated)
+    # 40% of the clean pairs score below the mismatched ones (hard pairs a weak model gets wrong)
+    rng = np.random.default_rng(0)
+    n = 20_000
+    planted = rng.random(n) < 0.1
+    mismatched = planted | (rng.random(n) < 0.2)
+    hard = rng.random(n) < 0.4
+    clean = np.where(hard, rng.normal(-2, 1, n), rng.normal(3, 1, n))
+    score = np.where(mismatched, rng.normal(0, 1, n), clean)
+    check = self_check(score, planted)
     measured = roc_auc_score(planted, -score)
     assert check.share_upper_bound == pytest.approx(2 * (1 - measured))
     assert check.originals_mismatched_share > check.share_upper_bound and not check.consistent
-    assert check.estimated_auc == pytest.approx(measured)  # a lower bound of the true AUC:
-    assert check.estimated_auc <= roc_auc_score(mismatched, -score)
-    # the true share of mismatched originals lies within the bound
-    assert mismatched[~planted].mean() <= check.share_upper_bound
+    assert check.estimated_auc == pytest.approx(measured)  # a lower bound of the true AUC
+    assert check.estimated_auc <= roc_auc_score(mismatched[~planted], -score[~planted])
+    assert mismatched[~planted].mean() <= check.share_upper_bound  # the truth lies within the bound
 
 
 @pytest.mark.parametrize("dirty", [0.0, 0.25, 0.5])
 def test_a_right_share_is_within_the_planted_swaps_bound(dirty):
-    score, planted, _, posterior = _collection(dirty=dirty)
-    assert self_check(score, planted, posterior).consistent
+    score, planted, _, _ = _collection(dirty=dirty)
+    assert self_check(score, planted).consistent
+
+
+def test_the_storey_share_against_its_closed_form():
+    # originals: π mismatched ~ N(0, 1), clean ~ N(gap, 1); planted ~ N(0, 1): the estimate's
+    # expectation is π + (1 − π) Φ(q − gap) / λ with q the planted λ-quantile Φ⁻¹(λ)
+    score, planted, mismatched, _ = _collection(n=200_000, dirty=0.3, gap=2.0)
+    pi = mismatched[~planted].mean()
+    expected = pi + (1 - pi) * norm.cdf(norm.ppf(STOREY_LAMBDA) - 2.0) / STOREY_LAMBDA
+    got = originals_mismatched_share(score[~planted], score[planted])
+    assert got == pytest.approx(expected, abs=0.015)  # about 3 standard errors at this size

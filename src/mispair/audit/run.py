@@ -252,7 +252,7 @@ def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPai
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
     check = None
     if plant is not None and audited.truly_mismatched is not None and audited.truly_mismatched.sum() > 0:
-        check = self_check(audited.score, audited.truly_mismatched, mismatch).to_dict()
+        check = self_check(audited.score, audited.truly_mismatched).to_dict()
     splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
     return {
         "collection": str(root.resolve()), "collection_name": root.resolve().name,
