@@ -25,6 +25,8 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
 
   audit     rank every pair by how likely it is mismatched; writes report.html, pairs.csv
               mispair audit photos/ --out runs/photos-audit
+  apply     write the cleaned collection from your decisions on an audit (its report's decisions.csv)
+              mispair apply runs/photos-audit --decisions decisions.csv --out photos-clean
   train     train a retriever (the robust recipe by default) on a collection or a config
               mispair train photos/ --out runs/photos
   eval      retrieval metrics (R@K, rSum) of a checkpoint
@@ -160,6 +162,15 @@ def format_audit(summary: dict, out: Path) -> str:
         lines.append(format_metrics(clean, "the same run without the planted noise"))
     lines.append(f"wrote {out / 'report.html'}, {out / 'pairs.csv'}, {out / 'summary.json'}")
     return "\n".join(lines)
+
+
+def _cmd_apply(args: argparse.Namespace) -> None:
+    from mispair.audit.result import AuditResult
+
+    applied = AuditResult.load(args.audit).apply(args.decisions, args.out, threshold=args.threshold)
+    print(f"wrote {applied.folder}: {applied.kept} pairs kept ({applied.replaced} with a new caption), "
+          f"{applied.removed} removed; images {applied.linked} hard-linked, {applied.copied} copied; "
+          f"the reasons in keep.csv and removed.csv")  # fmt: skip
 
 
 def _cmd_eval(args: argparse.Namespace) -> None:
@@ -350,6 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(audit)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
     audit.set_defaults(run=_cmd_audit)
+
+    apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
+    apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
+    apply.add_argument("--decisions", required=True,
+                       help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace)")
+    apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
+    apply.add_argument("--threshold", type=float,
+                       help="also drop the undecided pairs whose mismatch probability is at least this")
+    apply.set_defaults(run=_cmd_apply)
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint")
     ev.add_argument("checkpoint", nargs="+",

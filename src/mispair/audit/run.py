@@ -16,7 +16,7 @@ import numpy as np
 from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
 from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
 from mispair.audit.report import curve_plots, render_report, score_plot
-from mispair.audit.result import OUTPUTS, AuditResult
+from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
@@ -69,6 +69,7 @@ def audit_collection(
     audited = audited_pairs(run, progress=progress)
     pictures = _pictures(audited.image_ids, config.data, images)
     reader = reader_of(config.data)
+    files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
     matches = best_matches(run, pairs=audited.pairs, progress=progress)
     division = score_division(audited.score)
@@ -79,7 +80,9 @@ def audit_collection(
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
     n_refused = 0 if refused is None else len(refused)
     result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                  split_note=reader.split_note(config.data))
+                  split_note=reader.split_note(config.data), audit_id=audit_id(table),
+                  image_root=None if files is None else str(files),
+                  pictures=None if pictures is None else str(pictures))  # fmt: skip
     truth = audited.truly_mismatched
     plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):
