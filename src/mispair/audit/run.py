@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
-from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
+from mispair.audit.ranking import (
+    BestMatches,
+    best_matches,
+    detection_curves,
+    others,
+    score_division,
+    suspicion_order,
+)
 from mispair.audit.report import curve_plots, render_report, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
@@ -199,13 +206,17 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
 
 def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
                matches: BestMatches) -> pd.DataFrame:  # fmt: skip
-    """Every pair as a row, from the most suspect to the least (``pairs.csv``)."""
+    """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
+    :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
+    for its caption, and ``why`` it is suspect in words."""
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
     paired = audited.pairs.image_of_caption
     order = suspicion_order(audited.score)
-    best_caption = matches.caption[paired[order]]
+    best_captions, caption_scores = others(matches.captions[paired[order]],
+                                           matches.caption_scores[paired[order]], order)  # fmt: skip
+    best_images, image_scores = others(matches.images[order], matches.image_scores[order], paired[order])
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],
         "rank": np.arange(1, len(order) + 1),
@@ -216,15 +227,31 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
         "suspected": mismatch[order] >= threshold,
         "held_out_score": audited.score[order].round(6),
         "pair_similarity": matches.pair_score[order].round(6),
-        "suggested_caption": [captions[c] for c in best_caption],
-        "suggested_caption_score": matches.caption_score[paired[order]].round(6),
-        "suggested_image_id": [ids[i] for i in matches.image[order]],
-        "suggested_image_score": matches.image_score[order].round(6),
     }
+    for n in range(best_captions.shape[1]):
+        columns[f"suggested_caption_{n + 1}"] = [captions[c] if c >= 0 else "" for c in best_captions[:, n]]
+        columns[f"suggested_caption_score_{n + 1}"] = caption_scores[:, n].round(6)
+    for n in range(best_images.shape[1]):
+        columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in best_images[:, n]]
+        columns[f"suggested_image_score_{n + 1}"] = image_scores[:, n].round(6)
+    columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair)
+                      for k, c, score, pair in zip(order, best_captions[:, 0], caption_scores[:, 0],
+                                                   matches.pair_score[order])]  # fmt: skip
     if audited.truly_mismatched is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
+
+
+def why(better_images: int, best_caption: str | None, caption_fits_better: bool) -> str:
+    """Why a pair may be mismatched, in words: how many other images its caption fits better, and
+    the caption its image fits best when that is not its own."""
+    fits = (f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
+            if better_images else "no other image fits this caption better")  # fmt: skip
+    if best_caption is None or not caption_fits_better:
+        return f"{fits}; no other caption fits this image better"
+    shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
+    return f"{fits}; this image fits '{shown}' best"
 
 
 def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
@@ -232,7 +259,7 @@ def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, A
     thumbnails: dict[str, str] = {}
 
     def thumbnail(image_id: str) -> str:
-        if pictures is None:
+        if pictures is None or not image_id:
             return ""
         if image_id not in thumbnails:
             thumbnails[image_id] = thumbnail_uri(pictures / image_id)
@@ -240,9 +267,7 @@ def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, A
 
     rows = table.to_dict("records")
     return [{**row, "thumbnail": thumbnail(row["image_id"]),
-             "suggested_thumbnail": thumbnail(row["suggested_image_id"]),
-             "suggested_caption_is_own": row["suggested_caption"] == row["caption"],
-             "suggested_image_is_own": row["suggested_image_id"] == row["image_id"]}
+             "suggested_thumbnail": thumbnail(row.get("suggested_image_id_1", ""))}
             for row in rows]  # fmt: skip
 
 
