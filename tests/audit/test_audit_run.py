@@ -97,6 +97,17 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
         assert r["why"].startswith(f"this caption fits {better} other image" if better else "no other image")
 
 
+def test_duplicates_are_columns_and_counts(audited):
+    _, summary, rows, result = audited
+    pairs, counts = result.pairs, summary["duplicates"]
+    assert counts["pairs_with_near_duplicate_image"] == int((pairs["duplicate_image_of"] != "").sum())
+    assert counts["pairs_with_caption_on_other_images"] == int((pairs["same_caption_images"] > 0).sum())
+    assert counts["leaks"] == int(pairs["leak"].sum())
+    assert not pairs.loc[pairs["split"] == "train", "leak"].any()
+    assert set(pairs["duplicate_image_of"]) - {""} <= set(pairs["image_id"])
+    assert {r["leak"] for r in rows} <= {"True", "False"}
+
+
 def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it(audited):
     _, summary, rows, _ = audited
     mismatched = np.array([r["truly_mismatched"] == "True" for r in rows])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
+from mispair.audit.duplicates import Duplicates, find_duplicates
 from mispair.audit.ranking import (
     BestMatches,
     best_matches,
@@ -82,14 +83,18 @@ def audit_collection(
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
-    table = pair_table(audited, mismatch, threshold, matches)
+    duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
+                                 audited.pairs.image_of_caption, audited.split,
+                                 train_split=config.data.train_split)  # fmt: skip
+    table = pair_table(audited, mismatch, threshold, matches, duplicates)
     refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
     n_refused = 0 if refused is None else len(refused)
     result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
                   split_note=reader.split_note(config.data), audit_id=audit_id(table),
                   image_root=None if files is None else str(files),
-                  pictures=None if pictures is None else str(pictures))  # fmt: skip
+                  pictures=None if pictures is None else str(pictures),
+                  duplicates=duplicates.summary(audited.pairs.image_of_caption))  # fmt: skip
     truth = audited.truly_mismatched
     plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):
@@ -204,11 +209,12 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
     return picture_root(ids, reader_of(data).picture_dirs(data))
 
 
-def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
-               matches: BestMatches) -> pd.DataFrame:  # fmt: skip
+def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, matches: BestMatches,
+               duplicates: Duplicates) -> pd.DataFrame:  # fmt: skip
     """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
     :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
-    for its caption, and ``why`` it is suspect in words."""
+    for its caption, its duplicates (``duplicate_image_of``: the id of the first near-duplicate
+    of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words."""
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
@@ -234,24 +240,41 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
     for n in range(best_images.shape[1]):
         columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in best_images[:, n]]
         columns[f"suggested_image_score_{n + 1}"] = image_scores[:, n].round(6)
-    columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair)
-                      for k, c, score, pair in zip(order, best_captions[:, 0], caption_scores[:, 0],
-                                                   matches.pair_score[order])]  # fmt: skip
+    twin = duplicates.duplicate_of[paired[order]]
+    columns["duplicate_image_of"] = [ids[i] if i >= 0 else "" for i in twin]
+    columns["same_caption_images"] = duplicates.same_caption_images[order]
+    columns["leak"] = duplicates.leak[order]
+    reasons = zip(order, best_captions[:, 0], caption_scores[:, 0], matches.pair_score[order],
+                  columns["duplicate_image_of"])  # fmt: skip
+    columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair,
+                          duplicate_of=twin_id, same_caption=int(duplicates.same_caption_images[k]),
+                          leak=bool(duplicates.leak[k]))
+                      for k, c, score, pair, twin_id in reasons]  # fmt: skip
     if audited.truly_mismatched is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
 
 
-def why(better_images: int, best_caption: str | None, caption_fits_better: bool) -> str:
-    """Why a pair may be mismatched, in words: how many other images its caption fits better, and
-    the caption its image fits best when that is not its own."""
+def why(better_images: int, best_caption: str | None, caption_fits_better: bool, *, duplicate_of: str = "",
+        same_caption: int = 0, leak: bool = False) -> str:  # fmt: skip
+    """Why a pair may be mismatched, in words: how many other images its caption fits better, the
+    caption its image fits best when that is not its own, and its duplicates."""
     fits = (f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
             if better_images else "no other image fits this caption better")  # fmt: skip
     if best_caption is None or not caption_fits_better:
-        return f"{fits}; no other caption fits this image better"
-    shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
-    return f"{fits}; this image fits '{shown}' best"
+        words = [fits, "no other caption fits this image better"]
+    else:
+        shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
+        words = [fits, f"this image fits '{shown}' best"]
+    if duplicate_of:
+        words.append(f"its image nearly duplicates {duplicate_of}")
+    if same_caption:
+        carry = "other image carries" if same_caption == 1 else "other images carry"
+        words.append(f"{same_caption} {carry} the same caption")
+    if leak:
+        words.append("it repeats a training pair (a leak)")
+    return "; ".join(words)
 
 
 def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
