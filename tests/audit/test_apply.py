@@ -209,3 +209,21 @@ def test_a_collection_without_image_files_is_refused(audited, tmp_path):
     with pytest.raises(DataError, match="no image file"):
         AuditResult(result.pairs, summary, "").apply(some_decisions(result.pairs), tmp_path / "clean")
     assert not (tmp_path / "clean").exists()
+
+
+@pytest.mark.slow  # a second audit
+def test_the_cleaned_collection_is_audited_as_it_is(audited, tmp_path):
+    _, _, result = audited
+    decisions = some_decisions(result.pairs)
+    applied = result.apply(decisions, tmp_path / "clean")
+    again = audit_collection(applied.folder, tmp_path / "again", overrides=TINY, progress=False,
+                             log=lambda _: None)  # fmt: skip
+    dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
+    assert set(again.pairs["pair_id"]) == set(result.pairs["pair_id"]) - dropped
+    caption = again.pairs.set_index("pair_id")["caption"]
+    assert caption[decisions["pair_id"][2]] == "a new caption"
+    assert again.summary["pairs_refused"] == 0 and again.summary["pairs_by_split"].keys() == {
+        "train",
+        "dev",
+        "test",
+    }
