@@ -146,6 +146,13 @@ def format_audit(summary: dict, out: Path) -> str:
                      f"in {out / 'refused.csv'})")  # fmt: skip
     if summary.get("split_note"):
         lines.append(f"note: {summary['split_note']}")
+    duplicates = summary.get("duplicates") or {}
+    counted = ("images_with_near_duplicate", "pairs_with_caption_on_other_images", "leaks")
+    if any(duplicates.get(key) for key in counted):
+        lines.append(f"duplicates: {duplicates['images_with_near_duplicate']} images with a near-duplicate, "
+                     f"{duplicates['pairs_with_caption_on_other_images']} pairs whose caption is on other "
+                     f"images, {duplicates['leaks']} dev/test pairs repeating a training pair "
+                     "(columns duplicate_image_of, same_caption_images, leak)")  # fmt: skip
     detection, check = summary["detection"], summary.get("self_check")
     if detection:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
