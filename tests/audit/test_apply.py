@@ -16,7 +16,7 @@ from mispair.config import DataConfig
 from mispair.data.precomp import read_precomp
 from mispair.data.readers import reader_of
 from mispair.data.synthetic import write_synthetic_dataset
-from mispair.errors import DataError
+from mispair.errors import ConfigError, DataError
 
 TINY = [
     "model.text_encoder=bigru",
@@ -227,3 +227,38 @@ def test_the_cleaned_collection_is_audited_as_it_is(audited, tmp_path):
         "dev",
         "test",
     }
+
+
+def test_a_planted_swap_is_undone_in_the_cleaned_collection(audited, tmp_path):
+    _, _, result = audited
+    pairs = result.pairs.copy()
+    swapped = pairs.index[:2]
+    pairs["true_image_id"] = pairs["image_id"]
+    pairs.loc[swapped, "image_id"] = pairs.loc[swapped[::-1], "image_id"].to_numpy()  # as an audit plants
+    none = pd.DataFrame(columns=["pair_id", "decision", "caption"])
+    applied = AuditResult(pairs, {**result.summary, "planted": 0.4}, "").apply(none, tmp_path / "a")
+    written = pd.read_csv(applied.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
+    assert written.to_dict() == dict(zip(pairs["pair_id"], pairs["true_image_id"]))
+
+
+def test_images_are_copied_where_they_cannot_be_linked(audited, tmp_path, monkeypatch):
+    collection, _, result = audited
+
+    def no_links(source, target):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_links)
+    applied = result.apply(some_decisions(result.pairs), tmp_path / "clean")
+    images = set(pd.read_csv(applied.folder / "captions.csv", dtype=str)["image"])
+    assert applied.linked == 0 and applied.copied == len(images)
+    for image in images:
+        assert not os.path.samefile(applied.folder / image, collection / image)
+        assert (applied.folder / image).read_bytes() == (collection / image).read_bytes()
+
+
+@pytest.mark.parametrize("threshold", [-0.1, 1.5])
+def test_a_threshold_outside_zero_to_one_is_refused(audited, tmp_path, threshold):
+    _, _, result = audited
+    with pytest.raises(ConfigError, match="--threshold"):
+        result.apply(some_decisions(result.pairs), tmp_path / "clean", threshold=threshold)
+    assert not (tmp_path / "clean").exists()
