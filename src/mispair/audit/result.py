@@ -29,10 +29,14 @@ class AuditResult:
         pairs: one row per input pair, from the most suspect to the least: ``pair_id`` (stable:
             the input row or the id column), ``rank``, ``split``, ``image_id``, ``caption``,
             ``mismatch_probability``, ``suspected``, ``held_out_score`` (the score of the models
-            that never trained on the pair; lower = more suspect), ``pair_similarity``, the
-            suggested caption and image, and the truth when the audit planted swaps.
+            that never trained on the pair; lower = more suspect), ``pair_similarity``, the 3
+            suggested other captions for its image and other images for its caption
+            (``suggested_caption_1..3``, ``suggested_image_id_1..3`` with their scores),
+            ``duplicate_image_of``, ``same_caption_images``, ``leak``, ``why`` (in words), and the
+            truth when the audit planted swaps.
         summary: what ``summary.json`` holds (counts, the estimated mismatched share with its
-            interval, the self-check, retrieval figures).
+            interval, the self-check, retrieval figures, ``duplicates``, ``audit_id``, the
+            ``image_root`` where its image files lie).
         report: the ``report.html`` page.
         refused: the input rows that could not be read, each with its ``reason``.
     """
