@@ -46,8 +46,8 @@ def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
     """How often the audit's suggestions undo a planted swap, over the swapped pairs: ``caption``,
     the share whose image's true caption is among its 3 suggested captions; ``image``, the share
     whose caption's true image is among its 3 suggested images; ``bound``, the model's R@3 on
-    the same images (its true caption among its 3 most similar captions of the whole collection,
-    the pair's own caption included, so the hit rate may exceed it slightly)."""
+    the same images (its true caption among its 3 most similar captions of the whole collection):
+    the bound of suggestions drawn from every caption."""
     from mispair.audit.collection import audit_config
     from mispair.audit.run import audited_pairs
     from mispair.engine.export import load_trained_run
@@ -150,7 +150,7 @@ def main() -> None:
         return audit_user_collection(args)
     lines = [f"# mispair audit with --plant {args.plant}: detection against the ceiling", "",
              "| dataset | seed | pairs | AUC | ceiling | ceiling − AUC | average precision | precision | "
-             "recall | estimated share | caption hit@3 | R@3 bound | image hit@3 | audit seconds |",
+             "recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for dataset in args.datasets:
         gaps = []
@@ -174,11 +174,14 @@ def main() -> None:
         if gaps:
             lines.append(f"| {dataset} | mean | | | | {np.mean(gaps):.3f} | | | | | | | | |")
     lines += ["", "Caption hit@3: the share of the planted swaps whose image's true caption is among the 3 "
-              "captions the audit suggests for it (pairs.csv suggested_caption_1..3); R@3 bound: the "
-              "model's R@3 on the same images against every caption of the collection; image hit@3: the "
-              "share whose caption's true image is among its 3 suggested images.",
+              "captions the audit suggests for it (pairs.csv suggested_caption_1..3); model R@3: the "
+              "same model's R@3 on the same images against every caption of the collection, the bound "
+              "of suggestions drawn from all captions (the audit draws them from the suspected pairs' "
+              "captions, where a swapped pair's true caption sits, so it can do better); image hit@3: "
+              "the share whose caption's true image is among its 3 suggested images.",
               "", "Audit seconds: wall time of the whole audit (scoring, training, ranking, report) on this "
-              "machine's 2 CPU cores; 0–20 s when a finished run was reused."]  # fmt: skip
+              "machine's 2 CPU cores, with other jobs on them; much less when a finished run was "
+              "reused (the ranking, suggestions and report only)."]  # fmt: skip
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -82,12 +82,19 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
         assert np.array_equal(matches.images[:, 0], full.argmax(axis=0))
         assert np.allclose(matches.pair_score, paired, atol=1e-5)
     ids, place = everything.image_ids, {pair_id: k for k, pair_id in enumerate(everything.pair_id)}
+    suspected = np.zeros(n_captions, dtype=bool)  # the audit suggests among the suspected pairs
+    suspected[[place[r["pair_id"]] for r in rows if r["suspected"] == "True"]] = True
+    suspect_images = np.zeros(n_images, dtype=bool)
+    suspect_images[pairs.image_of_caption[suspected]] = True
+    assert 4 <= suspected.sum() < n_captions
+    in_pool = np.where(suspected[None, :], full, -np.inf)
+    of_pool = np.where(suspect_images[:, None], full, -np.inf)
     for r in rows[:50] + rows[-50:]:
         k = place[r["pair_id"]]
         image = pairs.image_of_caption[k]
         assert r["image_id"] == ids[image]
-        best_captions = [c for c in np.argsort(-full[image], kind="stable") if c != k][:3]
-        best_images = [i for i in np.argsort(-full[:, k], kind="stable") if i != image][:3]
+        best_captions = [c for c in np.argsort(-in_pool[image], kind="stable") if c != k][:3]
+        best_images = [i for i in np.argsort(-of_pool[:, k], kind="stable") if i != image][:3]
         for n in range(3):
             assert r[f"suggested_caption_{n + 1}"] == pairs.pairs.captions[best_captions[n]]
             assert r[f"suggested_image_id_{n + 1}"] == ids[best_images[n]]

@@ -79,10 +79,10 @@ def audit_collection(
     reader = reader_of(config.data)
     files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-    matches = best_matches(run, pairs=audited.pairs, progress=progress)
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
+    matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
     duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
                                  audited.pairs.image_of_caption, audited.split,
                                  train_split=config.data.train_split)  # fmt: skip
@@ -247,8 +247,8 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, ma
     reasons = zip(order, best_captions[:, 0], caption_scores[:, 0], matches.pair_score[order],
                   columns["duplicate_image_of"])  # fmt: skip
     columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair,
-                          duplicate_of=twin_id, same_caption=int(duplicates.same_caption_images[k]),
-                          leak=bool(duplicates.leak[k]))
+                          among_suspects=matches.suspects_only, duplicate_of=twin_id,
+                          same_caption=int(duplicates.same_caption_images[k]), leak=bool(duplicates.leak[k]))
                       for k, c, score, pair, twin_id in reasons]  # fmt: skip
     if audited.truly_mismatched is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
@@ -256,17 +256,20 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, ma
     return pd.DataFrame(columns)
 
 
-def why(better_images: int, best_caption: str | None, caption_fits_better: bool, *, duplicate_of: str = "",
-        same_caption: int = 0, leak: bool = False) -> str:  # fmt: skip
+def why(better_images: int, best_caption: str | None, caption_fits_better: bool, *,
+        among_suspects: bool = False, duplicate_of: str = "", same_caption: int = 0,
+        leak: bool = False) -> str:  # fmt: skip
     """Why a pair may be mismatched, in words: how many other images its caption fits better, the
-    caption its image fits best when that is not its own, and its duplicates."""
+    caption its image fits best when that is not its own (``among_suspects``: of the suspected
+    pairs' captions), and its duplicates."""
     fits = (f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
             if better_images else "no other image fits this caption better")  # fmt: skip
     if best_caption is None or not caption_fits_better:
-        words = [fits, "no other caption fits this image better"]
+        words = [fits, f"no {'suspect' if among_suspects else 'other'} caption fits this image better"]
     else:
         shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
-        words = [fits, f"this image fits '{shown}' best"]
+        among = "of the suspect captions, " if among_suspects else ""
+        words = [fits, f"{among}this image fits '{shown}' best"]
     if duplicate_of:
         words.append(f"its image nearly duplicates {duplicate_of}")
     if same_caption:
