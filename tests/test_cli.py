@@ -26,6 +26,7 @@ from mispair.engine.checkpoint import load_checkpoint
 from mispair.methods import list_recipes
 from mispair.nn.heads import list_heads
 from mispair.nn.text import list_text_encoders
+from tests.cli_errors import one_line_error
 
 TINY = ["data.source=synthetic", "data.synthetic_images=100", "model.embed_dim=16",
         "model.word_dim=8", "train.epochs=1", "train.batch_size=50", "train.threads=1"]  # fmt: skip
@@ -251,3 +252,15 @@ def test_bad_paths_are_one_line_and_exit_2(tmp_path, capsys, case):
     assert len(err) == 1 and err[0].startswith("mispair: error: ")
     assert ("empty" in err[0]) == case.startswith("empty")
     assert (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize(("argv", "named", "not_named"), [
+    (["search"], ["index", "`mispair search --help`"], ["COMMAND"]),
+    (["audit"], ["data", "--out", "`mispair audit --help`"], ["overrides"]),
+])  # fmt: skip
+def test_a_missing_argument_names_it_and_the_commands_own_help(argv, named, not_named, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    one_line_error(exit_info.value.code, err, *named)
+    assert not any(word in err for word in not_named), err

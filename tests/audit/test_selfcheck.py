@@ -49,3 +49,22 @@ def test_the_share_is_estimated_with_an_interval_that_narrows_with_the_collectio
         assert share.low < share.estimate < share.high
         widths.append(share.high - share.low)
     assert widths[1] < widths[0] / 1.5  # about 1/√8 of it
+
+
+def test_a_share_the_planted_swaps_rule_out_is_flagged_and_the_measured_auc_kept():
+    score, planted, mismatched, _ = _collection(dirty=0.2)
+    overstated = np.where(planted, 1.0, 0.9)  # a mixture that calls 90% of the originals mismatched
+    check = self_check(score, planted, overstated)
+    measured = roc_auc_score(planted, -score)
+    assert check.share_upper_bound == pytest.approx(2 * (1 - measured))
+    assert check.originals_mismatched_share > check.share_upper_bound and not check.consistent
+    assert check.estimated_auc == pytest.approx(measured)  # a lower bound of the true AUC:
+    assert check.estimated_auc <= roc_auc_score(mismatched, -score)
+    # the true share of mismatched originals lies within the bound
+    assert mismatched[~planted].mean() <= check.share_upper_bound
+
+
+@pytest.mark.parametrize("dirty", [0.0, 0.25, 0.5])
+def test_a_right_share_is_within_the_planted_swaps_bound(dirty):
+    score, planted, _, posterior = _collection(dirty=dirty)
+    assert self_check(score, planted, posterior).consistent

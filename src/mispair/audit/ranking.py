@@ -153,7 +153,28 @@ def score_division(score: np.ndarray) -> Division:
     convergence (the mismatch probabilities and the share are what a user reads; NCR's 10
     iterations stop short): its ``params`` are on the min–max normalised suspicion ``−score``, the
     noisy component second."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64)), max_iter=500, tol=1e-6)
+    score = np.asarray(score, dtype=np.float64)
+    division = fit_gmm(min_max_normalize(-score), max_iter=500, tol=1e-6)
+    division.clean_prob = monotone_clean_prob(score, division.clean_prob)
+    return division
+
+
+def monotone_clean_prob(score: np.ndarray, clean_prob: np.ndarray) -> np.ndarray:
+    """``clean_prob [N]`` raised to its least majorant that never falls as the score rises: a pair
+    is at least as likely clean as any pair it outscores.
+
+    A Gaussian mixture with unequal variances gives the wider (mismatched) component the far tail on
+    *both* sides, so the best-scoring pairs of a skewed score came out more suspect than middling
+    ones (on 346 icons, 39 inversions; the ranking's AUC fell from 0.88 by score to 0.83 by mismatch
+    probability). ``clean_prob`` is unchanged where it was already monotone.
+    """
+    order = np.argsort(score, kind="stable")
+    ascending = score[order]
+    running_max = np.maximum.accumulate(clean_prob[order])
+    last_of_tie = np.searchsorted(ascending, ascending, side="right") - 1  # equal scores, equal values
+    monotone = np.empty_like(clean_prob)
+    monotone[order] = running_max[last_of_tie]
+    return monotone
 
 
 @dataclass

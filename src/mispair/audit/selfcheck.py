@@ -22,6 +22,14 @@ mismatched original with probability ``π`` (a coin toss). Hence
 with ``π`` estimated from the mixture: its mismatched share ``s`` over all pairs is
 ``p + (1 − p) π`` for a planted share ``p``, so ``π = (s − p) / (1 − p)`` (the mean posterior of the
 originals alone is no estimate of ``π``: the posteriors carry the prior of all pairs).
+
+**When the mixture's share cannot be right.** The corrected AUC is at most 1 only if
+``π ≤ 2 (1 − AUC_measured)``: the planted swaps themselves bound how many originals can be
+mismatched. A mixture fitted to a weak model's scores can exceed that bound (on 346 icons with
+23% of their captions swapped, the mixture said 69% and the planted swaps allowed at most 46%):
+its share is then overstated, the correction would claim a perfect ranking, and the check says
+so instead (``consistent`` false) and keeps the measured AUC, a lower bound of the ranking's AUC
+on the collection's own mismatches whatever ``π`` is (``AUC_measured ≥ ½``).
 """
 
 from __future__ import annotations
@@ -78,7 +86,10 @@ class SelfCheck:
     the collection's own mismatched pairs as clean); ``originals_mismatched_share``: the mean
     share of mismatched pairs among the originals (``π``, from the mixture's share over all pairs);
     ``estimated_auc``: the AUC corrected for
-    them (module docstring), the estimate of the ranking's AUC on the collection's mismatches.
+    them (module docstring), the estimate of the ranking's AUC on the collection's mismatches;
+    ``share_upper_bound``: ``2 (1 − measured_auc)``, the most originals that can be mismatched given
+    the measured AUC; ``consistent``: the mixture's ``π`` lies within it (else ``estimated_auc`` is
+    the measured AUC, a lower bound, and the mixture's share is overstated).
     """
 
     measured_auc: float
@@ -86,6 +97,8 @@ class SelfCheck:
     estimated_auc: float
     planted: int
     originals: int
+    share_upper_bound: float = 1.0
+    consistent: bool = True
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -98,6 +111,8 @@ def self_check(score: np.ndarray, planted: np.ndarray, mismatch: np.ndarray) -> 
     measured = float(roc_auc_score(planted, -np.asarray(score, dtype=np.float64)))
     planted_share = planted.mean()
     share = float(np.clip((np.mean(mismatch) - planted_share) / (1 - planted_share), 0.0, 1.0))
-    corrected = (measured - share / 2) / (1 - share) if share < 1 else float("nan")
+    bound = float(np.clip(2 * (1 - measured), 0.0, 1.0))
+    consistent = share <= bound
+    corrected = (measured - share / 2) / (1 - share) if consistent and share < 1 else measured
     return SelfCheck(measured, share, float(np.clip(corrected, 0.0, 1.0)), int(planted.sum()),
-                     int((~planted).sum()))  # fmt: skip
+                     int((~planted).sum()), bound, consistent)  # fmt: skip
