@@ -156,7 +156,7 @@ def main() -> None:
         gaps = []
         for seed in args.seeds:
             out = Path(args.runs) / f"{dataset}_p{args.plant:g}_s{seed}"
-            started = time.time()
+            started, reused = time.time(), (out / "run" / "best.pt").is_file()
             result = audit_collection(f"data/{dataset}_precomp", out, plant=args.plant, seed=seed,
                                       progress=False, log=lambda _: None)  # fmt: skip
             seconds, summary = time.time() - started, result.summary
@@ -169,7 +169,8 @@ def main() -> None:
                          f"{'' if top is None else f'{top:.3f}'} | {gap} | {d['average_precision']:.3f} | "
                          f"{d['precision']:.2f} | {d['recall']:.2f} | "
                          f"{summary['estimated_mismatched_share']:.2f} | {hits['caption']:.3f} | "
-                         f"{hits['bound']:.3f} | {hits['image']:.3f} | {seconds:.0f} |")  # fmt: skip
+                         f"{hits['bound']:.3f} | {hits['image']:.3f} | {seconds:.0f}"
+                         f"{' (run reused)' if reused else ''} |")  # fmt: skip
             print(lines[-1], flush=True)
         if gaps:
             lines.append(f"| {dataset} | mean | | | | {np.mean(gaps):.3f} | | | | | | | | |")
