@@ -53,12 +53,14 @@ def apply_decisions(pairs: pd.DataFrame, summary: dict[str, Any], decisions: str
     the new folder ``out`` (see the module's description). Every check runs before anything is
     written, and the folder is written beside ``out`` and renamed into place: bad input is a
     one-line :class:`~mispair.errors.DataError` and leaves nothing behind."""
+    import pandas as pd
+
     if threshold is not None and not 0 <= threshold <= 1:
         raise ConfigError(f"--threshold: a mismatch probability in [0, 1], got {threshold}")
     root = _image_root(summary)
     out = _checked_out(Path(out), summary, root)
     table = read_decisions(decisions, summary.get("audit_id"))
-    _check_pair_ids(table, pairs)
+    _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
     rows = _outcome(pairs, summary, table, threshold)
     kept = rows[rows["kept"]]
     missing = [i for i in dict.fromkeys(kept["image"]) if not (root / i).is_file()]
@@ -137,14 +139,14 @@ def _check_rows(frame: pd.DataFrame, where: str) -> None:
         raise DataError(f"{where}: pair {twice.iloc[0]!r} has more than one decision; keep one row per pair")
 
 
-def _check_pair_ids(decisions: pd.DataFrame, pairs: pd.DataFrame) -> None:
+def _check_pair_ids(decisions: pd.DataFrame, pairs: pd.DataFrame, where: str) -> None:
     known = set(pairs["pair_id"].astype(str))
     unknown = [i for i in decisions["pair_id"] if i not in known]
     if unknown and len(unknown) == len(decisions):
-        raise DataError(f"decisions: none of the {len(unknown)} pair ids is in this audit (e.g. "
+        raise DataError(f"{where}: none of the {len(unknown)} pair ids is in this audit (e.g. "
                         f"{unknown[0]!r}); these are the decisions of another audit")  # fmt: skip
     if unknown:
-        raise DataError(f"decisions: {len(unknown)} pair id(s) not in this audit (e.g. {unknown[0]!r}); "
+        raise DataError(f"{where}: {len(unknown)} pair id(s) not in this audit (e.g. {unknown[0]!r}); "
                         "were they made on another audit of the collection?")  # fmt: skip
 
 
