@@ -47,6 +47,9 @@ def write_feature_folder(folder, precomp):
             {"image": f"feats/{split}/{i:03d}.npy", "caption": caption, "split": split}
             for caption, i in zip(pairs.captions, pairs.image_of_caption)
         ]
+    copy = rows[0]  # a test pair that repeats the first training pair: a copied picture, its caption
+    (folder / "feats" / "test" / "copy.npy").write_bytes((folder / copy["image"]).read_bytes())
+    rows.append({"image": "feats/test/copy.npy", "caption": copy["caption"], "split": "test"})
     pd.DataFrame(rows).to_csv(folder / "captions.csv", index=False)
     return folder
 
@@ -112,6 +115,18 @@ def test_the_cleaned_collection_holds_exactly_the_kept_and_replaced_pairs(audite
     pairs = [read.read_split(data, s) for s in ("train", "dev", "test")]
     assert sum(len(p.captions) for p in pairs) == len(expected)
     assert {i for p in pairs for i in p.pair_ids} == set(expected["pair_id"])
+
+
+def test_a_copied_training_pair_in_the_test_split_is_a_duplicate_and_a_leak(audited):
+    _, _, result = audited
+    pairs = result.pairs
+    copy = pairs[pairs["image_id"] == "feats/test/copy.npy"].iloc[0]
+    original = pairs[pairs["image_id"] == "feats/train/000.npy"]
+    assert copy["leak"] and copy["duplicate_image_of"] == "feats/train/000.npy"
+    assert (original["duplicate_image_of"] == "feats/test/copy.npy").all() and not original["leak"].any()
+    assert copy["same_caption_images"] >= 1 and "repeats a training pair" in copy["why"]
+    assert (original.loc[original["caption"] == copy["caption"], "same_caption_images"] >= 1).all()
+    assert result.summary["duplicates"]["leaks"] == int(result.pairs["leak"].sum()) >= 1
 
 
 def test_undecided_pairs_over_the_threshold_are_removed(audited, tmp_path):
