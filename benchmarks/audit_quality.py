@@ -3,7 +3,9 @@
 For each dataset and seed: ``mispair audit`` with ``--plant RATE --seed SEED`` (the default run),
 its detection AUC against the planted pairs, the ceiling of the benchmark tables for the same
 noise (``benchmarks/results/pretrained/<dataset>_ceiling_n<rate>_s<seed>.json``: out-of-fold
-scorers trained on the truly clean pairs only), and the audit's wall time. A finished audit in
+scorers trained on the truly clean pairs only), how often its suggestions hold the true caption
+and image of a planted swap (beside the model's R@3 on the same images, their bound), and the
+audit's wall time. A finished audit in
 ``--runs`` is reused (delete the folder to time it again).
 
     python benchmarks/audit_quality.py --datasets tuxpaint openclipart --seeds 0 1 2 --plant 0.4
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mispair.audit import audit_collection
+from mispair.audit.result import AuditResult
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -36,6 +39,37 @@ RESULTS = Path(__file__).parent / "results"
 def ceiling(dataset: str, rate: float, seed: int) -> float | None:
     path = RESULTS / "pretrained" / f"{dataset}_ceiling_n{rate:g}_s{seed}.json"
     return json.loads(path.read_text())["auc"] if path.is_file() else None
+
+
+def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
+                       seed: int) -> dict[str, float]:  # fmt: skip
+    """How often the audit's suggestions undo a planted swap, over the swapped pairs: ``caption``,
+    the share whose image's true caption is among its 3 suggested captions; ``image``, the share
+    whose caption's true image is among its 3 suggested images; ``bound``, the model's R@3 on
+    the same images (its true caption among its 3 most similar captions of the whole collection):
+    the bound of suggestions drawn from every caption."""
+    from mispair.audit.collection import audit_config
+    from mispair.audit.run import audited_pairs
+    from mispair.engine.export import load_trained_run
+    from mispair.methods.scoring import cross_similarities
+
+    pairs = result.pairs
+    swapped = pairs[pairs["truly_mismatched"].astype(bool)]
+    true_captions = pairs.groupby("true_image_id")["caption"].agg(set)
+    suggested = [f"suggested_caption_{n}" for n in (1, 2, 3)]
+    caption_hit = [bool(set(row[suggested]) & true_captions.get(row["image_id"], set()))
+                   for _, row in swapped.iterrows()]  # fmt: skip
+    images = swapped[[f"suggested_image_id_{n}" for n in (1, 2, 3)]].to_numpy()
+    image_hit = [true in row for true, row in zip(swapped["true_image_id"], images)]
+    run = load_trained_run(audit_config(Path(data), out, plant=plant, seed=seed))
+    audited = audited_pairs(run)
+    place = {image_id: i for i, image_id in enumerate(audited.image_ids)}
+    rows = np.array([place[i] for i in swapped["image_id"]])
+    sims = cross_similarities(run.models, audited.pairs, rows, np.arange(len(audited.pairs))).numpy()
+    top = np.argsort(-sims, axis=1, kind="stable")[:, :3]
+    bound = (audited.true_image[top] == rows[:, None]).any(axis=1)
+    return {"caption": float(np.mean(caption_hit)), "image": float(np.mean(image_hit)),
+            "bound": float(bound.mean()), "swapped": len(swapped)}  # fmt: skip
 
 
 def user_collection(folder: Path, dirty: float, seed: int) -> dict[str, str]:
@@ -123,16 +157,17 @@ def main() -> None:
         return audit_user_collection(args)
     lines = [f"# mispair audit with --plant {args.plant}: detection against the ceiling", "",
              "| dataset | seed | pairs | AUC | ceiling | ceiling − AUC | average precision | precision | "
-             "recall | estimated share | audit seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for dataset in args.datasets:
         gaps = []
         for seed in args.seeds:
             out = Path(args.runs) / f"{dataset}_p{args.plant:g}_s{seed}"
-            started = time.time()
-            summary = audit_collection(f"data/{dataset}_precomp", out, plant=args.plant, seed=seed,
-                                       progress=False, log=lambda _: None).summary  # fmt: skip
-            seconds = time.time() - started
+            started, reused = time.time(), (out / "run" / "best.pt").is_file()
+            result = audit_collection(f"data/{dataset}_precomp", out, plant=args.plant, seed=seed,
+                                      progress=False, log=lambda _: None)  # fmt: skip
+            seconds, summary = time.time() - started, result.summary
+            hits = suggestion_quality(result, f"data/{dataset}_precomp", out, args.plant, seed)
             d, top = summary["detection"], ceiling(dataset, args.plant, seed)
             gap = "" if top is None else f"{top - d['auc']:.3f}"
             if top is not None:
@@ -140,12 +175,21 @@ def main() -> None:
             lines.append(f"| {dataset} | {seed} | {summary['pairs']} | {d['auc']:.3f} | "
                          f"{'' if top is None else f'{top:.3f}'} | {gap} | {d['average_precision']:.3f} | "
                          f"{d['precision']:.2f} | {d['recall']:.2f} | "
-                         f"{summary['estimated_mismatched_share']:.2f} | {seconds:.0f} |")  # fmt: skip
+                         f"{summary['estimated_mismatched_share']:.2f} | {hits['caption']:.3f} | "
+                         f"{hits['bound']:.3f} | {hits['image']:.3f} | {seconds:.0f}"
+                         f"{' (run reused)' if reused else ''} |")  # fmt: skip
             print(lines[-1], flush=True)
         if gaps:
-            lines.append(f"| {dataset} | mean | | | | {np.mean(gaps):.3f} | | | | | |")
-    lines += ["", "Audit seconds: wall time of the whole audit (scoring, training, ranking, report) on this "
-              "machine's 2 CPU cores; 0–20 s when a finished run was reused."]  # fmt: skip
+            lines.append(f"| {dataset} | mean | | | | {np.mean(gaps):.3f} | | | | | | | | |")
+    lines += ["", "Caption hit@3: the share of the planted swaps whose image's true caption is among the 3 "
+              "captions the audit suggests for it (pairs.csv suggested_caption_1..3); model R@3: the "
+              "same model's R@3 on the same images against every caption of the collection, the bound "
+              "of suggestions drawn from all captions (the audit draws them from the suspected pairs' "
+              "captions, where a swapped pair's true caption sits, so it can do better); image hit@3: "
+              "the share whose caption's true image is among its 3 suggested images.",
+              "", "Audit seconds: wall time of the whole audit (scoring, training, ranking, report) on this "
+              "machine's 2 CPU cores, with other jobs on them; much less when a finished run was "
+              "reused (the ranking, suggestions and report only)."]  # fmt: skip
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

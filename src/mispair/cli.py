@@ -25,6 +25,8 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
 
   audit     rank every pair by how likely it is mismatched; writes report.html, pairs.csv
               mispair audit photos/ --out runs/photos-audit
+  apply     write the cleaned collection from your decisions on an audit (its report's decisions.csv)
+              mispair apply runs/photos-audit --decisions decisions.csv --out photos-clean
   train     train a retriever (the robust recipe by default) on a collection or a config
               mispair train photos/ --out runs/photos
   eval      retrieval metrics (R@K, rSum) of a checkpoint
@@ -144,6 +146,13 @@ def format_audit(summary: dict, out: Path) -> str:
                      f"in {out / 'refused.csv'})")  # fmt: skip
     if summary.get("split_note"):
         lines.append(f"note: {summary['split_note']}")
+    duplicates = summary.get("duplicates") or {}
+    counted = ("images_with_near_duplicate", "pairs_with_caption_on_other_images", "leaks")
+    if any(duplicates.get(key) for key in counted):
+        lines.append(f"duplicates: {duplicates['images_with_near_duplicate']} images with a near-duplicate, "
+                     f"{duplicates['pairs_with_caption_on_other_images']} pairs whose caption is on other "
+                     f"images, {duplicates['leaks']} dev/test pairs repeating a training pair "
+                     "(columns duplicate_image_of, same_caption_images, leak)")  # fmt: skip
     detection, check = summary["detection"], summary.get("self_check")
     if detection:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
@@ -166,6 +175,15 @@ def format_audit(summary: dict, out: Path) -> str:
         lines.append(format_metrics(clean, "the same run without the planted noise"))
     lines.append(f"wrote {out / 'report.html'}, {out / 'pairs.csv'}, {out / 'summary.json'}")
     return "\n".join(lines)
+
+
+def _cmd_apply(args: argparse.Namespace) -> None:
+    from mispair.audit.result import AuditResult
+
+    applied = AuditResult.load(args.audit).apply(args.decisions, args.out, threshold=args.threshold)
+    print(f"wrote {applied.folder}: {applied.kept} pairs kept ({applied.replaced} with a new caption), "
+          f"{applied.removed} removed; images {applied.linked} hard-linked, {applied.copied} copied; "
+          f"the reasons in keep.csv and removed.csv")  # fmt: skip
 
 
 def _cmd_eval(args: argparse.Namespace) -> None:
@@ -356,6 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(audit)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
     audit.set_defaults(run=_cmd_audit)
+
+    apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
+    apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
+    apply.add_argument("--decisions", required=True,
+                       help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace)")
+    apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
+    apply.add_argument("--threshold", type=float,
+                       help="also drop the undecided pairs whose mismatch probability is at least this")
+    apply.set_defaults(run=_cmd_apply)
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint")
     ev.add_argument("checkpoint", nargs="+",

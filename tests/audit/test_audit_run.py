@@ -1,5 +1,5 @@
 """``mispair audit`` end to end on a small synthetic collection: every pair ranked by its held-out
-score, suggestions equal to a brute-force search of the full similarity matrix, detection scored
+score, the top 3 suggestions equal to a brute-force search of the full similarity matrix, detection scored
 as scikit-learn scores it, a finished audit reused, the outputs consistent."""
 
 import csv
@@ -75,20 +75,44 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
     n_images, n_captions = pairs.pairs.n_images, len(pairs)
     assert n_images == 160 and n_captions == 800
     full = cross_similarities(run.models, pairs, np.arange(n_images), np.arange(n_captions)).numpy()
+    paired = full[pairs.image_of_caption, np.arange(n_captions)]
     for chunk in (7, 1024):  # a few images at a time, or all at once: the same answer
         matches = best_matches(run, pairs=pairs, chunk=chunk)
-        assert np.array_equal(matches.caption, full.argmax(axis=1))
-        assert np.array_equal(matches.image, full.argmax(axis=0))
-        paired = full[pairs.image_of_caption, np.arange(n_captions)]
+        assert np.array_equal(matches.captions[:, 0], full.argmax(axis=1))
+        assert np.array_equal(matches.images[:, 0], full.argmax(axis=0))
         assert np.allclose(matches.pair_score, paired, atol=1e-5)
     ids, place = everything.image_ids, {pair_id: k for k, pair_id in enumerate(everything.pair_id)}
+    suspected = np.zeros(n_captions, dtype=bool)  # the audit suggests among the suspected pairs
+    suspected[[place[r["pair_id"]] for r in rows if r["suspected"] == "True"]] = True
+    suspect_images = np.zeros(n_images, dtype=bool)
+    suspect_images[pairs.image_of_caption[suspected]] = True
+    assert 4 <= suspected.sum() < n_captions
+    in_pool = np.where(suspected[None, :], full, -np.inf)
+    of_pool = np.where(suspect_images[:, None], full, -np.inf)
     for r in rows[:50] + rows[-50:]:
         k = place[r["pair_id"]]
         image = pairs.image_of_caption[k]
         assert r["image_id"] == ids[image]
-        assert r["suggested_caption"] == pairs.pairs.captions[full[image].argmax()]
-        assert r["suggested_image_id"] == ids[full[:, k].argmax()]
-        assert float(r["suggested_image_score"]) == pytest.approx(full[:, k].max(), abs=1e-5)
+        best_captions = [c for c in np.argsort(-in_pool[image], kind="stable") if c != k][:3]
+        best_images = [i for i in np.argsort(-of_pool[:, k], kind="stable") if i != image][:3]
+        for n in range(3):
+            assert r[f"suggested_caption_{n + 1}"] == pairs.pairs.captions[best_captions[n]]
+            assert r[f"suggested_image_id_{n + 1}"] == ids[best_images[n]]
+            score = float(r[f"suggested_image_score_{n + 1}"])
+            assert score == pytest.approx(full[best_images[n], k], abs=1e-5)
+        better = int((np.delete(full[:, k], image) > paired[k]).sum())
+        assert r["why"].startswith(f"this caption fits {better} other image" if better else "no other image")
+
+
+def test_duplicates_are_columns_and_counts(audited):
+    _, summary, rows, result = audited
+    pairs, counts = result.pairs, summary["duplicates"]
+    assert counts["pairs_with_near_duplicate_image"] == int((pairs["duplicate_image_of"] != "").sum())
+    assert counts["pairs_with_caption_on_other_images"] == int((pairs["same_caption_images"] > 0).sum())
+    assert counts["leaks"] == int(pairs["leak"].sum())
+    assert not pairs.loc[pairs["split"] == "train", "leak"].any()
+    assert set(pairs["duplicate_image_of"]) - {""} <= set(pairs["image_id"])
+    assert {r["leak"] for r in rows} <= {"True", "False"}
 
 
 def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it(audited):

@@ -46,13 +46,14 @@ def audit_config(
     return config
 
 
-def picture_root(ids: Sequence[str], candidates: Sequence[Path]) -> Path | None:
+def picture_root(ids: Sequence[str], candidates: Sequence[Path], *, features: bool = False) -> Path | None:
     """The first folder of ``candidates`` that holds a picture file for every id (ids are paths
-    relative to it, never leaving it; ``.npy`` features are not pictures), or None."""
+    relative to it, never leaving it; ``.npy`` features are not pictures unless ``features``:
+    then any image file counts, what ``mispair apply`` links), or None."""
     for folder in candidates:
         base = folder.resolve()
-        if base.is_dir() and all(_inside(base, i) and (base / i).is_file() and not i.endswith(".npy")
-                                 for i in ids):  # fmt: skip
+        if base.is_dir() and all(_inside(base, i) and (base / i).is_file()
+                                 and (features or not i.endswith(".npy")) for i in ids):  # fmt: skip
             return base
     return None
 

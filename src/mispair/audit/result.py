@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from mispair.atomic import atomic_text, atomic_write
 from mispair.engine.export import spreadsheet_safe
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mispair.audit.apply import AppliedCollection
 
 OUTPUTS = ("summary.json", "report.html", "pairs.csv", "pairs.parquet", "refused.csv")
 """What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
@@ -26,10 +29,14 @@ class AuditResult:
         pairs: one row per input pair, from the most suspect to the least: ``pair_id`` (stable:
             the input row or the id column), ``rank``, ``split``, ``image_id``, ``caption``,
             ``mismatch_probability``, ``suspected``, ``held_out_score`` (the score of the models
-            that never trained on the pair; lower = more suspect), ``pair_similarity``, the
-            suggested caption and image, and the truth when the audit planted swaps.
+            that never trained on the pair; lower = more suspect), ``pair_similarity``, the 3
+            suggested other captions for its image and other images for its caption
+            (``suggested_caption_1..3``, ``suggested_image_id_1..3`` with their scores),
+            ``duplicate_image_of``, ``same_caption_images``, ``leak``, ``why`` (in words), and the
+            truth when the audit planted swaps.
         summary: what ``summary.json`` holds (counts, the estimated mismatched share with its
-            interval, the self-check, retrieval figures).
+            interval, the self-check, retrieval figures, ``duplicates``, ``audit_id``, the
+            ``image_root`` where its image files lie).
         report: the ``report.html`` page.
         refused: the input rows that could not be read, each with its ``reason``.
     """
@@ -64,6 +71,47 @@ class AuditResult:
         atomic_text(folder / "report.html", self.report)
         atomic_text(folder / "summary.json", json.dumps(self.summary, indent=2) + "\n")
         return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> AuditResult:
+        """The audit saved in ``folder`` (its ``summary.json`` and ``pairs.parquet``; the CSV
+        is spreadsheet-safe, not the exact text)."""
+        import pandas as pd
+
+        folder = Path(folder)
+        summary_path, pairs_path = folder / "summary.json", folder / "pairs.parquet"
+        if not summary_path.is_file() or not pairs_path.is_file():
+            raise DataError(f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
+                            "give the --out folder of `mispair audit`")  # fmt: skip
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        pairs = pd.read_parquet(pairs_path)
+        report = folder / "report.html"
+        refused = folder / "refused.csv"
+        page = report.read_text(encoding="utf-8") if report.is_file() else ""
+        rejected = pd.read_csv(refused, dtype=str, keep_default_na=False) if refused.is_file() else None
+        return cls(pairs, summary, page, rejected)
+
+    def apply(self, decisions: str | Path | pd.DataFrame, out: str | Path, *,
+              threshold: float | None = None) -> AppliedCollection:  # fmt: skip
+        """Write the cleaned collection into the new folder ``out`` (see
+        :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
+        a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or
+        dropped when their mismatch probability is at least ``threshold``."""
+        from mispair.audit.apply import apply_decisions
+
+        return apply_decisions(self.pairs, self.summary, decisions, out, threshold=threshold)
+
+
+def audit_id(pairs: pd.DataFrame) -> str:
+    """The audit's id: the first 16 hex digits of the SHA-256 of its pairs (``pair_id``,
+    ``image_id``, ``caption`` of every row, in pair-id order). Scores and ranks do not enter, so
+    an audit of the same collection again has the same id and its decisions still apply."""
+    digest = hashlib.sha256()
+    for row in pairs.sort_values("pair_id", kind="stable")[["pair_id", "image_id", "caption"]].itertuples(
+        index=False
+    ):
+        digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
+    return digest.hexdigest()[:16]
 
 
 def table_csv(frame: pd.DataFrame) -> str:

@@ -14,9 +14,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
-from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
+from mispair.audit.duplicates import Duplicates, find_duplicates
+from mispair.audit.ranking import (
+    BestMatches,
+    best_matches,
+    detection_curves,
+    others,
+    score_division,
+    suspicion_order,
+)
 from mispair.audit.report import curve_plots, render_report, score_plot
-from mispair.audit.result import OUTPUTS, AuditResult
+from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
@@ -69,17 +77,24 @@ def audit_collection(
     audited = audited_pairs(run, progress=progress)
     pictures = _pictures(audited.image_ids, config.data, images)
     reader = reader_of(config.data)
+    files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-    matches = best_matches(run, pairs=audited.pairs, progress=progress)
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
-    table = pair_table(audited, mismatch, threshold, matches)
+    matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
+    duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
+                                 audited.pairs.image_of_caption, audited.split,
+                                 train_split=config.data.train_split)  # fmt: skip
+    table = pair_table(audited, mismatch, threshold, matches, duplicates)
     refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
     n_refused = 0 if refused is None else len(refused)
     result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                  split_note=reader.split_note(config.data))
+                  split_note=reader.split_note(config.data), audit_id=audit_id(table),
+                  image_root=None if files is None else str(files),
+                  pictures=None if pictures is None else str(pictures),
+                  duplicates=duplicates.summary(audited.pairs.image_of_caption))  # fmt: skip
     truth = audited.truly_mismatched
     plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):
@@ -194,15 +209,20 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
     return picture_root(ids, reader_of(data).picture_dirs(data))
 
 
-def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
-               matches: BestMatches) -> pd.DataFrame:  # fmt: skip
-    """Every pair as a row, from the most suspect to the least (``pairs.csv``)."""
+def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, matches: BestMatches,
+               duplicates: Duplicates) -> pd.DataFrame:  # fmt: skip
+    """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
+    :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
+    for its caption, its duplicates (``duplicate_image_of``: the id of the first near-duplicate
+    of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words."""
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
     paired = audited.pairs.image_of_caption
     order = suspicion_order(audited.score)
-    best_caption = matches.caption[paired[order]]
+    best_captions, caption_scores = others(matches.captions[paired[order]],
+                                           matches.caption_scores[paired[order]], order)  # fmt: skip
+    best_images, image_scores = others(matches.images[order], matches.image_scores[order], paired[order])
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],
         "rank": np.arange(1, len(order) + 1),
@@ -213,15 +233,51 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
         "suspected": mismatch[order] >= threshold,
         "held_out_score": audited.score[order].round(6),
         "pair_similarity": matches.pair_score[order].round(6),
-        "suggested_caption": [captions[c] for c in best_caption],
-        "suggested_caption_score": matches.caption_score[paired[order]].round(6),
-        "suggested_image_id": [ids[i] for i in matches.image[order]],
-        "suggested_image_score": matches.image_score[order].round(6),
     }
+    for n in range(best_captions.shape[1]):
+        columns[f"suggested_caption_{n + 1}"] = [captions[c] if c >= 0 else "" for c in best_captions[:, n]]
+        columns[f"suggested_caption_score_{n + 1}"] = caption_scores[:, n].round(6)
+    for n in range(best_images.shape[1]):
+        columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in best_images[:, n]]
+        columns[f"suggested_image_score_{n + 1}"] = image_scores[:, n].round(6)
+    twin = duplicates.duplicate_of[paired[order]]
+    columns["duplicate_image_of"] = [ids[i] if i >= 0 else "" for i in twin]
+    columns["same_caption_images"] = duplicates.same_caption_images[order]
+    columns["leak"] = duplicates.leak[order]
+    reasons = zip(order, best_captions[:, 0], caption_scores[:, 0], matches.pair_score[order],
+                  columns["duplicate_image_of"])  # fmt: skip
+    columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair,
+                          among_suspects=matches.suspects_only, duplicate_of=twin_id,
+                          same_caption=int(duplicates.same_caption_images[k]), leak=bool(duplicates.leak[k]))
+                      for k, c, score, pair, twin_id in reasons]  # fmt: skip
     if audited.truly_mismatched is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
+
+
+def why(better_images: int, best_caption: str | None, caption_fits_better: bool, *,
+        among_suspects: bool = False, duplicate_of: str = "", same_caption: int = 0,
+        leak: bool = False) -> str:  # fmt: skip
+    """Why a pair may be mismatched, in words: how many other images its caption fits better, the
+    caption its image fits best when that is not its own (``among_suspects``: of the suspected
+    pairs' captions), and its duplicates."""
+    fits = (f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
+            if better_images else "no other image fits this caption better")  # fmt: skip
+    if best_caption is None or not caption_fits_better:
+        words = [fits, f"no {'suspect' if among_suspects else 'other'} caption fits this image better"]
+    else:
+        shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
+        among = "of the suspect captions, " if among_suspects else ""
+        words = [fits, f"{among}this image fits '{shown}' best"]
+    if duplicate_of:
+        words.append(f"its image nearly duplicates {duplicate_of}")
+    if same_caption:
+        carry = "other image carries" if same_caption == 1 else "other images carry"
+        words.append(f"{same_caption} {carry} the same caption")
+    if leak:
+        words.append("it repeats a training pair (a leak)")
+    return "; ".join(words)
 
 
 def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
@@ -229,7 +285,7 @@ def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, A
     thumbnails: dict[str, str] = {}
 
     def thumbnail(image_id: str) -> str:
-        if pictures is None:
+        if pictures is None or not image_id:
             return ""
         if image_id not in thumbnails:
             thumbnails[image_id] = thumbnail_uri(pictures / image_id)
@@ -237,9 +293,7 @@ def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, A
 
     rows = table.to_dict("records")
     return [{**row, "thumbnail": thumbnail(row["image_id"]),
-             "suggested_thumbnail": thumbnail(row["suggested_image_id"]),
-             "suggested_caption_is_own": row["suggested_caption"] == row["caption"],
-             "suggested_image_is_own": row["suggested_image_id"] == row["image_id"]}
+             "suggested_thumbnail": thumbnail(row.get("suggested_image_id_1", ""))}
             for row in rows]  # fmt: skip
 
 

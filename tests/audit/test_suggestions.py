@@ -1,0 +1,81 @@
+"""The audit's suggestions and its reasons in words, against a brute-force search of a small
+similarity matrix: read in chunks of any size, the same top captions and images, each pair's own
+caption and image left out."""
+
+import numpy as np
+import pytest
+
+from mispair.audit.ranking import SUGGESTIONS, matches_of, others, suggestion_pools
+from mispair.audit.run import why
+
+
+def brute_force(sims: np.ndarray, image_of_caption: np.ndarray, k: int, captions_pool=None, images_pool=None):
+    """Per pair: its image's best other captions and its caption's best other images, chosen in
+    the pools (loops)."""
+    captions, images, better = [], [], []
+    in_captions = range(sims.shape[1]) if captions_pool is None else np.flatnonzero(captions_pool)
+    in_images = range(sims.shape[0]) if images_pool is None else np.flatnonzero(images_pool)
+    for c, own in enumerate(image_of_caption):
+        ranked = sorted(in_captions, key=lambda j: -sims[own, j])
+        captions.append([j for j in ranked if j != c][:k])
+        ranked = sorted(in_images, key=lambda i: -sims[i, c])
+        images.append([i for i in ranked if i != own][:k])
+        better.append(sum(1 for i in range(sims.shape[0]) if i != own and sims[i, c] > sims[own, c]))
+    return captions, images, better
+
+
+@pytest.mark.parametrize("suspects", [False, True])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 100])
+@pytest.mark.parametrize("shape", [(9, 20), (30, 30), (3, 5)])
+def test_suggestions_are_the_brute_force_best_other_matches(chunk, shape, suspects):
+    rng = np.random.default_rng(sum(shape) + chunk)
+    n_images, n_captions = shape
+    sims = rng.normal(size=shape).astype(np.float32)
+    image_of_caption = np.sort(rng.integers(0, n_images, n_captions))
+    paired = sims[image_of_caption, np.arange(n_captions)]
+    captions_pool, images_pool = None, None
+    if suspects:
+        captions_pool, images_pool = suggestion_pools(
+            rng.random(n_captions) < 0.5, image_of_caption, n_images
+        )
+    matches = matches_of(lambda rows: sims[rows], n_images, image_of_caption, paired, chunk=chunk,
+                         captions_pool=captions_pool, images_pool=images_pool)  # fmt: skip
+    captions, scores = others(
+        matches.captions[image_of_caption], matches.caption_scores[image_of_caption], np.arange(n_captions)
+    )
+    images, image_scores = others(matches.images, matches.image_scores, image_of_caption)
+    want_captions, want_images, want_better = brute_force(sims, image_of_caption, SUGGESTIONS, captions_pool,
+                                                          images_pool)  # fmt: skip
+    for c in range(n_captions):
+        got = [j for j in captions[c] if j >= 0]
+        assert got == want_captions[c]
+        np.testing.assert_allclose(scores[c][: len(got)], sims[image_of_caption[c], got])
+        assert np.isnan(scores[c][len(got) :]).all()
+        got = [i for i in images[c] if i >= 0]
+        assert got == want_images[c]
+        np.testing.assert_allclose(image_scores[c][: len(got)], sims[got, c])
+    assert matches.better_images.tolist() == want_better
+    np.testing.assert_array_equal(matches.pair_score, paired)
+
+
+def test_why_says_how_many_images_fit_better_and_the_caption_the_image_fits():
+    assert (
+        why(37, "red apple", True)
+        == "this caption fits 37 other images better; this image fits 'red apple' best"
+    )
+    assert why(1, "red apple", False) == (
+        "this caption fits 1 other image better; no other caption fits this image better"
+    )
+    assert why(0, None, False).startswith("no other image fits this caption better")
+    assert why(2, "x" * 100, True).endswith("'" + "x" * 59 + "…' best")
+    assert "of the suspect captions, this image fits 'red apple' best" in why(
+        3, "red apple", True, among_suspects=True
+    )
+
+
+def test_suggestions_come_from_the_suspects_only_when_there_are_enough():
+    image_of_caption = np.array([0, 0, 1, 2, 3, 4, 5])
+    captions, images = suggestion_pools(np.array([1, 1, 1, 1, 0, 0, 0], bool), image_of_caption, 6)
+    assert captions.tolist() == [1, 1, 1, 1, 0, 0, 0] and images is None  # 3 suspect images: too few
+    captions, images = suggestion_pools(np.array([0, 1, 1, 1, 1, 0, 0], bool), image_of_caption, 6)
+    assert images.tolist() == [1, 1, 1, 1, 0, 0]
