@@ -22,10 +22,11 @@ from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
-from mispair.engine.assembly import other_splits, prepare_text_encoder
-from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
-from mispair.engine.pair_scores import read_division_scores
+from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
+from mispair.engine.assembly import other_splits
+from mispair.engine.export import open_run
 from mispair.engine.run import train_run
+from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -121,14 +122,13 @@ class AuditedPairs:
 
 def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
     """:class:`AuditedPairs` of a trained audit run (its division scored the other splits)."""
-    scores = read_division_scores(run.config.output_dir / PAIR_SCORES_FILE)
+    scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
     if scores is None:
         raise ConfigError("the audit's run made no held-out scores (set division.scores)")
     others = other_splits(run.config, run.data)
     parts = [run.train] if others is None else [run.train, others]
     everything = TrainingPairs.join(parts)
-    prepare_text_encoder(run.config.model, run.config.data, everything.tokens, progress=progress,
-                         log=lambda _: None)  # fmt: skip
+    run.prepare_texts(everything.tokens, progress=progress)
     data = run.config.data
     split = [data.train_split] * len(run.train)
     if others is not None:
@@ -173,7 +173,7 @@ def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress
     clean = None
     if clean_run and noisy:
         clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
-    return summary, clean, load_trained_run(config, progress=progress)
+    return summary, clean, open_run(config, device=config.train.device)
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:

@@ -9,14 +9,13 @@ from typing import Any
 
 import torch
 
-from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
+from mispair.config import DataConfig, ModelConfig, RunConfig
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
 from mispair.data.readers import reader_of
-from mispair.data.tokenizers import Tokenizer, create_tokenizer, restore_tokenizer, tokenizer_words
-from mispair.encoding import frozen
+from mispair.data.tokenizers import Tokenizer, create_tokenizer, tokenizer_words
 from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
@@ -134,25 +133,6 @@ def build_models(config: RunConfig, count: int, data: RunData, device: torch.dev
     return models
 
 
-def load_models(state: dict[str, Any], device: torch.device,
-                where: str = "checkpoint") -> list[RetrievalModel]:  # fmt: skip
-    """The models of a checkpoint payload with their weights, in eval mode; weights that do not
-    fit the model its config records are a one-line error naming ``where``."""
-    config = from_dict(state["config"])
-    models = []
-    for weights in state["models"]:
-        model = build_model(config.model, state["feature_dim"], state["vocab_size"])
-        try:
-            model.load_state_dict(weights)
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
-            model_text = f"head {config.model.head}, text encoder {config.model.text_encoder}"
-            raise DataError(f"{where}: its weights do not fit the model its config records ({model_text}): "
-                            f"{first}") from None  # fmt: skip
-        models.append(frozen(model.to(device)))
-    return models
-
-
 def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) -> None:
     """A one-line error when ``pairs`` cannot be read by ``model``, built for features of
     ``feature_dim``: another feature dimension, or another number of fragments per image than a
@@ -166,12 +146,3 @@ def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) 
         raise ConfigError(f"model.head_options.num_regions: the head is sized for {regions} fragments per "
                           f"image, {where} has {pairs.images.shape[1]} (set "
                           f"model.head_options.num_regions={pairs.images.shape[1]})")  # fmt: skip
-
-
-def checkpoint_tokens(state: dict[str, Any], pairs: PairSet) -> list[list[int]]:
-    """Token ids of ``pairs``' captions as the checkpoint's run tokenized its own."""
-    if pairs.caption_tokens is not None:
-        return pairs.caption_tokens
-    config = from_dict(state["config"])
-    kind = text_encoder_class(config.model.text_encoder).tokenizer
-    return encode_captions(pairs, restore_tokenizer(kind, state["vocab"]))

@@ -40,6 +40,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division import fit_gmm, min_max_normalize
+from mispair.division.scores import DivisionScores
 from mispair.encoding import encode_split, evaluating
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
@@ -59,16 +60,6 @@ class OutOfFoldScores:
 
     score: np.ndarray
     fold: np.ndarray
-    others: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class DivisionScores:
-    """What :func:`division_scores` gives: ``train [n_train_pairs]`` the held-out scores of the
-    training pairs, and ``others [n_other_pairs]`` those of the pairs of the other splits (dev,
-    test) when the division scores them too (``division.score_other_splits``), else None."""
-
-    train: np.ndarray
     others: np.ndarray | None = None
 
 
@@ -375,7 +366,7 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
         return None
     scoring = scorer_config(config)
     key = _scores_key(scoring, train, others)
-    cached = from_main(shard, lambda: None if cache is None else _cached_scores(cache, key))
+    cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
     if cached is not None:
         return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
@@ -390,29 +381,10 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
                                                     others=others))  # fmt: skip
     scores = DivisionScores(found.score, found.others)
     if cache is not None and shard.is_main:
-        extra = {} if scores.others is None else {"others": scores.others}
-        atomic_write(cache, lambda handle: np.savez(handle, score=scores.train, key=np.array(key), **extra))
+        scores.save(cache, key)
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
         stash.clear()
     return scores
-
-
-def read_division_scores(path: Path) -> DivisionScores | None:
-    """The scores a run kept in ``path`` (its ``pair_scores.npz``), or None when it has none."""
-    if not path.is_file():
-        return None
-    with np.load(path) as saved:
-        return DivisionScores(saved["score"], saved.get("others"))
-
-
-def _cached_scores(cache: Path, key: str) -> DivisionScores | None:
-    """The scores kept in ``cache`` when they were computed for ``key``."""
-    if not cache.is_file():
-        return None
-    with np.load(cache) as saved:
-        if str(saved["key"]) != key:
-            return None
-    return read_division_scores(cache)
 
 
 def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs | None = None) -> str:

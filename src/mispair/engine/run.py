@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
-from mispair.config import RunConfig, from_dict
+from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source, load_split
 from mispair.distributed import (
@@ -27,22 +27,19 @@ from mispair.distributed import (
     main_only,
     process_group,
 )
+from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.assembly import (
     RunData,
     build_models,
-    check_model_inputs,
-    checkpoint_tokens,
-    load_models,
     load_run_data,
     model_pairs,
     other_splits,
     pick_device,
     prepare_text_encoder,
 )
-from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.evaluation import evaluate_split
-from mispair.engine.export import PAIR_SCORES_FILE
 from mispair.engine.pair_scores import division_scores
+from mispair.engine.trained import TrainedRun
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
@@ -188,20 +185,20 @@ def evaluate_checkpoint(
     multi-process run (``shard``) calls it and scores its block of the images.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
-    states = [load_checkpoint(p) for p in paths]
-    config = from_dict(states[0]["config"])
+    dev = pick_device(device, "--device")
+    runs = [TrainedRun.open(p, dev) for p in paths]
+    config = runs[0].config
     if data_root:
         config.data.root, config.data.source = data_root, "auto"
     pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
-    dev = pick_device(device, "--device")
-    models = [m for p, state in zip(paths, states) for m in load_models(state, dev, str(p))]
-    for model, state in zip(models, states):
-        check_model_inputs(model, state["feature_dim"], pairs)
-    tokens = checkpoint_tokens(states[0], pairs)
-    prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=lambda _: None)
-    for other, state in zip(paths[1:], states[1:]):
-        if checkpoint_tokens(state, pairs) != tokens:
-            raise ConfigError(f"{other}: tokenizes captions differently from {paths[0]}")
+    for run in runs:
+        run.check_inputs(pairs)
+    tokens = runs[0].tokens(pairs)
+    runs[0].prepare_texts(tokens, data=config.data, progress=progress)
+    for other in runs[1:]:
+        if other.tokens(pairs) != tokens:
+            raise ConfigError(f"{other.path}: tokenizes captions differently from {runs[0].path}")
+    models = [m for run in runs for m in run.models]
     return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
                           batch_size=config.train.eval_batch_size, device=dev, progress=progress,
                           shard=shard)  # fmt: skip
