@@ -74,7 +74,7 @@ def audit_collection(
     matches = best_matches(run, pairs=audited.pairs, progress=progress)
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
-    threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
+    threshold = 1.0 - config.division.p_threshold
     table = pair_table(audited, mismatch, threshold, matches)
     refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
@@ -124,7 +124,7 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
     """:class:`AuditedPairs` of a trained audit run (its division scored the other splits)."""
     scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
     if scores is None:
-        raise ConfigError("the audit's run made no held-out scores (set division.scores)")
+        raise ConfigError("the audit's run made no held-out scores (set division.scored_by)")
     others = other_splits(run.config, run.data)
     parts = [run.train] if others is None else [run.train, others]
     everything = TrainingPairs.join(parts)
@@ -263,7 +263,7 @@ def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPai
         "estimated_mismatched_share": share.estimate,
         "estimated_mismatched_share_interval": [share.low, share.high],
         "suspected": int((mismatch >= threshold).sum()), "threshold": round(threshold, 6),
-        "division": {"scores": config.division.scores},
+        "division": {"scores": config.division.scored_by},
         "retrieval": {"test": summary["test"], "clean_run_test": clean["test"] if clean else None},
         "truth": truth, "planted": plant, "self_check": check, "detection": None,
         "files": [name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],

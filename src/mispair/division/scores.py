@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from mispair.atomic import atomic_write
+from mispair.division.detection import detection_metrics
+from mispair.division.gmm import fit_gmm
+from mispair.division.mixtures import min_max_normalize
 
 PAIR_SCORES_FILE = "pair_scores.npz"
 """A run's held-out scores, kept in its output folder."""
@@ -44,3 +47,22 @@ class DivisionScores:
             if key is not None and str(saved["key"]) != key:
                 return None
             return cls(saved["score"], saved.get("others"))
+
+
+def clean_split(score: np.ndarray, p_threshold: float = 0.5) -> np.ndarray:
+    """``[n_pairs]`` bool: the pairs a two-component GMM over the held-out scores (higher =
+    cleaner) puts on the clean side with probability above ``p_threshold``."""
+    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > p_threshold
+
+
+def division_log(
+    clean_prob: np.ndarray, is_noisy: np.ndarray | None, p_threshold: float, prefix: str = "division"
+) -> dict[str, float]:
+    """The log values of a division: ``{prefix}/clean_fraction`` (clean probability above
+    ``p_threshold``) and, when the true noise ``is_noisy [n_pairs]`` is known, its detection
+    scores ``{prefix}/auc``, ``precision``, ``recall``, ``f1`` (:func:`detection_metrics`)."""
+    values = {f"{prefix}/clean_fraction": float((clean_prob > p_threshold).mean())}
+    if is_noisy is not None:
+        scores = detection_metrics(clean_prob, is_noisy, threshold=p_threshold)
+        values.update({f"{prefix}/{name}": v for name, v in scores.items()})
+    return values

@@ -38,7 +38,7 @@ def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     """One row per training pair of a trained run: image id, caption, the best model's pair
     similarity (in-sample: the model trained on the pair), the recipe's clean probability when it
     has one, the memorisation-free score its division fitted (``division_score``, when the run's
-    ``division.scores`` made one) and the true noise when known."""
+    ``division.scored_by`` made one) and the true noise when known."""
     run = open_run(config, device=config.train.device)
     run.prepare_texts(run.train.tokens)
     batch_size = config.train.eval_batch_size

@@ -39,8 +39,7 @@ from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
-from mispair.division import fit_gmm, min_max_normalize
-from mispair.division.scores import DivisionScores
+from mispair.division.scores import DivisionScores, clean_split
 from mispair.encoding import encode_split, evaluating
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
@@ -269,24 +268,19 @@ def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: Training
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
-    probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
-    the detection ceiling: scorers trained on the truly clean pairs). The folds are dealt over
-    ``shard``'s ranks and each round's split is fitted on rank 0. ``repeats`` and ``others``: as in
-    :func:`out_of_fold_scores`, every round (the last round's scores are returned)."""
+    probability above ``division.p_threshold``), so the mismatched pairs no longer teach the
+    scorers (the bound of this is the detection ceiling: scorers trained on the truly clean
+    pairs). The folds are dealt over ``shard``'s ranks and each round's split is fitted on rank 0.
+    ``repeats`` and ``others``: as in :func:`out_of_fold_scores`, every round (the last round's
+    scores are returned)."""
     trusted = None
     for round_index in range(rounds):
         scores = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
                                     trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
                                     stash=stash, round_index=round_index, shard=shard,
                                     others=others)  # fmt: skip
-        trusted = from_main(shard, lambda score=scores.score: clean_split(score))
+        trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
-
-
-def clean_split(score: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-    """``[n_pairs]`` bool: the pairs a two-component GMM over the scores (higher = cleaner) puts
-    on the clean side with probability above ``threshold``."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > threshold
 
 
 def train_scorer(
@@ -342,11 +336,11 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
 
 def scorer_config(config: RunConfig) -> RunConfig:
     """The scoring run of ``config``'s division: its data, model and train settings with the
-    ``vse`` recipe, the ``division.scorer`` options and ``division.epochs`` epochs at a constant
+    ``vse`` recipe, the ``division.scorer_options`` options and ``division.epochs`` epochs at a constant
     learning rate."""
     division = config.division
     train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
-    return replace(config, recipe="vse", method=dict(division.scorer), train=train)
+    return replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
 
 
 def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
@@ -361,7 +355,7 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
     gets rank 0's scores: the out-of-fold folds are dealt over the ranks (each keeps its own
     finished folds); the early scorer is trained by every rank (no rank waits idle on another)
     and rank 0's scores kept; rank 0 reads and writes the cache."""
-    kind = config.division.scores
+    kind = config.division.scored_by
     if kind == "in_sample":
         return None
     scoring = scorer_config(config)
@@ -373,7 +367,7 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
     if kind == "out_of_fold":
         division = config.division
         found = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
-                                           repeats=division.repeats, score_kind=division.score,
+                                           repeats=division.repeats, score_kind=division.pair_score,
                                            tau=division.tau, device=device, progress=progress, stash=stash,
                                            shard=shard, others=others)  # fmt: skip
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
-from mispair.config import RunConfig
+from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source, load_split
 from mispair.distributed import (
@@ -73,9 +74,9 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)  # errors before anything is written
-    if recipe_cls.needs_pair_scores and config.division.scores == "in_sample":
+    if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
         raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
-                          "(division.scores: out_of_fold or early)")  # fmt: skip
+                          "(division.scored_by: out_of_fold or early)")  # fmt: skip
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
     _announce_planted_noise(config, data, log)
@@ -122,6 +123,7 @@ def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, dev
         eval_batch_size=config.train.eval_batch_size,
         noise=noise,
         pair_scores=None if scores is None else scores.train,
+        p_threshold=config.division.p_threshold,
     )
 
 
@@ -150,7 +152,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
     saved = out_dir / "config.json"
     current = config.to_dict()
     if resume and (out_dir / "last.pt").is_file() and saved.is_file():
-        previous = json.loads(saved.read_text(encoding="utf-8"))
+        previous = _as_read_now(json.loads(saved.read_text(encoding="utf-8")))
         if previous != current:
             changed = sorted(k for k in current if previous.get(k) != current[k])
             raise ConfigError(
@@ -162,6 +164,14 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
             (out_dir / name).unlink(missing_ok=True)
         shutil.rmtree(out_dir / Path(PAIR_SCORES_FILE).with_suffix(".folds"), ignore_errors=True)
     _write_json(saved, current)
+
+
+def _as_read_now(record: dict[str, Any]) -> dict[str, Any]:
+    """A saved config as this version reads it (renamed keys, new defaults), else as saved."""
+    with warnings.catch_warnings(), contextlib.suppress(ConfigError):
+        warnings.simplefilter("ignore", FutureWarning)
+        return from_dict(record).to_dict()
+    return record
 
 
 def _write_json(path: Path, data: Any) -> None:

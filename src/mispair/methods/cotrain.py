@@ -3,7 +3,7 @@
 Two models; after ``warmup_epochs`` on all pairs, every epoch (NCR, Huang et al. 2021):
 
 1. each model scores every training pair (:func:`~mispair.methods.scoring.per_sample_losses`;
-   with ``division.scores`` other than ``in_sample``, the run's memorisation-free pair scores
+   with ``division.scored_by`` other than ``in_sample``, the run's memorisation-free pair scores
    stand for both models' losses: :func:`~mispair.methods.scoring.division_losses`),
    the losses are min–max normalised and a two-component mixture gives each pair a clean
    probability (``mixture``: ``gmm`` | ``bmm`` | ``vbgmm``);
@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.division import co_divide, detection_metrics, fit_bmm, fit_gmm, fit_vbgmm
+from mispair.division import co_divide, fit_bmm, fit_gmm, fit_vbgmm
+from mispair.division.scores import division_log
 from mispair.encoding import evaluating
 from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
@@ -84,13 +85,10 @@ class CoTraining(Recipe):
 
     def detection_log(self, clean_prob: np.ndarray, prefix: str = "division") -> dict[str, float]:
         """Each model's detection scores against the true noise (nothing when it is unknown)."""
-        noise = self.context.noise
         values: dict[str, float] = {}
+        threshold = self.options.p_threshold
         for k, prob in enumerate(clean_prob):
-            values[f"{prefix}/{k}/clean_fraction"] = float((prob > self.options.p_threshold).mean())
-            if noise is not None:
-                scores = detection_metrics(prob, noise.is_noisy, threshold=self.options.p_threshold)
-                values.update({f"{prefix}/{k}/{name}": v for name, v in scores.items()})
+            values.update(division_log(prob, self.context.is_noisy, threshold, f"{prefix}/{k}"))
         return values
 
     def labeled_split(self, k: int) -> np.ndarray:

@@ -34,8 +34,8 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.data.noise import NoiseRecord
-from mispair.division import detection_metrics, fit_bmm
+from mispair.division import fit_bmm
+from mispair.division.scores import division_log
 from mispair.encoding import evaluating
 from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
@@ -104,18 +104,6 @@ def reconstruct_pairs(
     supervision = torch.zeros(n_pool, n, dtype=images.dtype)
     supervision[slots, captions] = 1.0
     return recon, supervision
-
-
-def division_log(
-    clean_prob: np.ndarray, noise: NoiseRecord | None, threshold: float, prefix: str = "division"
-) -> dict[str, float]:
-    """The clean fraction of a single-model division and, when the true noise is known, its
-    detection scores (``auc``, ``precision``, ``recall``, ``f1`` of the clean split)."""
-    values = {f"{prefix}/clean_fraction": float((clean_prob > threshold).mean())}
-    if noise is not None:
-        scores = detection_metrics(clean_prob, noise.is_noisy, threshold=threshold)
-        values.update({f"{prefix}/{name}": v for name, v in scores.items()})
-    return values
 
 
 @torch.no_grad()
@@ -253,9 +241,9 @@ class L2RM(Recipe):
         if (1 - clean_prob <= opts.threshold).sum() < 2:
             # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).
             previous = self.clean_prob if self.clean_prob is not None else np.ones_like(clean_prob)
-            return {**division_log(previous, ctx.noise, 1 - opts.threshold), "division/kept_previous": 1.0}
+            return {**division_log(previous, ctx.is_noisy, 1 - opts.threshold), "division/kept_previous": 1.0}
         self.clean_prob = clean_prob
-        return division_log(self.clean_prob, ctx.noise, 1 - opts.threshold)
+        return division_log(self.clean_prob, ctx.is_noisy, 1 - opts.threshold)
 
     def end_epoch(self, epoch: int) -> dict[str, float]:
         """The learned cost's drift from ``relu(1 − S)`` (:func:`cost_drift`), logged every epoch."""
