@@ -24,7 +24,6 @@ from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
-from mispair.engine.export import open_run
 from mispair.engine.run import train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
@@ -173,7 +172,7 @@ def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress
     clean = None
     if clean_run and noisy:
         clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
-    return summary, clean, open_run(config, device=config.train.device)
+    return summary, clean, TrainedRun.best_of(config)
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:

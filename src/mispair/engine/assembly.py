@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from mispair.config import DataConfig, ModelConfig, RunConfig
@@ -77,6 +78,36 @@ def load_run_data(config: RunConfig) -> RunData:
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
     return RunData(train, dev, tokenizer, noise_of_split(config.data, train),
                    encode_captions(train, tokenizer), encode_captions(dev, tokenizer))  # fmt: skip
+
+
+def training_pairs(config: RunConfig, data: RunData) -> tuple[TrainingPairs, NoiseRecord | None]:
+    """The pairs the run trains on, in the noise record's pairing, and the noise it may score
+    its division against; with ``data.noise.oracle`` (the bound) the truly clean pairs alone and
+    no noise."""
+    paired = None if data.noise is None else data.noise.image_of_caption
+    train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
+    if config.data.noise.oracle:
+        if noise is None:
+            raise ConfigError(
+                "data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)"
+            )
+        clean = np.flatnonzero(~noise.is_noisy)
+        train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
+    return train, noise
+
+
+def planted_noise_note(config: RunConfig, data: RunData) -> str | None:
+    """The note that the run plants noise into the user's pairs (said in the first lines, never
+    silently), or None when it plants none."""
+    noise = config.data.noise
+    if noise.rate <= 0 or data.noise is None:
+        return None
+    swapped = int(data.noise.is_noisy.sum())
+    return (
+        f"note: planting mismatched pairs into the training split as data.noise asks: {swapped} of "
+        f"{data.train.n_captions} captions swapped ({noise.protocol}, rate {noise.rate}, seed "
+        f"{noise.seed}); recorded in the run's config.json and metrics.json"
+    )
 
 
 def other_splits(config: RunConfig, data: RunData) -> TrainingPairs | None:

@@ -29,17 +29,12 @@ def pair_similarities(models: list[RetrievalModel], train: TrainingPairs, batch_
     return np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
 
 
-def open_run(config: RunConfig, *, device: str = "auto") -> TrainedRun:
-    """The run of ``config``, opened from its ``best.pt``."""
-    return TrainedRun.open(config.output_dir / "best.pt", device, option="train.device")
-
-
 def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     """One row per training pair of a trained run: image id, caption, the best model's pair
     similarity (in-sample: the model trained on the pair), the recipe's clean probability when it
     has one, the memorisation-free score its division fitted (``division_score``, when the run's
     ``division.scored_by`` made one) and the true noise when known."""
-    run = open_run(config, device=config.train.device)
+    run = TrainedRun.best_of(config)
     run.prepare_texts(run.train.tokens)
     batch_size = config.train.eval_batch_size
     scores = {"similarity": pair_similarities(run.models, run.train, batch_size, run.device)}

@@ -1,5 +1,6 @@
-"""Train a run from its config and evaluate checkpoints (the parts come from
-:mod:`mispair.engine.assembly`), in one process or in each process of a torchrun launch."""
+"""Train a run from its config, in one process or in each process of a torchrun launch: only the
+order of things (the parts come from :mod:`mispair.engine.assembly`, the held-out scores from
+:mod:`mispair.engine.pair_scores`, the test metrics from :mod:`mispair.engine.evaluation`)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,20 @@ import contextlib
 import json
 import shutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
-from mispair.data.loading import concrete_source, load_split
+from mispair.data.loading import concrete_source
+from mispair.data.noise import NoiseRecord
 from mispair.distributed import (
     DEFAULT_TIMEOUT,
-    SINGLE_PROCESS,
     Shard,
     from_main,
     main_first,
@@ -33,14 +33,14 @@ from mispair.engine.assembly import (
     RunData,
     build_models,
     load_run_data,
-    model_pairs,
     other_splits,
     pick_device,
+    planted_noise_note,
     prepare_text_encoder,
+    training_pairs,
 )
-from mispair.engine.evaluation import evaluate_split
+from mispair.engine.evaluation import evaluate_checkpoint
 from mispair.engine.pair_scores import division_scores
-from mispair.engine.trained import TrainedRun
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
@@ -79,9 +79,10 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
                           "(division.scored_by: out_of_fold or early)")  # fmt: skip
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
-    _announce_planted_noise(config, data, log)
-    if config.data.noise.oracle and data.noise is None:
-        raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
+    note = planted_noise_note(config, data)
+    if note:
+        log(note)
+    train, noise = training_pairs(config, data)
     others = other_splits(config, data)
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
@@ -89,29 +90,15 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
         from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
-        context = _context(config, data, others, device, out_dir, progress, shard)
+        context = _context(config, data, train, noise, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
 
 
-def _announce_planted_noise(config: RunConfig, data: RunData, log: Callable[[str], None]) -> None:
-    """Planted noise changes the user's pairs: said in the first lines, never silently."""
-    noise = config.data.noise
-    if noise.rate > 0 and data.noise is not None:
-        swapped = int(data.noise.is_noisy.sum())
-        log(f"note: planting mismatched pairs into the training split as data.noise asks: {swapped} of "
-            f"{data.train.n_captions} captions swapped ({noise.protocol}, rate {noise.rate}, seed "
-            f"{noise.seed}); recorded in the run's config.json and metrics.json")  # fmt: skip
-
-
-def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, device: torch.device,
-             out_dir: Path, progress: bool, shard: Shard) -> RecipeContext:  # fmt: skip
-    paired = None if data.noise is None else data.noise.image_of_caption
-    train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
-    if config.data.noise.oracle and noise is not None:  # the bound: the truly clean pairs alone
-        clean = np.flatnonzero(~noise.is_noisy)
-        train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
+def _context(config: RunConfig, data: RunData, train: TrainingPairs, noise: NoiseRecord | None,
+             others: TrainingPairs | None, device: torch.device, out_dir: Path, progress: bool,
+             shard: Shard) -> RecipeContext:  # fmt: skip
     scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress,
                              shard=shard, others=others)  # fmt: skip
     return RecipeContext(
@@ -176,39 +163,3 @@ def _as_read_now(record: dict[str, Any]) -> dict[str, Any]:
 
 def _write_json(path: Path, data: Any) -> None:
     atomic_text(path, json.dumps(data, indent=2) + "\n")
-
-
-def evaluate_checkpoint(
-    path: str | Path | Sequence[str | Path],
-    *,
-    split: str | None = None,
-    data_root: str | None = None,
-    folds: int | None = None,
-    device: str = "auto",
-    progress: bool = False,
-    shard: Shard = SINGLE_PROCESS,
-) -> dict[str, float]:
-    """Retrieval metrics of a checkpoint's models on a split (default: the config's test split).
-
-    Several checkpoints (e.g. an SGR and a SAF run, for SGRAF) are evaluated on their averaged
-    similarities; the data and tokenizer come from the first one's config. Every rank of a
-    multi-process run (``shard``) calls it and scores its block of the images.
-    """
-    paths = [path] if isinstance(path, (str, Path)) else list(path)
-    dev = pick_device(device, "--device")
-    runs = [TrainedRun.open(p, dev) for p in paths]
-    config = runs[0].config
-    if data_root:
-        config.data.root, config.data.source = data_root, "auto"
-    pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
-    for run in runs:
-        run.check_inputs(pairs)
-    tokens = runs[0].tokens(pairs)
-    runs[0].prepare_texts(tokens, data=config.data, progress=progress)
-    for other in runs[1:]:
-        if other.tokens(pairs) != tokens:
-            raise ConfigError(f"{other.path}: tokenizes captions differently from {runs[0].path}")
-    models = [m for run in runs for m in run.models]
-    return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
-                          batch_size=config.train.eval_batch_size, device=dev, progress=progress,
-                          shard=shard)  # fmt: skip

@@ -199,6 +199,11 @@ class TrainedRun:
         )
         return cls(saved.config, models, saved.vocab, features, saved.recipe_state, provenance, device)
 
+    @classmethod
+    def best_of(cls, config: RunConfig) -> TrainedRun:
+        """The best checkpoint (``best.pt``) of the run of ``config``, on its ``train.device``."""
+        return cls.open(config.output_dir / "best.pt", config.train.device, option="train.device")
+
     def save(self, path: str | Path) -> None:
         """Write the run to ``path`` (atomically), as :meth:`open` reads it back."""
         save_checkpoint(
