@@ -21,6 +21,7 @@ from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
+from mispair.seeds import child_seed
 
 
 def pick_device(name: str = "auto", option: str = "train.device") -> torch.device:
@@ -158,7 +159,7 @@ def build_models(config: RunConfig, count: int, data: RunData, device: torch.dev
     """``count`` freshly initialised models of the run (model ``k`` seeded from the run's seed)."""
     models = []
     for k in range(count):
-        torch.manual_seed(config.train.seed * 7919 + k)
+        torch.manual_seed(child_seed(config.train.seed, "model", k))
         models.append(build_model(config.model, data.train.feature_dim, data.vocab_size).to(device))
     check_model_inputs(models[0], data.train.feature_dim, data.train)
     return models

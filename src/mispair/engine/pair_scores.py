@@ -48,6 +48,7 @@ from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
+from mispair.seeds import child_seed
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,6 @@ def other_groups(image_of_caption: np.ndarray, n_images: int, group_images: int,
         len(image_of_caption), dtype=np.int64)
 
 
-def repeat_seed(seed: int, repeat: int) -> int:
-    """The seed of repeat ``repeat`` of a run seeded ``seed``: ``seed`` itself for the first (so one
-    repeat scores as before repeats existed), far from every run seed for the others."""
-    return seed if repeat == 0 else seed + 1_000_003 * repeat
-
-
 def out_of_fold_scores(
     config: RunConfig,
     data: RunData,
@@ -165,7 +160,7 @@ def out_of_fold_scores(
     """
     if repeats < 1:
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
-    seeds = [repeat_seed(config.train.seed, r) for r in range(repeats)]
+    seeds = [child_seed(config.train.seed, "repeat", r) for r in range(repeats)]
     fold = np.stack([image_folds(train.image_of_caption, data.train.n_images, folds, seed) for seed in seeds])
     n_others = 0 if others is None else len(others)
     total = np.zeros(len(train) + n_others, dtype=np.float32)
@@ -180,7 +175,8 @@ def out_of_fold_scores(
         held_out = np.flatnonzero(fold[repeat] == k)
         kept = None if stash is None else stash.load(round_index, job)
         if kept is None or len(kept) != len(held_out) + n_others:
-            fold_config = replace(config, train=replace(config.train, seed=seeds[repeat] * folds + k))
+            fold_seed = child_seed(seeds[repeat], "fold", k, folds)
+            fold_config = replace(config, train=replace(config.train, seed=fold_seed))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
             model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
                                  train_fold)  # fmt: skip

@@ -21,6 +21,7 @@ from mispair.engine.trained import Checkpoint, save_checkpoint
 from mispair.errors import DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
+from mispair.seeds import child_seed
 
 
 @dataclass
@@ -156,7 +157,7 @@ class Trainer:
         optimizer.step()
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
-        seed = self.config.train.seed * 100_003 + epoch
+        seed = child_seed(self.config.train.seed, "epoch", epoch)
         torch.manual_seed(_rank_seed(self.shard, seed))  # dropout differs between ranks
         totals: dict[str, float] = {}
         steps = 0
@@ -194,7 +195,7 @@ class Trainer:
         the recipe's values, ``seconds/division`` and ``seconds/train``."""
         began = time.perf_counter()
         lr = self._set_lr(epoch)
-        torch.manual_seed(self.config.train.seed * 100_003 + epoch)
+        torch.manual_seed(child_seed(self.config.train.seed, "epoch", epoch))
         epoch_values = self.recipe.begin_epoch(epoch)
         divided = time.perf_counter()
         losses = self._train_epoch(epoch)

@@ -34,6 +34,7 @@ from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
 from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.model import RetrievalModel
+from mispair.seeds import child_seed
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
 
@@ -79,7 +80,8 @@ class CoTraining(Recipe):
             return {}
         ctx = self.context
         size = self.options.division_batch_size or ctx.eval_batch_size
-        losses = division_losses(self.models, ctx, batch_size=size, seed=ctx.seed * 31 + epoch)
+        seed = child_seed(ctx.seed, "division", epoch)
+        losses = division_losses(self.models, ctx, batch_size=size, seed=seed)
         self.clean_prob = clean_probability(losses, MIXTURES[self.options.mixture], ctx)
         return self.detection_log(self.clean_prob)
 
@@ -107,13 +109,14 @@ class CoTraining(Recipe):
         train, size = self.context.train, self.context.batch_size
         for k in range(len(self.models)):
             if epoch < self.options.warmup_epochs:
-                for batch in train.batches(size, seed=seed * 2 + k):
+                for batch in train.batches(size, seed=child_seed(seed, "model batches", k)):
                     yield Warmup(batch, model=k)
                 continue
             labeled = np.flatnonzero(self.labeled_split(k))
             unlabeled = np.flatnonzero(~self.labeled_split(k))
-            cycled = train.cycled_batches(size, seed=seed * 2 + k, subset=unlabeled)
-            for batch in train.batches(size, seed=seed * 2 + k, subset=labeled):
+            own = child_seed(seed, "model batches", k)
+            cycled = train.cycled_batches(size, seed=own, subset=unlabeled)
+            for batch in train.batches(size, seed=own, subset=labeled):
                 yield CoTrainItem(k, batch, next(cycled))
 
     def n_steps(self, epoch: int) -> int | None:

@@ -44,6 +44,7 @@ from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_re
 from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
+from mispair.seeds import child_seed
 
 COST_OPTIMIZER = "cost"
 """The name of L2RM's cost-function optimizer in :meth:`L2RM.optimizers` and its updates."""
@@ -235,7 +236,8 @@ class L2RM(Recipe):
                 group["lr"] = opts.cost_lr * factor
         if epoch < opts.warmup_epochs:
             return {}
-        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=ctx.seed * 31 + epoch,
+        seed = child_seed(ctx.seed, "division", epoch)
+        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=seed,
                                  loss_fn=self.division_loss)  # fmt: skip
         clean_prob = clean_probability(losses[:1], fit_bmm, ctx)[0]
         if (1 - clean_prob <= opts.threshold).sum() < 2:
@@ -269,7 +271,8 @@ class L2RM(Recipe):
                 yield Warmup(batch)
             return
         matched = self.matched()
-        noisy = train.cycled_batches(size, seed=seed + 1, subset=np.flatnonzero(~matched))
+        noisy_seed = child_seed(seed, "noisy batches")
+        noisy = train.cycled_batches(size, seed=noisy_seed, subset=np.flatnonzero(~matched))
         rng = np.random.default_rng(self.context.shard.salt(seed, 2))
         for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
             mismatched = next(noisy)
