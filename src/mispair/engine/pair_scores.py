@@ -40,7 +40,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division.scores import DivisionScores, clean_split
-from mispair.encoding import encode_split, evaluating
+from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
@@ -287,7 +287,7 @@ def train_scorer(
     train_fold: Callable[[Trainer], None] | None = None,
 ) -> RetrievalModel:
     """One scoring model of ``config`` trained on ``pairs`` in memory (no evaluation, no files),
-    returned in eval mode; ``train_fold`` as in :func:`out_of_fold_scores`."""
+    returned frozen (eval mode, no gradients); ``train_fold`` as in :func:`out_of_fold_scores`."""
     recipe_cls = get_recipe(config.recipe)
     if recipe_cls.n_models != 1:
         raise ValueError(f"out-of-fold scoring trains a single model, recipe {config.recipe!r} has "
@@ -302,7 +302,7 @@ def train_scorer(
             trainer.train_epoch(epoch)
     else:
         train_fold(trainer)
-    return models[0].train(False)
+    return frozen(models[0])
 
 
 def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
