@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from mispair.atomic import atomic_write
-from mispair.config import RunConfig, from_dict
+from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import Tokenizer, restore_tokenizer
@@ -247,12 +247,12 @@ class TrainedRun:
         self,
         tokens: list[list[int]],
         *,
-        data: Any = None,
+        data: DataConfig | None = None,
         progress: bool = False,
         log: Callable[[str], None] = lambda _: None,
     ) -> None:
         """Let a frozen text encoder (MiniLM) precompute its outputs of ``tokens``, cached beside
-        ``data`` (a :class:`~mispair.config.DataConfig`; default: the run's collection)."""
+        ``data`` (default: the run's collection)."""
         prepare_text_encoder(self.config.model, data or self.config.data, tokens, progress=progress, log=log)
 
     @property
