@@ -29,9 +29,9 @@ import torch
 
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
-from mispair.engine.assembly import load_models, load_run_data
-from mispair.engine.checkpoint import load_checkpoint
+from mispair.engine.assembly import load_run_data
 from mispair.engine.run import train_run
+from mispair.engine.trained import TrainedRun
 from mispair.methods.base import build_options, get_recipe
 from mispair.methods.l2rm import refined_alignment
 from mispair.nn.cost_function import cosine_cost, create_cost_function
@@ -59,17 +59,17 @@ def config_for(args: argparse.Namespace, out: Path, extra: list[str]):
 def compare_costs(config, out: Path) -> tuple[float, float]:
     """Mean drift of the run's cost from ``relu(1 − S)`` and its plans' distance from the fixed
     cost's, over the mismatched pairs of the last division."""
-    state = load_checkpoint(out / "last.pt")
     device = torch.device("cpu")
-    model = load_models(state, device)[0]
+    run = TrainedRun.open(out / "last.pt", device)
+    model = run.models[0]
     options = build_options(get_recipe("l2rm"), config.method)
     cost_fn = create_cost_function(options.cost, config.train.batch_size)
     if cost_fn is not None:
-        cost_fn.load_state_dict(state["recipe"]["cost_fn"])
+        cost_fn.load_state_dict(run.recipe_state["cost_fn"])
     data = load_run_data(config)
     train = TrainingPairs(data.train, encode_captions(data.train, data.vocab),
                           data.noise.image_of_caption)  # fmt: skip
-    mismatched = np.flatnonzero(state["recipe"]["clean_prob"].numpy() < 1 - options.threshold)
+    mismatched = np.flatnonzero(run.clean_prob < 1 - options.threshold)
     drifts, moved = [], []
     for batch in train.batches(config.train.batch_size, seed=0, subset=mismatched):
         if len(batch) < 2:

@@ -76,12 +76,12 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-triplet": ("holdout", ["method.loss=triplet", "method.tau=0.05", "method.hardest_after=2"]),
     "holdout-tau0.05": ("holdout", ["method.tau=0.05"]),
     "holdout-tau0.1": ("holdout", ["method.tau=0.1"]),
-    "holdout-scorer-tau0.05": ("holdout", ["division.scorer={loss: infonce, tau: 0.05}"]),
+    "holdout-scorer-tau0.05": ("holdout", ["division.scorer_options={loss: infonce, tau: 0.05}"]),
     "holdout-1-repeat": ("holdout", ["division.repeats=1"]),
     "holdout-r2": ("holdout", ["division.rounds=2"]),
     "holdout-r1": ("holdout", ["division.rounds=1"]),
-    "holdout-similarity": ("holdout", ["division.score=similarity"]),
-    "holdout-early": ("holdout", ["division.scores=early", "division.epochs=2"]),
+    "holdout-similarity": ("holdout", ["division.pair_score=similarity"]),
+    "holdout-early": ("holdout", ["division.scored_by=early", "division.epochs=2"]),
 }
 # the backbone of the papers (issue 16's "before"): BiGRU text encoder, mean of projected fragments
 BIGRU = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.word_dim=300"]
@@ -90,7 +90,7 @@ VARIANTS.update({f"{name}-bigru": (VARIANTS[name][0], [*VARIANTS[name][1], *BIGR
 # the same image path as the pretrained backbone with the BiGRU text encoder (the epoch-cost comparison)
 VARIANTS["asl-bigru-pooled"] = ("asl", ["model.text_encoder=bigru", "model.word_dim=300"])
 # the seed recipes dividing on out-of-fold scores (holdout's division) instead of their own losses
-HELD_OUT = ["division.scores=out_of_fold", "division.rounds=2", "division.score=contrast",
+HELD_OUT = ["division.scored_by=out_of_fold", "division.rounds=2", "division.pair_score=contrast",
             "division.epochs=5"]
 VARIANTS.update({f"{r}-oof": (r, HELD_OUT) for r in ("ncr", "asl", "pc2", "l2rm")})
 # ASL's hyperparameter analysis: z × λ
@@ -128,7 +128,7 @@ def detection_ceiling(dataset: str, noise: float, seed: int, extra: list[str]) -
     clean = ~data.noise.is_noisy
     scores = out_of_fold_scores(scorer_config(config), data, train, folds=config.division.folds,
                                 repeats=config.division.repeats,
-                                trusted=clean, score_kind=config.division.score, tau=config.division.tau,
+                                trusted=clean, score_kind=config.division.pair_score, tau=config.division.tau,
                                 device=pick_device(config.train.device)).score  # fmt: skip
     seconds = round(time.perf_counter() - began, 1)
     return {"dataset": dataset, "variant": CEILING, "noise": noise, "seed": seed, "extra": extra,

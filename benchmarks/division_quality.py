@@ -14,14 +14,12 @@ import argparse
 import statistics
 from pathlib import Path
 
-import torch
-
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.division import detection_metrics, fit_bmm, fit_gmm, fit_vbgmm, min_max_normalize
-from mispair.engine.assembly import load_models, load_run_data
-from mispair.engine.checkpoint import load_checkpoint
+from mispair.engine.assembly import load_run_data
 from mispair.engine.run import train_run
+from mispair.engine.trained import TrainedRun
 from mispair.methods.scoring import per_sample_losses
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
@@ -36,8 +34,7 @@ def warmed_up_scores(
     config.output = str(runs / f"{dataset}_warmup{config.train.epochs}_n{noise:g}_s{seed}")
     train_run(config, progress=False, log=lambda m: None)
     data = load_run_data(config)
-    state = load_checkpoint(config.output_dir / "last.pt")
-    models = load_models(state, torch.device("cpu"))
+    models = TrainedRun.open(config.output_dir / "last.pt", "cpu").models
     paired = data.noise.image_of_caption
     train = TrainingPairs(data.train, encode_captions(data.train, data.vocab), paired)
     losses = per_sample_losses(models, train, batch_size=config.train.eval_batch_size, seed=seed)

@@ -25,10 +25,10 @@ from sklearn.metrics import roc_auc_score
 
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs
+from mispair.division.scores import clean_split
 from mispair.engine.assembly import load_run_data, prepare_text_encoder
 from mispair.engine.export import pair_similarities
 from mispair.engine.pair_scores import (
-    clean_split,
     early_epoch_scores,
     out_of_fold_scores,
     scorer_config,

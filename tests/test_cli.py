@@ -21,8 +21,8 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.noise import NoiseRecord, inject_noise
 from mispair.data.precomp import read_precomp
 from mispair.data.synthetic import make_synthetic
-from mispair.engine.assembly import checkpoint_tokens, load_models, load_run_data
-from mispair.engine.checkpoint import load_checkpoint
+from mispair.engine.assembly import load_run_data
+from mispair.engine.trained import TrainedRun
 from mispair.methods import list_recipes
 from mispair.nn.heads import list_heads
 from mispair.nn.text import list_text_encoders
@@ -146,9 +146,9 @@ def test_export_pairs_writes_one_row_per_training_caption(tiny_run):
     assert [int(r["caption_index"]) for r in rows] == list(range(500))
     assert [r["caption"] for r in rows] == train.captions
     assert [r["image_id"] for r in rows] == [train.image_ids[k // 5] for k in range(500)]
-    state = load_checkpoint(out / "best.pt")
-    (model,) = load_models(state, torch.device("cpu"))
-    batch = TrainingPairs(train, checkpoint_tokens(state, train)).batch(np.arange(500))
+    run = TrainedRun.open(out / "best.pt", "cpu")
+    (model,) = run.models
+    batch = TrainingPairs(train, run.tokens(train)).batch(np.arange(500))
     with torch.no_grad():
         expected = model(batch.images, batch.tokens, batch.lengths).diagonal()
     got = torch.tensor([float(r["similarity"]) for r in rows])

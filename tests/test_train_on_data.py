@@ -44,7 +44,7 @@ def test_a_config_pointed_at_other_data_plants_no_noise_unless_asked(folder):
 
 def test_a_collection_without_a_config_trains_the_robust_recipe(folder):
     config = training_config(None, [], data=str(folder))
-    assert config.recipe == "holdout" and config.division.scores == "out_of_fold"
+    assert config.recipe == "holdout" and config.division.scored_by == "out_of_fold"
     assert config.data.noise.rate == 0
 
 

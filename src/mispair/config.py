@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -114,30 +115,35 @@ class TrainConfig:
 
 @dataclass
 class DivisionConfig:
-    """Where the division of ``ncr``, ``asl``, ``pc2``, ``l2rm`` (and ``--export-pairs``) takes its
-    pair scores from (:mod:`mispair.engine.pair_scores`).
+    """Where the division of ``ncr``, ``asl``, ``pc2``, ``l2rm``, ``holdout`` (and
+    ``--export-pairs``, ``mispair audit``) takes its pair scores from
+    (:mod:`mispair.engine.pair_scores`, :mod:`mispair.division.scores`).
 
-    ``scores``: ``in_sample`` (each epoch, the recipe's own models score the pairs they train on:
-    the papers), ``out_of_fold`` (before training, ``folds`` scorers each trained ``epochs``
-    epochs on the other folds score the held-out pairs: no pair is scored by a model that fitted
-    it; ``rounds`` > 1 trains each later round's scorers on the previous round's clean split;
-    ``repeats`` > 1 repeats the scoring over as many partitions into folds and averages) or
-    ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's similarity averaged
-    over those epochs: cheap, before the mismatched pairs are fitted). A scorer is the run's
-    model trained by the ``vse`` recipe with the options ``scorer`` (default: InfoNCE).
-    ``score_other_splits``: the scorers also score every pair of the dev and test splits, none of
-    which any scorer trained on (cross-fitting; ``mispair audit`` sets it, so every pair of a
-    collection gets a held-out score).
+    ``scored_by``: who scores a pair: ``in_sample`` (each epoch, the recipe's own models score the
+    pairs they train on: the papers), ``out_of_fold`` (before training, ``folds`` scorers each
+    trained ``epochs`` epochs on the other folds score the held-out pairs: no pair is scored by a
+    model that fitted it; ``rounds`` > 1 trains each later round's scorers on the previous round's
+    clean split; ``repeats`` > 1 repeats the scoring over as many partitions into folds and
+    averages) or ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's
+    similarity averaged over those epochs: cheap, before the mismatched pairs are fitted).
+    ``pair_score``: what a held-out pair's score is (its ``similarity``, or its ``contrast``
+    against its fold at temperature ``tau``). ``scorer_options``: the options of the ``vse``
+    recipe that trains each scorer (the run's model; default: InfoNCE). ``p_threshold``: a pair
+    whose clean probability under the held-out scores is above it is clean (the refinement rounds,
+    ``holdout``'s split and the audit's suspected pairs). ``score_other_splits``: the scorers also
+    score every pair of the dev and test splits, none of which any scorer trained on
+    (cross-fitting; ``mispair audit`` sets it, so every pair of a collection gets a held-out score).
     """
 
-    scores: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
+    scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
     folds: int = 5
     rounds: int = 1
     repeats: int = 1  # partitions into folds, the scores averaged (out_of_fold)
     epochs: int = 10
-    score: Literal["similarity", "contrast"] = "similarity"  # of a held-out pair (out_of_fold)
+    pair_score: Literal["similarity", "contrast"] = "similarity"  # of a held-out pair (out_of_fold)
     tau: float = 0.05  # the contrast score's temperature
-    scorer: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
+    scorer_options: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
+    p_threshold: float = 0.5  # clean above it
     score_other_splits: bool = False  # the dev and test pairs scored too (by scorers that never saw them)
 
     def __post_init__(self) -> None:
@@ -146,6 +152,8 @@ class DivisionConfig:
         for key in ("epochs", "rounds", "repeats"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"division.{key}: at least 1, got {getattr(self, key)}")
+        if not 0 < self.p_threshold < 1:
+            raise ConfigError(f"division.p_threshold: between 0 and 1, got {self.p_threshold}")
 
 
 @dataclass
@@ -169,9 +177,31 @@ class RunConfig:
         return Path(self.output or f"runs/{self.name}")
 
 
+RENAMED_DIVISION_KEYS = {"scores": "scored_by", "score": "pair_score", "scorer": "scorer_options"}
+"""``division`` keys of earlier versions and their names now (read, with a note, in old files)."""
+
+
+def upgraded(data: dict[str, Any], where: str = "config") -> dict[str, Any]:
+    """``data`` (a run config as plain data) with the ``division`` keys of earlier versions
+    renamed (:data:`RENAMED_DIVISION_KEYS`), each noted in one line of a :class:`FutureWarning`."""
+    division = data.get("division")
+    if not isinstance(division, dict) or not RENAMED_DIVISION_KEYS.keys() & division.keys():
+        return data
+    renamed = {}
+    for key, value in division.items():
+        new = RENAMED_DIVISION_KEYS.get(key, key)
+        if new != key:
+            warnings.warn(f"{where}: division.{key} is now division.{new}", FutureWarning, stacklevel=3)
+        renamed[new] = value
+    return {**data, "division": renamed}
+
+
 def from_dict(data: dict[str, Any], cls: type = RunConfig, where: str = "config") -> Any:
     """Build a config dataclass from plain data, rejecting unknown keys and wrong types
-    (:func:`mispair.options.build_dataclass`)."""
+    (:func:`mispair.options.build_dataclass`); a run config's renamed keys are read
+    (:func:`upgraded`)."""
+    if cls is RunConfig and isinstance(data, dict):
+        data = upgraded(data, where)
     return build_dataclass(cls, data, where)
 
 
@@ -194,8 +224,8 @@ ROBUST_RUN: dict[str, Any] = {
     "data": {"min_word_count": 1},
     "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
     "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
-    "division": {"scores": "out_of_fold", "folds": 5, "repeats": 3, "rounds": 3, "epochs": 5,
-                 "score": "contrast", "scorer": {"loss": "infonce", "tau": 0.2}},
+    "division": {"scored_by": "out_of_fold", "folds": 5, "repeats": 3, "rounds": 3, "epochs": 5,
+                 "pair_score": "contrast", "scorer_options": {"loss": "infonce", "tau": 0.2}},
     "method": {"loss": "infonce", "tau": 0.2, "suspect_weight": 0.1},
 }
 """The run of a user's collection (``mispair audit``, ``mispair train PATH``): ``holdout`` on the

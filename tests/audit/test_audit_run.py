@@ -17,7 +17,7 @@ from mispair.audit.run import audited_pairs
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
-from mispair.engine.export import load_trained_run
+from mispair.engine.trained import TrainedRun
 from mispair.methods.scoring import cross_similarities
 
 TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=64",
@@ -69,7 +69,7 @@ def test_every_pair_of_every_split_is_ranked_by_its_held_out_score(audited):
 def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited, collection):
     out, _, rows, _ = audited
     config = audit_config(collection, out, overrides=TINY, plant=PLANT)
-    run = load_trained_run(config)
+    run = TrainedRun.best_of(config)
     everything = audited_pairs(run)
     pairs = everything.pairs
     n_images, n_captions = pairs.pairs.n_images, len(pairs)

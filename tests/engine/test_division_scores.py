@@ -25,7 +25,8 @@ TINY = ["data.source=synthetic", "data.synthetic_images=120", "data.noise.rate=0
         "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32", "train.batch_size=32",
         "train.lr=0.002",
         "train.lr_decay_epochs=[]", "train.threads=1"]  # fmt: skip
-HELD_OUT = ["division.scores=out_of_fold", "division.folds=3", "division.epochs=8", "division.score=contrast"]
+HELD_OUT = ["division.scored_by=out_of_fold", "division.folds=3", "division.epochs=8",
+            "division.pair_score=contrast"]  # fmt: skip
 
 
 def test_contrast_scores_match_a_brute_force_loop():
@@ -141,7 +142,7 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
     config.division.folds = 4  # other settings: the cached scores are not theirs
     with pytest.raises(AssertionError, match="trained again"):
         division_scores(config, data, train, torch.device("cpu"), cache=cache)
-    config.division.scores = "in_sample"
+    config.division.scored_by = "in_sample"
     assert division_scores(config, data, train, torch.device("cpu"), cache=cache) is None
 
 

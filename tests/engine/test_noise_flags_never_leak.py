@@ -9,8 +9,8 @@ import torch
 
 from mispair.data.noise import NoiseRecord, inject_noise
 from mispair.engine import run as engine_run
-from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.run import train_run
+from mispair.engine.trained import load_checkpoint
 from tests.engine.tiny_runs import tiny_config
 
 

@@ -9,9 +9,9 @@ import torch
 
 from mispair.cli import main
 from mispair.config import load_config
-from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.metrics import retrieval_metrics
 from mispair.engine.run import train_run
+from mispair.engine.trained import load_checkpoint
 from mispair.errors import ConfigError, DivergedError
 from mispair.methods.base import Update
 from mispair.methods.vse import VSE

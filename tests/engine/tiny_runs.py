@@ -20,7 +20,7 @@ RECIPES: dict[str, list[str]] = {
     "asl": ["recipe=asl", "method.warmup_epochs=1"],
     "pc2": ["recipe=pc2", "method.warmup_epochs=1", "method.n_classes=8"],
     "l2rm": ["recipe=l2rm", "method.warmup_epochs=1"],
-    "holdout": ["recipe=holdout", "method.loss=triplet", "method.tau=0.05", "division.scores=out_of_fold",
+    "holdout": ["recipe=holdout", "method.loss=triplet", "method.tau=0.05", "division.scored_by=out_of_fold",
                 "division.folds=2", "division.epochs=1"],  # the defaults up to issue 16's InfoNCE
     "omit": ["recipe=omit"],
 }

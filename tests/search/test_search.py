@@ -12,13 +12,12 @@ from mispair.data.pairset import PairSet
 from mispair.data.precomp import read_precomp, write_precomp
 from mispair.data.synthetic import make_synthetic
 from mispair.encoding import similarity_matrix
-from mispair.engine.assembly import checkpoint_tokens, load_models
-from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.metrics import (
     rank_metrics,
     retrieval_metrics,
 )
 from mispair.engine.run import evaluate_checkpoint
+from mispair.engine.trained import TrainedRun, load_checkpoint, save_checkpoint
 from mispair.errors import ConfigError
 from mispair.search import Index, IndexSpec, evaluate_index
 from mispair.search.cache import EncodedItems
@@ -28,9 +27,8 @@ from mispair.search.evaluation import list_ranks
 def full_matrix(checkpoint, pairs: PairSet) -> np.ndarray:
     """``[n_images, n_captions]``: the all-pairs engine's similarities of ``pairs`` (averaged over
     the checkpoint's models), as evaluation computes them."""
-    state = load_checkpoint(checkpoint)
-    models = load_models(state, torch.device("cpu"))
-    return similarity_matrix(models, pairs, checkpoint_tokens(state, pairs)).numpy()
+    run = TrainedRun.open(checkpoint, "cpu")
+    return similarity_matrix(run.models, pairs, run.tokens(pairs)).numpy()
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

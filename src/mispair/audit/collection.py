@@ -39,8 +39,8 @@ def audit_config(
         config.data.noise.rate, config.data.noise.protocol, config.data.noise.seed = plant, "pmp", seed
         config.data.noise.file = None
     config.division.score_other_splits = True  # every pair of the collection gets a held-out score
-    if config.division.scores == "in_sample":
-        raise ConfigError("division.scores: the audit ranks pairs by scores no model fitted "
+    if config.division.scored_by == "in_sample":
+        raise ConfigError("division.scored_by: the audit ranks pairs by scores no model fitted "
                           "(out_of_fold or early), not in_sample")  # fmt: skip
     config.output = str(out / "run")
     return config

@@ -10,7 +10,8 @@ from sklearn.metrics import average_precision_score, precision_recall_curve, roc
 
 from mispair.data.batching import TrainingPairs
 from mispair.division import Division, fit_gmm, min_max_normalize
-from mispair.engine.export import TrainedRun, pair_similarities
+from mispair.engine.export import pair_similarities
+from mispair.engine.trained import TrainedRun
 from mispair.methods.scoring import cross_similarities
 from mispair.progress import progress_bar
 

@@ -30,10 +30,10 @@ from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
-from mispair.engine.assembly import other_splits, prepare_text_encoder
-from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
-from mispair.engine.pair_scores import read_division_scores
+from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
+from mispair.engine.assembly import other_splits
 from mispair.engine.run import train_run
+from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def audit_collection(
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
     division = score_division(audited.score)
     mismatch = 1.0 - division.clean_prob
-    threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
+    threshold = 1.0 - config.division.p_threshold
     matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
     duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
                                  audited.pairs.image_of_caption, audited.split,
@@ -136,14 +136,13 @@ class AuditedPairs:
 
 def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
     """:class:`AuditedPairs` of a trained audit run (its division scored the other splits)."""
-    scores = read_division_scores(run.config.output_dir / PAIR_SCORES_FILE)
+    scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
     if scores is None:
-        raise ConfigError("the audit's run made no held-out scores (set division.scores)")
+        raise ConfigError("the audit's run made no held-out scores (set division.scored_by)")
     others = other_splits(run.config, run.data)
     parts = [run.train] if others is None else [run.train, others]
     everything = TrainingPairs.join(parts)
-    prepare_text_encoder(run.config.model, run.config.data, everything.tokens, progress=progress,
-                         log=lambda _: None)  # fmt: skip
+    run.prepare_texts(everything.tokens, progress=progress)
     data = run.config.data
     split = [data.train_split] * len(run.train)
     if others is not None:
@@ -188,7 +187,7 @@ def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress
     clean = None
     if clean_run and noisy:
         clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
-    return summary, clean, load_trained_run(config, progress=progress)
+    return summary, clean, TrainedRun.best_of(config)
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:
@@ -317,7 +316,7 @@ def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPai
         "estimated_mismatched_share": share.estimate,
         "estimated_mismatched_share_interval": [share.low, share.high],
         "suspected": int((mismatch >= threshold).sum()), "threshold": round(threshold, 6),
-        "division": {"scores": config.division.scores},
+        "division": {"scores": config.division.scored_by},
         "retrieval": {"test": summary["test"], "clean_run_test": clean["test"] if clean else None},
         "truth": truth, "planted": plant, "self_check": check, "detection": None,
         "files": [name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],

@@ -12,6 +12,7 @@ from torch import Tensor
 from mispair.data.pairset import PairSet, concatenate
 from mispair.data.tokenizers import Tokenizer
 from mispair.distributed import SINGLE_PROCESS, Shard
+from mispair.seeds import child_seed
 
 
 @dataclass
@@ -145,14 +146,14 @@ class TrainingPairs:
 
     def cycled_batches(self, batch_size: int, *, seed: int, subset: np.ndarray) -> Iterator[Batch | None]:
         """Endless shuffled batches over ``subset``, reshuffled at each pass (pass ``r`` shuffled
-        by ``seed * 1000 + r``); None forever when ``subset`` is empty. The co-training and L2RM
+        by ``child_seed(seed, "cycle", r)``); None forever when ``subset`` is empty. The co-training and L2RM
         recipes pair each step of one subset with a batch of another this way."""
         rounds = 0
         while True:
             if len(subset) == 0:
                 yield None
                 continue
-            yield from self.batches(batch_size, seed=seed * 1000 + rounds, subset=subset)
+            yield from self.batches(batch_size, seed=child_seed(seed, "cycle", rounds), subset=subset)
             rounds += 1
 
     def n_batches(self, batch_size: int, subset_size: int | None = None, drop_last: bool = False) -> int:

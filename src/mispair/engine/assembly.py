@@ -7,20 +7,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from mispair.config import DataConfig, ModelConfig, RunConfig, from_dict
+from mispair.config import DataConfig, ModelConfig, RunConfig
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.noise import NoiseRecord, noise_of_split
 from mispair.data.pairset import PairSet
 from mispair.data.readers import reader_of
-from mispair.data.tokenizers import Tokenizer, create_tokenizer, restore_tokenizer, tokenizer_words
-from mispair.encoding import frozen
+from mispair.data.tokenizers import Tokenizer, create_tokenizer, tokenizer_words
 from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
+from mispair.seeds import child_seed
 
 
 def pick_device(name: str = "auto", option: str = "train.device") -> torch.device:
@@ -80,6 +81,36 @@ def load_run_data(config: RunConfig) -> RunData:
                    encode_captions(train, tokenizer), encode_captions(dev, tokenizer))  # fmt: skip
 
 
+def training_pairs(config: RunConfig, data: RunData) -> tuple[TrainingPairs, NoiseRecord | None]:
+    """The pairs the run trains on, in the noise record's pairing, and the noise it may score
+    its division against; with ``data.noise.oracle`` (the bound) the truly clean pairs alone and
+    no noise."""
+    paired = None if data.noise is None else data.noise.image_of_caption
+    train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
+    if config.data.noise.oracle:
+        if noise is None:
+            raise ConfigError(
+                "data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)"
+            )
+        clean = np.flatnonzero(~noise.is_noisy)
+        train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
+    return train, noise
+
+
+def planted_noise_note(config: RunConfig, data: RunData) -> str | None:
+    """The note that the run plants noise into the user's pairs (said in the first lines, never
+    silently), or None when it plants none."""
+    noise = config.data.noise
+    if noise.rate <= 0 or data.noise is None:
+        return None
+    swapped = int(data.noise.is_noisy.sum())
+    return (
+        f"note: planting mismatched pairs into the training split as data.noise asks: {swapped} of "
+        f"{data.train.n_captions} captions swapped ({noise.protocol}, rate {noise.rate}, seed "
+        f"{noise.seed}); recorded in the run's config.json and metrics.json"
+    )
+
+
 def other_splits(config: RunConfig, data: RunData) -> TrainingPairs | None:
     """The dev and test pairs as one set (tokenized as the run tokenizes), when the run's
     division scores them too (``division.score_other_splits``), else None."""
@@ -128,28 +159,9 @@ def build_models(config: RunConfig, count: int, data: RunData, device: torch.dev
     """``count`` freshly initialised models of the run (model ``k`` seeded from the run's seed)."""
     models = []
     for k in range(count):
-        torch.manual_seed(config.train.seed * 7919 + k)
+        torch.manual_seed(child_seed(config.train.seed, "model", k))
         models.append(build_model(config.model, data.train.feature_dim, data.vocab_size).to(device))
     check_model_inputs(models[0], data.train.feature_dim, data.train)
-    return models
-
-
-def load_models(state: dict[str, Any], device: torch.device,
-                where: str = "checkpoint") -> list[RetrievalModel]:  # fmt: skip
-    """The models of a checkpoint payload with their weights, in eval mode; weights that do not
-    fit the model its config records are a one-line error naming ``where``."""
-    config = from_dict(state["config"])
-    models = []
-    for weights in state["models"]:
-        model = build_model(config.model, state["feature_dim"], state["vocab_size"])
-        try:
-            model.load_state_dict(weights)
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else type(exc).__name__
-            model_text = f"head {config.model.head}, text encoder {config.model.text_encoder}"
-            raise DataError(f"{where}: its weights do not fit the model its config records ({model_text}): "
-                            f"{first}") from None  # fmt: skip
-        models.append(frozen(model.to(device)))
     return models
 
 
@@ -166,12 +178,3 @@ def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) 
         raise ConfigError(f"model.head_options.num_regions: the head is sized for {regions} fragments per "
                           f"image, {where} has {pairs.images.shape[1]} (set "
                           f"model.head_options.num_regions={pairs.images.shape[1]})")  # fmt: skip
-
-
-def checkpoint_tokens(state: dict[str, Any], pairs: PairSet) -> list[list[int]]:
-    """Token ids of ``pairs``' captions as the checkpoint's run tokenized its own."""
-    if pairs.caption_tokens is not None:
-        return pairs.caption_tokens
-    config = from_dict(state["config"])
-    kind = text_encoder_class(config.model.text_encoder).tokenizer
-    return encode_captions(pairs, restore_tokenizer(kind, state["vocab"]))

@@ -4,15 +4,19 @@ multi-process run, each rank scores a block of the images and rank 0 computes th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from mispair.data.loading import load_split
 from mispair.data.pairset import PairSet, caption_groups
 from mispair.distributed import SINGLE_PROCESS, Shard, from_main, gather_rows
 from mispair.encoding import similarity_matrix
+from mispair.engine.assembly import model_pairs, pick_device
 from mispair.engine.metrics import retrieval_metrics
-from mispair.errors import DataError
+from mispair.engine.trained import TrainedRun
+from mispair.errors import ConfigError, DataError
 from mispair.nn.model import RetrievalModel
 
 
@@ -48,3 +52,39 @@ def _metrics(sims: Tensor, pairs: PairSet, per_image: int | None, folds: int) ->
         equivalent = retrieval_metrics(sims, per_image or 1, folds, caption_groups=groups, **layout)
         metrics.update({f"eq_{k}": v for k, v in equivalent.items()})
     return metrics
+
+
+def evaluate_checkpoint(
+    path: str | Path | Sequence[str | Path],
+    *,
+    split: str | None = None,
+    data_root: str | None = None,
+    folds: int | None = None,
+    device: str = "auto",
+    progress: bool = False,
+    shard: Shard = SINGLE_PROCESS,
+) -> dict[str, float]:
+    """Retrieval metrics of a checkpoint's models on a split (default: the config's test split).
+
+    Several checkpoints (e.g. an SGR and a SAF run, for SGRAF) are evaluated on their averaged
+    similarities; the data and tokenizer come from the first one's config. Every rank of a
+    multi-process run (``shard``) calls it and scores its block of the images.
+    """
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    dev = pick_device(device, "--device")
+    runs = [TrainedRun.open(p, dev) for p in paths]
+    config = runs[0].config
+    if data_root:
+        config.data.root, config.data.source = data_root, "auto"
+    pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
+    for run in runs:
+        run.check_inputs(pairs)
+    tokens = runs[0].tokens(pairs)
+    runs[0].prepare_texts(tokens, data=config.data, progress=progress)
+    for other in runs[1:]:
+        if other.tokens(pairs) != tokens:
+            raise ConfigError(f"{other.path}: tokenizes captions differently from {runs[0].path}")
+    models = [m for run in runs for m in run.models]
+    return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
+                          batch_size=config.train.eval_batch_size, device=dev, progress=progress,
+                          shard=shard)  # fmt: skip

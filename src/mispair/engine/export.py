@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,12 +11,9 @@ import torch
 
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
-from mispair.engine.assembly import RunData, load_models, load_run_data, pick_device, prepare_text_encoder
-from mispair.engine.checkpoint import load_checkpoint
+from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
+from mispair.engine.trained import TrainedRun
 from mispair.nn.model import RetrievalModel
-
-PAIR_SCORES_FILE = "pair_scores.npz"
-"""A run's division scores (:mod:`mispair.engine.pair_scores`), kept in its output folder."""
 
 
 @torch.no_grad()
@@ -33,61 +29,18 @@ def pair_similarities(models: list[RetrievalModel], train: TrainingPairs, batch_
     return np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
 
 
-@dataclass
-class TrainedRun:
-    """A trained run's best models with its data, as the models read it: ``train`` holds the
-    training pairs in the pairing the run trained on (the noise record's, when it has one)."""
-
-    config: RunConfig
-    state: dict[str, Any]
-    data: RunData
-    train: TrainingPairs
-    models: list[RetrievalModel]
-    device: torch.device
-
-    @property
-    def division_score(self) -> np.ndarray | None:
-        """``[n_pairs]`` the memorisation-free scores its division fitted, when it made them."""
-        saved = self.config.output_dir / PAIR_SCORES_FILE
-        if not saved.is_file():
-            return None
-        with np.load(saved) as stored:
-            return stored["score"]
-
-    @property
-    def clean_prob(self) -> np.ndarray | None:
-        """``[n_pairs]`` the recipe's clean probability of every pair, when it has one."""
-        clean_prob = self.state["recipe"].get("clean_prob")
-        return None if clean_prob is None else np.asarray(clean_prob, dtype=np.float64)
-
-    @property
-    def image_ids(self) -> list[str]:
-        """The training images' ids (their index as text where the data has none)."""
-        return self.data.train.image_ids or [str(i) for i in range(self.data.train.n_images)]
-
-
-def load_trained_run(config: RunConfig, *, progress: bool = False) -> TrainedRun:
-    """The run of ``config`` (its ``best.pt``) loaded with its training data."""
-    state = load_checkpoint(config.output_dir / "best.pt")
-    data = load_run_data(config)
-    device = pick_device(config.train.device)
-    prepare_text_encoder(config.model, config.data, data.train_tokens, progress=progress, log=lambda _: None)
-    paired = data.train.image_of_caption if data.noise is None else data.noise.image_of_caption
-    train = TrainingPairs(data.train, data.train_tokens, paired)
-    models = load_models(state, device, str(config.output_dir / "best.pt"))
-    return TrainedRun(config, state, data, train, models, device)
-
-
 def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:
     """One row per training pair of a trained run: image id, caption, the best model's pair
     similarity (in-sample: the model trained on the pair), the recipe's clean probability when it
     has one, the memorisation-free score its division fitted (``division_score``, when the run's
-    ``division.scores`` made one) and the true noise when known."""
-    run = load_trained_run(config)
+    ``division.scored_by`` made one) and the true noise when known."""
+    run = TrainedRun.best_of(config)
+    run.prepare_texts(run.train.tokens)
     batch_size = config.train.eval_batch_size
     scores = {"similarity": pair_similarities(run.models, run.train, batch_size, run.device)}
-    if run.division_score is not None:
-        scores["division_score"] = run.division_score
+    held_out = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
+    if held_out is not None:
+        scores["division_score"] = held_out.train
     if run.clean_prob is not None:
         scores["clean_prob"] = run.clean_prob
     ids, paired, noise = run.image_ids, run.train.image_of_caption, run.data.noise

@@ -39,8 +39,8 @@ from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
-from mispair.division import fit_gmm, min_max_normalize
-from mispair.encoding import encode_split, evaluating
+from mispair.division.scores import DivisionScores, clean_split
+from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
 from mispair.engine.trainer import Trainer
@@ -48,6 +48,7 @@ from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
+from mispair.seeds import child_seed
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,6 @@ class OutOfFoldScores:
 
     score: np.ndarray
     fold: np.ndarray
-    others: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class DivisionScores:
-    """What :func:`division_scores` gives: ``train [n_train_pairs]`` the held-out scores of the
-    training pairs, and ``others [n_other_pairs]`` those of the pairs of the other splits (dev,
-    test) when the division scores them too (``division.score_other_splits``), else None."""
-
-    train: np.ndarray
     others: np.ndarray | None = None
 
 
@@ -120,12 +111,6 @@ def other_groups(image_of_caption: np.ndarray, n_images: int, group_images: int,
         len(image_of_caption), dtype=np.int64)
 
 
-def repeat_seed(seed: int, repeat: int) -> int:
-    """The seed of repeat ``repeat`` of a run seeded ``seed``: ``seed`` itself for the first (so one
-    repeat scores as before repeats existed), far from every run seed for the others."""
-    return seed if repeat == 0 else seed + 1_000_003 * repeat
-
-
 def out_of_fold_scores(
     config: RunConfig,
     data: RunData,
@@ -175,7 +160,7 @@ def out_of_fold_scores(
     """
     if repeats < 1:
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
-    seeds = [repeat_seed(config.train.seed, r) for r in range(repeats)]
+    seeds = [child_seed(config.train.seed, "repeat", r) for r in range(repeats)]
     fold = np.stack([image_folds(train.image_of_caption, data.train.n_images, folds, seed) for seed in seeds])
     n_others = 0 if others is None else len(others)
     total = np.zeros(len(train) + n_others, dtype=np.float32)
@@ -190,7 +175,8 @@ def out_of_fold_scores(
         held_out = np.flatnonzero(fold[repeat] == k)
         kept = None if stash is None else stash.load(round_index, job)
         if kept is None or len(kept) != len(held_out) + n_others:
-            fold_config = replace(config, train=replace(config.train, seed=seeds[repeat] * folds + k))
+            fold_seed = child_seed(seeds[repeat], "fold", k, folds)
+            fold_config = replace(config, train=replace(config.train, seed=fold_seed))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
             model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
                                  train_fold)  # fmt: skip
@@ -278,24 +264,19 @@ def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: Training
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
-    probability > 0.5), so the mismatched pairs no longer teach the scorers (the bound of this is
-    the detection ceiling: scorers trained on the truly clean pairs). The folds are dealt over
-    ``shard``'s ranks and each round's split is fitted on rank 0. ``repeats`` and ``others``: as in
-    :func:`out_of_fold_scores`, every round (the last round's scores are returned)."""
+    probability above ``division.p_threshold``), so the mismatched pairs no longer teach the
+    scorers (the bound of this is the detection ceiling: scorers trained on the truly clean
+    pairs). The folds are dealt over ``shard``'s ranks and each round's split is fitted on rank 0.
+    ``repeats`` and ``others``: as in :func:`out_of_fold_scores`, every round (the last round's
+    scores are returned)."""
     trusted = None
     for round_index in range(rounds):
         scores = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
                                     trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
                                     stash=stash, round_index=round_index, shard=shard,
                                     others=others)  # fmt: skip
-        trusted = from_main(shard, lambda score=scores.score: clean_split(score))
+        trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
-
-
-def clean_split(score: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-    """``[n_pairs]`` bool: the pairs a two-component GMM over the scores (higher = cleaner) puts
-    on the clean side with probability above ``threshold``."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > threshold
 
 
 def train_scorer(
@@ -306,7 +287,7 @@ def train_scorer(
     train_fold: Callable[[Trainer], None] | None = None,
 ) -> RetrievalModel:
     """One scoring model of ``config`` trained on ``pairs`` in memory (no evaluation, no files),
-    returned in eval mode; ``train_fold`` as in :func:`out_of_fold_scores`."""
+    returned frozen (eval mode, no gradients); ``train_fold`` as in :func:`out_of_fold_scores`."""
     recipe_cls = get_recipe(config.recipe)
     if recipe_cls.n_models != 1:
         raise ValueError(f"out-of-fold scoring trains a single model, recipe {config.recipe!r} has "
@@ -321,7 +302,7 @@ def train_scorer(
             trainer.train_epoch(epoch)
     else:
         train_fold(trainer)
-    return models[0].train(False)
+    return frozen(models[0])
 
 
 def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
@@ -351,11 +332,11 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
 
 def scorer_config(config: RunConfig) -> RunConfig:
     """The scoring run of ``config``'s division: its data, model and train settings with the
-    ``vse`` recipe, the ``division.scorer`` options and ``division.epochs`` epochs at a constant
+    ``vse`` recipe, the ``division.scorer_options`` options and ``division.epochs`` epochs at a constant
     learning rate."""
     division = config.division
     train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
-    return replace(config, recipe="vse", method=dict(division.scorer), train=train)
+    return replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
 
 
 def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
@@ -370,19 +351,19 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
     gets rank 0's scores: the out-of-fold folds are dealt over the ranks (each keeps its own
     finished folds); the early scorer is trained by every rank (no rank waits idle on another)
     and rank 0's scores kept; rank 0 reads and writes the cache."""
-    kind = config.division.scores
+    kind = config.division.scored_by
     if kind == "in_sample":
         return None
     scoring = scorer_config(config)
     key = _scores_key(scoring, train, others)
-    cached = from_main(shard, lambda: None if cache is None else _cached_scores(cache, key))
+    cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
     if cached is not None:
         return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     if kind == "out_of_fold":
         division = config.division
         found = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
-                                           repeats=division.repeats, score_kind=division.score,
+                                           repeats=division.repeats, score_kind=division.pair_score,
                                            tau=division.tau, device=device, progress=progress, stash=stash,
                                            shard=shard, others=others)  # fmt: skip
     else:
@@ -390,29 +371,10 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
                                                     others=others))  # fmt: skip
     scores = DivisionScores(found.score, found.others)
     if cache is not None and shard.is_main:
-        extra = {} if scores.others is None else {"others": scores.others}
-        atomic_write(cache, lambda handle: np.savez(handle, score=scores.train, key=np.array(key), **extra))
+        scores.save(cache, key)
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
         stash.clear()
     return scores
-
-
-def read_division_scores(path: Path) -> DivisionScores | None:
-    """The scores a run kept in ``path`` (its ``pair_scores.npz``), or None when it has none."""
-    if not path.is_file():
-        return None
-    with np.load(path) as saved:
-        return DivisionScores(saved["score"], saved.get("others"))
-
-
-def _cached_scores(cache: Path, key: str) -> DivisionScores | None:
-    """The scores kept in ``cache`` when they were computed for ``key``."""
-    if not cache.is_file():
-        return None
-    with np.load(cache) as saved:
-        if str(saved["key"]) != key:
-            return None
-    return read_division_scores(cache)
 
 
 def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs | None = None) -> str:

@@ -1,47 +1,45 @@
-"""Train a run from its config and evaluate checkpoints (the parts come from
-:mod:`mispair.engine.assembly`), in one process or in each process of a torchrun launch."""
+"""Train a run from its config, in one process or in each process of a torchrun launch: only the
+order of things (the parts come from :mod:`mispair.engine.assembly`, the held-out scores from
+:mod:`mispair.engine.pair_scores`, the test metrics from :mod:`mispair.engine.evaluation`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import shutil
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.config import RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
-from mispair.data.loading import concrete_source, load_split
+from mispair.data.loading import concrete_source
+from mispair.data.noise import NoiseRecord
 from mispair.distributed import (
     DEFAULT_TIMEOUT,
-    SINGLE_PROCESS,
     Shard,
     from_main,
     main_first,
     main_only,
     process_group,
 )
+from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.assembly import (
     RunData,
     build_models,
-    check_model_inputs,
-    checkpoint_tokens,
-    load_models,
     load_run_data,
-    model_pairs,
     other_splits,
     pick_device,
+    planted_noise_note,
     prepare_text_encoder,
+    training_pairs,
 )
-from mispair.engine.checkpoint import load_checkpoint
-from mispair.engine.evaluation import evaluate_split
-from mispair.engine.export import PAIR_SCORES_FILE
+from mispair.engine.evaluation import evaluate_checkpoint
 from mispair.engine.pair_scores import division_scores
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
@@ -76,14 +74,15 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)  # errors before anything is written
-    if recipe_cls.needs_pair_scores and config.division.scores == "in_sample":
+    if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
         raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
-                          "(division.scores: out_of_fold or early)")  # fmt: skip
+                          "(division.scored_by: out_of_fold or early)")  # fmt: skip
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
-    _announce_planted_noise(config, data, log)
-    if config.data.noise.oracle and data.noise is None:
-        raise ConfigError("data.noise.oracle: needs a noise record (data.noise.rate > 0 or data.noise.file)")
+    note = planted_noise_note(config, data)
+    if note:
+        log(note)
+    train, noise = training_pairs(config, data)
     others = other_splits(config, data)
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
@@ -91,29 +90,15 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
         from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
-        context = _context(config, data, others, device, out_dir, progress, shard)
+        context = _context(config, data, train, noise, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
 
 
-def _announce_planted_noise(config: RunConfig, data: RunData, log: Callable[[str], None]) -> None:
-    """Planted noise changes the user's pairs: said in the first lines, never silently."""
-    noise = config.data.noise
-    if noise.rate > 0 and data.noise is not None:
-        swapped = int(data.noise.is_noisy.sum())
-        log(f"note: planting mismatched pairs into the training split as data.noise asks: {swapped} of "
-            f"{data.train.n_captions} captions swapped ({noise.protocol}, rate {noise.rate}, seed "
-            f"{noise.seed}); recorded in the run's config.json and metrics.json")  # fmt: skip
-
-
-def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, device: torch.device,
-             out_dir: Path, progress: bool, shard: Shard) -> RecipeContext:  # fmt: skip
-    paired = None if data.noise is None else data.noise.image_of_caption
-    train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
-    if config.data.noise.oracle and noise is not None:  # the bound: the truly clean pairs alone
-        clean = np.flatnonzero(~noise.is_noisy)
-        train, noise = TrainingPairs(data.train, [data.train_tokens[k] for k in clean], paired[clean]), None
+def _context(config: RunConfig, data: RunData, train: TrainingPairs, noise: NoiseRecord | None,
+             others: TrainingPairs | None, device: torch.device, out_dir: Path, progress: bool,
+             shard: Shard) -> RecipeContext:  # fmt: skip
     scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress,
                              shard=shard, others=others)  # fmt: skip
     return RecipeContext(
@@ -125,6 +110,7 @@ def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, dev
         eval_batch_size=config.train.eval_batch_size,
         noise=noise,
         pair_scores=None if scores is None else scores.train,
+        p_threshold=config.division.p_threshold,
     )
 
 
@@ -153,7 +139,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
     saved = out_dir / "config.json"
     current = config.to_dict()
     if resume and (out_dir / "last.pt").is_file() and saved.is_file():
-        previous = json.loads(saved.read_text(encoding="utf-8"))
+        previous = _as_read_now(json.loads(saved.read_text(encoding="utf-8")))
         if previous != current:
             changed = sorted(k for k in current if previous.get(k) != current[k])
             raise ConfigError(
@@ -167,41 +153,13 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
     _write_json(saved, current)
 
 
+def _as_read_now(record: dict[str, Any]) -> dict[str, Any]:
+    """A saved config as this version reads it (renamed keys, new defaults), else as saved."""
+    with warnings.catch_warnings(), contextlib.suppress(ConfigError):
+        warnings.simplefilter("ignore", FutureWarning)
+        return from_dict(record).to_dict()
+    return record
+
+
 def _write_json(path: Path, data: Any) -> None:
     atomic_text(path, json.dumps(data, indent=2) + "\n")
-
-
-def evaluate_checkpoint(
-    path: str | Path | Sequence[str | Path],
-    *,
-    split: str | None = None,
-    data_root: str | None = None,
-    folds: int | None = None,
-    device: str = "auto",
-    progress: bool = False,
-    shard: Shard = SINGLE_PROCESS,
-) -> dict[str, float]:
-    """Retrieval metrics of a checkpoint's models on a split (default: the config's test split).
-
-    Several checkpoints (e.g. an SGR and a SAF run, for SGRAF) are evaluated on their averaged
-    similarities; the data and tokenizer come from the first one's config. Every rank of a
-    multi-process run (``shard``) calls it and scores its block of the images.
-    """
-    paths = [path] if isinstance(path, (str, Path)) else list(path)
-    states = [load_checkpoint(p) for p in paths]
-    config = from_dict(states[0]["config"])
-    if data_root:
-        config.data.root, config.data.source = data_root, "auto"
-    pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
-    dev = pick_device(device, "--device")
-    models = [m for p, state in zip(paths, states) for m in load_models(state, dev, str(p))]
-    for model, state in zip(models, states):
-        check_model_inputs(model, state["feature_dim"], pairs)
-    tokens = checkpoint_tokens(states[0], pairs)
-    prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=lambda _: None)
-    for other, state in zip(paths[1:], states[1:]):
-        if checkpoint_tokens(state, pairs) != tokens:
-            raise ConfigError(f"{other}: tokenizes captions differently from {paths[0]}")
-    return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
-                          batch_size=config.train.eval_batch_size, device=dev, progress=progress,
-                          shard=shard)  # fmt: skip

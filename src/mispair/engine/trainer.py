@@ -16,11 +16,12 @@ import torch
 from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
 from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
-from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
+from mispair.engine.trained import Checkpoint, save_checkpoint
 from mispair.errors import DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
+from mispair.seeds import child_seed
 
 
 @dataclass
@@ -97,14 +98,14 @@ class Trainer:
         path = self.out_dir / "last.pt"
         if not path.is_file():
             return 0, -1, {}
-        state = load_checkpoint(path)
-        for model, weights in zip(self.recipe.models, state["models"]):
+        saved = Checkpoint.read(path)
+        for model, weights in zip(self.recipe.models, saved.weights):
             model.load_state_dict(weights)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.recipe.load_state_dict(state["recipe"])
-        self._truncate_log(state["epoch"])
-        self.log(f"resuming {path} after epoch {state['epoch']}")
-        return state["epoch"], state["best_epoch"], dict(state["best_dev"])
+        self.optimizer.load_state_dict(saved.optimizer)
+        self.recipe.load_state_dict(saved.recipe_state)
+        self._truncate_log(saved.epoch)
+        self.log(f"resuming {path} after epoch {saved.epoch}")
+        return saved.epoch, saved.best_epoch, saved.best_dev
 
     def _truncate_log(self, epochs_done: int) -> None:
         path = self.out_dir / "log.jsonl"
@@ -156,7 +157,7 @@ class Trainer:
         optimizer.step()
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
-        seed = self.config.train.seed * 100_003 + epoch
+        seed = child_seed(self.config.train.seed, "epoch", epoch)
         torch.manual_seed(_rank_seed(self.shard, seed))  # dropout differs between ranks
         totals: dict[str, float] = {}
         steps = 0
@@ -194,7 +195,7 @@ class Trainer:
         the recipe's values, ``seconds/division`` and ``seconds/train``."""
         began = time.perf_counter()
         lr = self._set_lr(epoch)
-        torch.manual_seed(self.config.train.seed * 100_003 + epoch)
+        torch.manual_seed(child_seed(self.config.train.seed, "epoch", epoch))
         epoch_values = self.recipe.begin_epoch(epoch)
         divided = time.perf_counter()
         losses = self._train_epoch(epoch)

@@ -76,6 +76,12 @@ class RecipeContext:
     eval_batch_size: int = 256
     noise: NoiseRecord | None = None  # the true noise, for scoring detection only; never trained on
     pair_scores: np.ndarray | None = None  # [n_pairs] memorisation-free scores for the division, if any
+    p_threshold: float = 0.5  # clean above it, on the pair scores' division (division.p_threshold)
+
+    @property
+    def is_noisy(self) -> np.ndarray | None:
+        """``[n_pairs]`` the true noise flags, for scoring a division only (None when unknown)."""
+        return None if self.noise is None else self.noise.is_noisy
 
     @property
     def shard(self) -> Shard:

@@ -3,7 +3,7 @@
 Two models; after ``warmup_epochs`` on all pairs, every epoch (NCR, Huang et al. 2021):
 
 1. each model scores every training pair (:func:`~mispair.methods.scoring.per_sample_losses`;
-   with ``division.scores`` other than ``in_sample``, the run's memorisation-free pair scores
+   with ``division.scored_by`` other than ``in_sample``, the run's memorisation-free pair scores
    stand for both models' losses: :func:`~mispair.methods.scoring.division_losses`),
    the losses are min–max normalised and a two-component mixture gives each pair a clean
    probability (``mixture``: ``gmm`` | ``bmm`` | ``vbgmm``);
@@ -27,12 +27,14 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.division import co_divide, detection_metrics, fit_bmm, fit_gmm, fit_vbgmm
+from mispair.division import co_divide, fit_bmm, fit_gmm, fit_vbgmm
+from mispair.division.scores import division_log
 from mispair.encoding import evaluating
 from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
 from mispair.methods.base import Recipe, Update, Warmup
 from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.model import RetrievalModel
+from mispair.seeds import child_seed
 
 MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
 
@@ -78,19 +80,17 @@ class CoTraining(Recipe):
             return {}
         ctx = self.context
         size = self.options.division_batch_size or ctx.eval_batch_size
-        losses = division_losses(self.models, ctx, batch_size=size, seed=ctx.seed * 31 + epoch)
+        seed = child_seed(ctx.seed, "division", epoch)
+        losses = division_losses(self.models, ctx, batch_size=size, seed=seed)
         self.clean_prob = clean_probability(losses, MIXTURES[self.options.mixture], ctx)
         return self.detection_log(self.clean_prob)
 
     def detection_log(self, clean_prob: np.ndarray, prefix: str = "division") -> dict[str, float]:
         """Each model's detection scores against the true noise (nothing when it is unknown)."""
-        noise = self.context.noise
         values: dict[str, float] = {}
+        threshold = self.options.p_threshold
         for k, prob in enumerate(clean_prob):
-            values[f"{prefix}/{k}/clean_fraction"] = float((prob > self.options.p_threshold).mean())
-            if noise is not None:
-                scores = detection_metrics(prob, noise.is_noisy, threshold=self.options.p_threshold)
-                values.update({f"{prefix}/{k}/{name}": v for name, v in scores.items()})
+            values.update(division_log(prob, self.context.is_noisy, threshold, f"{prefix}/{k}"))
         return values
 
     def labeled_split(self, k: int) -> np.ndarray:
@@ -109,13 +109,14 @@ class CoTraining(Recipe):
         train, size = self.context.train, self.context.batch_size
         for k in range(len(self.models)):
             if epoch < self.options.warmup_epochs:
-                for batch in train.batches(size, seed=seed * 2 + k):
+                for batch in train.batches(size, seed=child_seed(seed, "model batches", k)):
                     yield Warmup(batch, model=k)
                 continue
             labeled = np.flatnonzero(self.labeled_split(k))
             unlabeled = np.flatnonzero(~self.labeled_split(k))
-            cycled = train.cycled_batches(size, seed=seed * 2 + k, subset=unlabeled)
-            for batch in train.batches(size, seed=seed * 2 + k, subset=labeled):
+            own = child_seed(seed, "model batches", k)
+            cycled = train.cycled_batches(size, seed=own, subset=unlabeled)
+            for batch in train.batches(size, seed=own, subset=labeled):
                 yield CoTrainItem(k, batch, next(cycled))
 
     def n_steps(self, epoch: int) -> int | None:

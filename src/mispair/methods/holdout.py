@@ -3,7 +3,7 @@
 The division recipes of the papers score the pairs their own models have trained on; on a small
 collection those models fit the mismatched pairs within a few epochs and the division decays to
 chance (docs/results.md). ``holdout`` takes its division from the run's held-out pair scores
-(``division.scores: out_of_fold``, averaged over ``division.repeats`` partitions and refined over
+(``division.scored_by: out_of_fold``, averaged over ``division.repeats`` partitions and refined over
 ``division.rounds``, or ``early``; :mod:`mispair.engine.pair_scores`), computed once before
 training (the configs: 3 repeats, 3 rounds, InfoNCE scorers at τ 0.2; detection AUC on Tux
 Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, τ 0.05):
@@ -12,7 +12,7 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
   mixture, on scores no model has fitted);
 - a trusted pair trains its positive: InfoNCE at temperature ``tau`` (the default; 0.2 had the
   best dev rSum of 0.03–0.2 on Tux Paint), the hardest-negative triplet (VSE++) or ASL's
-  asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > p_threshold`` (``hard``);
+  asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > division.p_threshold`` (``hard``);
 - a suspected pair trains only its negatives: RCL's complementary loss (Eq. 15), weighted by
   ``1 − w`` and ``suspect_weight``, so its caption and image still shape the space without being
   pulled together (``suspect_loss: none`` drops it).
@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from mispair.data.batching import Batch, TrainingPairs
-from mispair.division import detection_metrics, fit_gmm
+from mispair.division import fit_gmm
+from mispair.division.scores import division_log
 from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.losses.asymmetric import asymmetric_loss
@@ -61,7 +62,6 @@ class Holdout(Recipe):
         hardest_after: int = 0  # triplet: epochs of summed hinges before the hardest negative (VSE++)
         tau: float = 0.2  # InfoNCE's and the complementary loss's temperature
         weighting: Literal["soft", "hard"] = "soft"
-        p_threshold: float = 0.5
         suspect_loss: Literal["complementary", "none"] = "complementary"
         suspect_weight: float = 0.1
         reduction: Reduction = "mean"
@@ -75,18 +75,14 @@ class Holdout(Recipe):
         super().__init__(models, options, context)
         if context.pair_scores is None:
             raise ConfigError("recipe holdout: needs held-out pair scores "
-                              "(division.scores: out_of_fold or early)")
+                              "(division.scored_by: out_of_fold or early)")
         losses = -np.asarray(context.pair_scores, dtype=np.float64)
         self.clean_prob = clean_probability(losses[None], fit_gmm, context)[0]
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
         self.rematched = np.zeros(len(context.train), dtype=bool)
 
     def begin_epoch(self, epoch: int) -> dict[str, float]:
-        values = {"division/clean_fraction": float((self.clean_prob > self.options.p_threshold).mean())}
-        if self.context.noise is not None:
-            scores = detection_metrics(self.clean_prob, self.context.noise.is_noisy,
-                                       threshold=self.options.p_threshold)  # fmt: skip
-            values.update({f"division/{name}": v for name, v in scores.items()})
+        values = division_log(self.clean_prob, self.context.is_noisy, self.context.p_threshold)
         if 0 <= self.options.rematch_from <= epoch:
             values.update(self.rematch())
         return values
@@ -96,7 +92,7 @@ class Holdout(Recipe):
         are each other's most similar (under the models, which never pulled a suspected pair
         together) become a pair; the rest keep their pairing. Returns the log values."""
         ctx = self.context
-        suspected = np.flatnonzero(self.clean_prob <= self.options.p_threshold)
+        suspected = np.flatnonzero(self.clean_prob <= self.context.p_threshold)
         if len(suspected) < 2:
             return {}
         images = np.unique(ctx.train.image_of_caption[suspected])
@@ -124,7 +120,7 @@ class Holdout(Recipe):
         index = batch.index.cpu().numpy()
         prob = self.clean_prob[index]
         if self.options.weighting == "hard":
-            prob = (prob > self.options.p_threshold).astype(np.float64)
+            prob = (prob > self.context.p_threshold).astype(np.float64)
         prob = np.where(self.rematched[index], self.options.rematch_weight, prob)
         return torch.as_tensor(prob, dtype=torch.float32, device=batch.images.device)
 

@@ -34,8 +34,8 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.data.noise import NoiseRecord
-from mispair.division import detection_metrics, fit_bmm
+from mispair.division import fit_bmm
+from mispair.division.scores import division_log
 from mispair.encoding import evaluating
 from mispair.errors import ConfigError
 from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
@@ -44,6 +44,7 @@ from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_re
 from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.cost_function import cosine_cost, cost_drift, create_cost_function
 from mispair.ot import positive_pair_mask, sinkhorn
+from mispair.seeds import child_seed
 
 COST_OPTIMIZER = "cost"
 """The name of L2RM's cost-function optimizer in :meth:`L2RM.optimizers` and its updates."""
@@ -104,18 +105,6 @@ def reconstruct_pairs(
     supervision = torch.zeros(n_pool, n, dtype=images.dtype)
     supervision[slots, captions] = 1.0
     return recon, supervision
-
-
-def division_log(
-    clean_prob: np.ndarray, noise: NoiseRecord | None, threshold: float, prefix: str = "division"
-) -> dict[str, float]:
-    """The clean fraction of a single-model division and, when the true noise is known, its
-    detection scores (``auc``, ``precision``, ``recall``, ``f1`` of the clean split)."""
-    values = {f"{prefix}/clean_fraction": float((clean_prob > threshold).mean())}
-    if noise is not None:
-        scores = detection_metrics(clean_prob, noise.is_noisy, threshold=threshold)
-        values.update({f"{prefix}/{name}": v for name, v in scores.items()})
-    return values
 
 
 @torch.no_grad()
@@ -247,15 +236,16 @@ class L2RM(Recipe):
                 group["lr"] = opts.cost_lr * factor
         if epoch < opts.warmup_epochs:
             return {}
-        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=ctx.seed * 31 + epoch,
+        seed = child_seed(ctx.seed, "division", epoch)
+        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=seed,
                                  loss_fn=self.division_loss)  # fmt: skip
         clean_prob = clean_probability(losses[:1], fit_bmm, ctx)[0]
         if (1 - clean_prob <= opts.threshold).sum() < 2:
             # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).
             previous = self.clean_prob if self.clean_prob is not None else np.ones_like(clean_prob)
-            return {**division_log(previous, ctx.noise, 1 - opts.threshold), "division/kept_previous": 1.0}
+            return {**division_log(previous, ctx.is_noisy, 1 - opts.threshold), "division/kept_previous": 1.0}
         self.clean_prob = clean_prob
-        return division_log(self.clean_prob, ctx.noise, 1 - opts.threshold)
+        return division_log(self.clean_prob, ctx.is_noisy, 1 - opts.threshold)
 
     def end_epoch(self, epoch: int) -> dict[str, float]:
         """The learned cost's drift from ``relu(1 − S)`` (:func:`cost_drift`), logged every epoch."""
@@ -281,7 +271,8 @@ class L2RM(Recipe):
                 yield Warmup(batch)
             return
         matched = self.matched()
-        noisy = train.cycled_batches(size, seed=seed + 1, subset=np.flatnonzero(~matched))
+        noisy_seed = child_seed(seed, "noisy batches")
+        noisy = train.cycled_batches(size, seed=noisy_seed, subset=np.flatnonzero(~matched))
         rng = np.random.default_rng(self.context.shard.salt(seed, 2))
         for batch in train.batches(size, seed=seed, subset=np.flatnonzero(matched)):
             mismatched = next(noisy)

@@ -16,6 +16,7 @@ from mispair.losses.complementary import (
     rcl_ablation_loss,
 )
 from mispair.methods.base import Recipe, Update, register_recipe
+from mispair.seeds import child_seed
 
 
 @register_recipe
@@ -53,7 +54,7 @@ class RCL(Recipe):
     def train_step(self, batch: Batch, epoch: int) -> Update:
         opts = self.options
         generator = torch.Generator(device=batch.images.device)
-        generator.manual_seed(int(batch.index[0]) + 7919 * epoch)
+        generator.manual_seed(child_seed(epoch, "batch labels", int(batch.index[0])))
         sims = self.models[0](batch.images, batch.tokens, batch.lengths)
         if opts.loss.lower() in COMPLEMENTARY_KINDS:
             loss = complementary_loss(sims, kind=opts.loss.lower(), tau=opts.tau, q=opts.q,

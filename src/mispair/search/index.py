@@ -267,9 +267,10 @@ class Index:
         if not valid[0]:
             raise DataError(f"--image {path}: not a readable picture")
         pairs = PairSet(np.asarray(features, dtype=np.float32), [], np.zeros(0))
-        if pairs.feature_dim != self.model.state["feature_dim"]:
+        reads = self.model.run.features.feature_dim
+        if pairs.feature_dim != reads:
             raise DataError(f"--image {path}: the picture gives features of dimension {pairs.feature_dim}, "
-                            f"the index's model reads {self.model.state['feature_dim']} (its collection was "
+                            f"the index's model reads {reads} (its collection was "
                             "not made from pictures by mispair's extractor): search it by text")  # fmt: skip
         self.model.check_inputs(pairs)
         return pairs.images

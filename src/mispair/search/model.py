@@ -3,43 +3,32 @@ the run encoded its captions and images, and the head's scores of candidate pair
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.config import DataConfig, RunConfig, from_dict
+from mispair.config import DataConfig, RunConfig
 from mispair.data.pairset import PairSet
-from mispair.data.tokenizers import Tokenizer, restore_tokenizer
+from mispair.data.tokenizers import Tokenizer
 from mispair.encoding import image_batches, text_batches
-from mispair.engine.assembly import (
-    check_model_inputs,
-    checkpoint_tokens,
-    load_models,
-    model_pairs,
-    pick_device,
-    prepare_text_encoder,
-)
-from mispair.engine.checkpoint import load_checkpoint
+from mispair.engine.assembly import model_pairs
+from mispair.engine.trained import TrainedRun
 from mispair.errors import DataError
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.embedding import Fragments, l2_normalize
 from mispair.nn.model import RetrievalModel
-from mispair.nn.text import text_encoder_class
 from mispair.progress import progress_bar
 
 
 @dataclass
 class SearchModel:
-    """The models of the checkpoint at ``path`` (``state``: its payload), in eval mode on ``device``.
+    """A trained run's models as search reads them (``run``: the :class:`TrainedRun` opened from
+    the checkpoint at ``path``), in eval mode on its device.
 
     The index vector of an item is the concatenation over the ``n`` models of its L2-normalised
     pooled embedding, divided by ``√n``: the inner product of an image's and a caption's vectors
@@ -48,58 +37,58 @@ class SearchModel:
     For other heads it is the first stage that ``rerank`` refines with the head itself.
     """
 
-    path: Path
-    state: dict[str, Any]
-    models: list[RetrievalModel]
-    device: torch.device
-    batch_size: int = 256
+    run: TrainedRun
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> SearchModel:
-        state = load_checkpoint(path)
-        dev = pick_device(device, "--device")
-        config = from_dict(state["config"])
-        return cls(Path(path), state, load_models(state, dev, str(path)), dev, config.train.eval_batch_size)
+        return cls(TrainedRun.open(path, device))
 
-    @cached_property
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    @property
+    def models(self) -> list[RetrievalModel]:
+        return self.run.models
+
+    @property
+    def device(self) -> torch.device:
+        return self.run.device
+
+    @property
     def config(self) -> RunConfig:
-        return from_dict(self.state["config"])
+        return self.run.config
 
-    @cached_property
+    @property
+    def batch_size(self) -> int:
+        return self.config.train.eval_batch_size
+
+    @property
     def fingerprint(self) -> str:
         """A digest of the checkpoint's config, tokenizer words, input sizes and every weight."""
-        digest = hashlib.blake2b(digest_size=16)
-        fields = {k: self.state[k] for k in ("config", "vocab", "feature_dim", "vocab_size")}
-        digest.update(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode("utf-8"))
-        for weights in self.state["models"]:
-            for name, tensor in sorted(weights.items()):
-                tensor = tensor.detach().cpu().contiguous()
-                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-                digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-        return digest.hexdigest()
+        return self.run.fingerprint
 
     @property
     def dim(self) -> int:
         """The length of an index vector: ``n_models × embed_dim``."""
         return len(self.models) * self.config.model.embed_dim
 
-    @cached_property
+    @property
     def tokenizer(self) -> Tokenizer:
-        kind = text_encoder_class(self.config.model.text_encoder).tokenizer
-        return restore_tokenizer(kind, self.state["vocab"])
+        return self.run.tokenizer
 
     def tokens(self, pairs: PairSet) -> list[list[int]]:
         """Token ids of ``pairs``' captions as the checkpoint's run tokenized its own."""
-        return checkpoint_tokens(self.state, pairs)
+        return self.run.tokens(pairs)
 
     def check_inputs(self, pairs: PairSet) -> None:
         """A one-line error when the models cannot read ``pairs``' image features."""
-        check_model_inputs(self.models[0], self.state["feature_dim"], pairs)
+        self.run.check_inputs(pairs)
 
     def prepare_texts(self, data: DataConfig, tokens: list[list[int]], progress: bool = False,
                       log: Callable[[str], None] = print) -> None:  # fmt: skip
         """Let a frozen text encoder (MiniLM) fill its cache of ``tokens`` beside ``data``."""
-        prepare_text_encoder(self.config.model, data, tokens, progress=progress, log=log)
+        self.run.prepare_texts(tokens, data=data, progress=progress, log=log)
 
     def image_vectors(self, pairs: PairSet, progress: bool = False) -> np.ndarray:
         """``[n_images, dim]`` float32 index vectors of ``pairs``' images."""

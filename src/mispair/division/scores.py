@@ -1,0 +1,68 @@
+"""Held-out division scores: what a run's division fits its mixture to, kept in the run's folder.
+
+A pair's held-out score comes from models that never trained on it (out-of-fold or early-epoch
+scorers, trained in :mod:`mispair.engine.pair_scores`); higher means more likely matched. This
+module holds the scores as data, reads and writes them (``pair_scores.npz``), turns them into a
+clean probability and a clean/noisy split at the division's threshold, and logs a division
+against the true noise, for every recipe and the audit alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mispair.atomic import atomic_write
+from mispair.division.detection import detection_metrics
+from mispair.division.gmm import fit_gmm
+from mispair.division.mixtures import min_max_normalize
+
+PAIR_SCORES_FILE = "pair_scores.npz"
+"""A run's held-out scores, kept in its output folder."""
+
+
+@dataclass(frozen=True)
+class DivisionScores:
+    """``train [n_train_pairs]``: the held-out scores of the training pairs; ``others
+    [n_other_pairs]``: those of the pairs of the other splits (dev, test) when the division
+    scores them too (``division.score_other_splits``), else None."""
+
+    train: np.ndarray
+    others: np.ndarray | None = None
+
+    def save(self, path: Path, key: str) -> None:
+        """Write the scores to ``path`` atomically, tagged with ``key`` (what they depend on)."""
+        extra = {} if self.others is None else {"others": self.others}
+        atomic_write(path, lambda handle: np.savez(handle, score=self.train, key=np.array(key), **extra))
+
+    @classmethod
+    def read(cls, path: Path, key: str | None = None) -> DivisionScores | None:
+        """The scores kept in ``path``, or None when it has none (or, given ``key``, none made
+        for it)."""
+        if not path.is_file():
+            return None
+        with np.load(path) as saved:
+            if key is not None and str(saved["key"]) != key:
+                return None
+            return cls(saved["score"], saved.get("others"))
+
+
+def clean_split(score: np.ndarray, p_threshold: float = 0.5) -> np.ndarray:
+    """``[n_pairs]`` bool: the pairs a two-component GMM over the held-out scores (higher =
+    cleaner) puts on the clean side with probability above ``p_threshold``."""
+    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > p_threshold
+
+
+def division_log(
+    clean_prob: np.ndarray, is_noisy: np.ndarray | None, p_threshold: float, prefix: str = "division"
+) -> dict[str, float]:
+    """The log values of a division: ``{prefix}/clean_fraction`` (clean probability above
+    ``p_threshold``) and, when the true noise ``is_noisy [n_pairs]`` is known, its detection
+    scores ``{prefix}/auc``, ``precision``, ``recall``, ``f1`` (:func:`detection_metrics`)."""
+    values = {f"{prefix}/clean_fraction": float((clean_prob > p_threshold).mean())}
+    if is_noisy is not None:
+        scores = detection_metrics(clean_prob, is_noisy, threshold=p_threshold)
+        values.update({f"{prefix}/{name}": v for name, v in scores.items()})
+    return values

@@ -1,0 +1,92 @@
+"""The ``holdout`` recipe: its division comes from the run's held-out scores alone (never from its
+own models), split at ``division.p_threshold``, and it trusts each pair by that division.
+
+Fold assignment by image and "no pair scored by a model that trained on it" are tested where the
+scores are made (tests/engine/test_pair_scores.py); here, the recipe that reads them."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from sklearn.mixture import GaussianMixture
+
+from mispair.errors import ConfigError
+from mispair.losses import info_nce_loss
+from mispair.methods.base import build_options, get_recipe
+
+
+def _bimodal(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out scores of ``n`` pairs: the first 60% matched (high), the rest mismatched (low)."""
+    rng = np.random.default_rng(seed)
+    matched = np.arange(n) < int(0.6 * n)
+    return np.where(matched, rng.normal(0.8, 0.05, n), rng.normal(0.2, 0.05, n)), matched
+
+
+@pytest.fixture
+def holdout(make_recipe):
+    """``holdout(scores=None, p_threshold=0.5, **options)``: the recipe on the synthetic set of
+    ``make_recipe``, its context holding ``scores`` (default: :func:`_bimodal`)."""
+
+    def build(scores=None, p_threshold=0.5, **options):
+        vse = make_recipe("vse")
+        context = vse.context
+        context.pair_scores = _bimodal(len(context.train))[0] if scores is None else scores
+        context.p_threshold = p_threshold
+        cls = get_recipe("holdout")
+        models = [vse.models[0], copy.deepcopy(vse.models[0])]
+        return cls(models, build_options(cls, options), context)
+
+    return build
+
+
+def test_holdout_needs_held_out_scores(make_recipe):
+    with pytest.raises(ConfigError, match="needs held-out pair scores"):
+        make_recipe("holdout")
+
+
+def test_the_division_is_the_two_component_mixture_of_the_held_out_scores(holdout):
+    recipe = holdout()
+    scores = recipe.context.pair_scores
+    # reference: scikit-learn's GMM on the same normalised suspicion; its low-mean component is clean
+    suspicion = -scores
+    suspicion = ((suspicion - suspicion.min()) / (suspicion.max() - suspicion.min()))[:, None]
+    gmm = GaussianMixture(2, random_state=0, tol=1e-6, max_iter=500, reg_covar=5e-4).fit(suspicion)
+    reference = gmm.predict_proba(suspicion)[:, int(np.argmin(gmm.means_[:, 0]))]
+    assert np.abs(recipe.clean_prob - reference).max() < 0.05
+    _, matched = _bimodal(len(scores))
+    assert np.array_equal(recipe.clean_prob > 0.5, matched)
+
+
+def test_the_division_ignores_the_models(holdout):
+    first, second = holdout(), holdout()
+    with torch.no_grad():
+        for p in second.models[0].parameters():
+            p.add_(1.0)
+    assert np.array_equal(first.clean_prob, second.clean_prob)
+
+
+@pytest.mark.parametrize("p_threshold", [0.05, 0.5, 0.95])
+def test_the_split_is_at_the_divisions_threshold(holdout, p_threshold):
+    recipe = holdout(p_threshold=p_threshold, weighting="hard")
+    values = recipe.begin_epoch(0)
+    clean = recipe.clean_prob > p_threshold
+    assert values["division/clean_fraction"] == pytest.approx(clean.mean())
+    truth = ~recipe.context.noise.is_noisy
+    assert values["division/precision"] == pytest.approx((clean & truth).sum() / max(clean.sum(), 1))
+    batch = recipe.context.train.batch(np.arange(16))
+    assert torch.equal(recipe.trust(batch), torch.as_tensor(clean[:16], dtype=torch.float32))
+
+
+def test_a_pair_is_pulled_together_by_its_trust_only(holdout):
+    recipe = holdout(loss="infonce", suspect_loss="none", tau=0.2)
+    batch = recipe.context.train.batch(np.arange(16))
+    trust = recipe.trust(batch)
+    assert torch.equal(trust, torch.as_tensor(recipe.clean_prob[:16], dtype=torch.float32))
+    model = recipe.models[0]
+    terms = recipe.model_terms(model, batch, trust, epoch=0)
+    sims = model(batch.images, batch.tokens, batch.lengths)
+    per_pair = info_nce_loss(sims, 0.2).detach()
+    expected = sum(float(trust[i]) * float(per_pair[i]) for i in range(16)) / 16  # reduction: mean
+    assert set(terms) == {"trusted"}
+    assert float(terms["trusted"].detach()) == pytest.approx(expected, rel=1e-5)
