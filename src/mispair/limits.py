@@ -1,0 +1,60 @@
+"""Every bound mispair puts on an input, in one place, each raisable by an environment variable.
+
+A limit is read with :func:`limit`; ``MISPAIR_LIMIT_<NAME>`` (e.g. ``MISPAIR_LIMIT_MAX_PIXELS=
+100000000``) replaces its default for one run. ``docs/reliability.md`` lists every limit.
+
+    >>> limit("MAX_TEXT_CHARS")
+    1000
+"""
+
+from __future__ import annotations
+
+import os
+
+from mispair.errors import ConfigError
+
+DEFAULTS: dict[str, int] = {
+    # pictures (class 1, 5): decoded by content through an allow-list, bounded before decoding
+    "MAX_PIXELS": 20_000_000,  # of one raster picture, from its header
+    "MAX_SVG_BYTES": 50_000_000,  # of an SVG after gzip decompression, nested images included
+    "MAX_NESTED_IMAGES": 64,  # images embedded in one SVG (data: URIs, nested SVGs)
+    "MAX_NESTED_PIXELS": 20_000_000,  # pixels of all rasters embedded in one SVG together
+    "SVG_SECONDS": 30,  # time to render one SVG, checked at every embedded image
+    # text (class 6): every caption of every reader
+    "MAX_TEXT_CHARS": 1000,  # a longer caption is cut (with a warning naming the count)
+    # configs (class 4, 13)
+    "MAX_CONFIG_BYTES": 1_000_000,  # a config file, checked before it is read
+    "MAX_CONFIG_ALIASES": 50,  # YAML aliases in one config file
+    "MAX_CONFIG_DEPTH": 32,  # nesting of mappings and lists in a config
+    "MAX_CONFIG_NODES": 100_000,  # values in a config after alias expansion
+    "MAX_OVERRIDES": 200,  # key=value overrides on one command line
+    "MAX_OVERRIDE_CHARS": 10_000,  # one override
+    # JSON files a run folder or an index holds (class 9)
+    "MAX_JSON_DEPTH": 64,
+    "MAX_JSON_BYTES": 100_000_000,
+}
+
+PREFIX = "MISPAIR_LIMIT_"
+
+
+def limit(name: str) -> int:
+    """The bound ``name`` (a key of :data:`DEFAULTS`), from ``MISPAIR_LIMIT_<name>`` when set.
+
+    Raises:
+        ConfigError: the environment variable is not a positive integer.
+    """
+    raw = os.environ.get(PREFIX + name)
+    if raw is None:
+        return DEFAULTS[name]
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{PREFIX}{name}={raw!r}: expected a positive integer (default {DEFAULTS[name]})")
+    return value
+
+
+def raise_hint(name: str) -> str:
+    """How a user raises the bound ``name``: ``"set MISPAIR_LIMIT_<name> to raise it"``."""
+    return f"set {PREFIX}{name} to raise it"
