@@ -22,6 +22,8 @@ DEFAULTS: dict[str, int] = {
     "SVG_SECONDS": 30,  # time to render one SVG, checked at every embedded image
     # text (class 6): every caption of every reader
     "MAX_TEXT_CHARS": 1000,  # a longer caption is cut (with a warning naming the count)
+    "MAX_TEXT_TOKENS": 1000,  # a pre-tokenized caption (NoW) is cut to this many tokens
+    "MAX_LINE_CHARS": 10_000_000,  # one line of a text file that is not a caption (ids, JSON lines)
     # configs (class 4, 13)
     "MAX_CONFIG_BYTES": 1_000_000,  # a config file, checked before it is read
     "MAX_CONFIG_ALIASES": 50,  # YAML aliases in one config file

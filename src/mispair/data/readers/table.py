@@ -17,7 +17,6 @@ becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the tabl
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ import numpy as np
 
 from mispair.data.pairset import PairSet
 from mispair.data.readers.base import Reader
+from mispair.data.text_bounds import cut_long_texts
 from mispair.errors import DataError
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
     from mispair.config import DataConfig
 
-MAX_CAPTION_CHARS = 1000
 """Captions are cut to this many characters: work per caption stays bounded for any input."""
 SPLIT_NAMES = {
     "train": "train",
@@ -91,7 +90,7 @@ def checked_table(
     refused: list[dict] | None = None,
 ) -> CollectionTable:
     """A :class:`CollectionTable` from ``frame`` (columns ``pair_id``, ``image``, ``caption``,
-    ``split``, all strings): captions cut to :data:`MAX_CAPTION_CHARS`, split names mapped
+    ``split``, all strings): captions cut to ``MAX_TEXT_CHARS`` (:mod:`mispair.limits`), split names mapped
     (:data:`SPLIT_NAMES`), unusable rows refused (``refused``: rows the reader already refused)."""
     ids = frame["pair_id"]
     if ids.duplicated().any():
@@ -104,13 +103,7 @@ def checked_table(
         image=frame["image"].str.strip(),
         split=frame["split"].str.strip().str.lower(),
     )
-    long = frame["caption"].str.len() > MAX_CAPTION_CHARS
-    if long.any():
-        warnings.warn(
-            f"{where}: {int(long.sum())} caption(s) longer than {MAX_CAPTION_CHARS} characters were cut",
-            stacklevel=2,
-        )
-        frame.loc[long, "caption"] = frame.loc[long, "caption"].str.slice(0, MAX_CAPTION_CHARS)
+    frame["caption"] = cut_long_texts(frame["caption"].tolist(), where)
     reason = frame.apply(_row_problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
     bad = reason.astype(bool)
     refused_rows = list(refused or []) + [
