@@ -47,6 +47,7 @@ from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import head_options
+from mispair.safe_io import refuse_planted
 
 
 def train_run(
@@ -160,6 +161,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
                 f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
                 "use another output folder (--out), or --no-resume to start over"
             )
+    refuse_planted(out_dir / "log.jsonl")  # appended to: a link there is refused before any work
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):
             (out_dir / name).unlink(missing_ok=True)

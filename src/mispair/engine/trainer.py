@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mispair.atomic import atomic_text
 from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
 from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
@@ -21,6 +22,7 @@ from mispair.engine.evaluation import evaluate_split
 from mispair.errors import DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
+from mispair.safe_io import open_append
 
 
 @dataclass
@@ -111,7 +113,7 @@ class Trainer:
         if self.shard.is_main and path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             kept = [ln for ln in lines if ln.strip() and json.loads(ln)["epoch"] < epochs_done]
-            path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
+            atomic_text(path, "".join(ln + "\n" for ln in kept))
 
     # ----------------------------------------------------------------- training
     def _set_lr(self, epoch: int) -> float:
@@ -226,7 +228,7 @@ class Trainer:
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
             losses = {k: v for k, v in values.items() if k.startswith("loss/")}
             if self.shard.is_main:
-                with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
+                with open_append(self.out_dir / "log.jsonl") as f:  # never through a link
                     f.write(json.dumps(record) + "\n")
             self._save("last.pt", epoch + 1, best_epoch, best_dev)
             self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
