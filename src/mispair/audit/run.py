@@ -27,9 +27,13 @@ from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
 from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
+from mispair.output_folder import claim_folder
 
 if TYPE_CHECKING:
     import pandas as pd
+
+AUDIT_OUTPUTS = (*OUTPUTS, "run", "clean-run")
+"""What an audit writes into its folder (and nothing else there is touched)."""
 
 
 def audit_collection(
@@ -46,6 +50,7 @@ def audit_collection(
     resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    overwrite: bool = False,
 ) -> AuditResult:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
@@ -57,7 +62,9 @@ def audit_collection(
     their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
     swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
-    Paint and OpenClipart package folders). Returns the :class:`AuditResult` it saved in ``out``.
+    Paint and OpenClipart package folders). ``out`` must be new, empty or an audit's; with
+    ``overwrite`` another folder is used, and only the audit's own files in it are touched.
+    Returns the :class:`AuditResult` it saved in ``out``.
     """
     root, out, started = Path(data), Path(out), time.time()
     if out.exists() and not out.is_dir():
@@ -65,6 +72,7 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
+    claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     audited = audited_pairs(run, progress=progress)
     pictures = _pictures(audited.image_ids, config.data, images)

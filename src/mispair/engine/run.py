@@ -47,6 +47,7 @@ from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import head_options
+from mispair.output_folder import claim_folder
 from mispair.safe_io import refuse_planted
 
 
@@ -57,8 +58,12 @@ def train_run(
     progress: bool = True,
     log: Callable[[str], None] = print,
     timeout: float = DEFAULT_TIMEOUT,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train ``config`` in its output directory, then evaluate the best checkpoint on test.
+
+    The output directory must be new, empty or a run's; ``overwrite`` writes into another folder
+    (touching only a run's files; see :func:`~mispair.output_folder.claim_folder`).
 
     Returns ``{"best_epoch", "dev", "test"}``, also written to ``metrics.json``. In a process
     started by torchrun, every process of the launch calls it and trains its share of each batch
@@ -67,11 +72,12 @@ def train_run(
     """
     device = pick_device(config.train.device)
     with process_group(device, timeout) as (shard, device):
-        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log))
+        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log),
+                          overwrite=overwrite)
 
 
 def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
-               log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+               log: Callable[[str], None], overwrite: bool) -> dict[str, Any]:  # fmt: skip
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
     recipe_cls = get_recipe(config.recipe)
@@ -89,6 +95,8 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
         prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
+    if shard.is_main:
+        claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
         from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
@@ -127,6 +135,11 @@ def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, dev
         noise=noise,
         pair_scores=None if scores is None else scores.train,
     )
+
+
+RUN_OUTPUTS = ("config.json", "last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE,
+               str(Path(PAIR_SCORES_FILE).with_suffix(".folds")))  # fmt: skip
+"""What a run writes into its folder (and nothing else there is touched)."""
 
 
 def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, resume: bool,

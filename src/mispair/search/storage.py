@@ -37,7 +37,22 @@ def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[s
                           ensure_ascii=False)  # fmt: skip
         (folder / MANIFEST).write_text(text + "\n", encoding="utf-8")
 
-    atomic_directory(path, write, what="mispair index", replaceable=lambda p: (p / MANIFEST).is_file())
+    atomic_directory(path, write, what="mispair index", replaceable=_only_index_files)
+
+
+def _only_index_files(path: Path) -> bool:
+    """``path`` holds an index and nothing else (a rebuild deletes no file it did not write)."""
+    if not (path / MANIFEST).is_file():
+        return False
+    try:
+        own = {MANIFEST, *_read_manifest(path / MANIFEST)["files"]}
+    except (DataError, KeyError, TypeError):
+        return False
+    others = sorted(p.name for p in path.iterdir() if p.name not in own)
+    if others:
+        raise DataError(f"{path}: holds files the index did not write (e.g. {others[0]!r}); move them "
+                        "out of the folder or choose another --out")  # fmt: skip
+    return True
 
 
 def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
