@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 
 from mispair.errors import ConfigError
+from mispair.limits import check_range
 from mispair.options import build_dataclass
 
 
@@ -27,6 +28,7 @@ class NoiseConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.rate <= 1:
             raise ConfigError(f"data.noise.rate: a fraction in [0, 1], got {self.rate}")
+        check_range("seed", self.seed, "data.noise.seed")
 
 
 @dataclass
@@ -110,6 +112,7 @@ class TrainConfig:
                 raise ConfigError(f"train.{key}: must be >= 1, got {getattr(self, key)}")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"train.lr: must be a finite number > 0, got {self.lr}")
+        check_range("seed", self.seed, "train.seed")
 
 
 @dataclass

@@ -36,6 +36,23 @@ DEFAULTS: dict[str, int] = {
     "MAX_JSON_BYTES": 100_000_000,
 }
 
+RANGES: dict[str, tuple[int, int]] = {
+    # every whole number a user gives on the command line or in an index, with its allowed range
+    "nproc": (1, 64),
+    "nlist": (1, 1_000_000),
+    "nprobe": (1, 1_000_000),
+    "m": (2, 256),  # HNSW links per vector (--hnsw-m)
+    "ef_construction": (1, 100_000),
+    "ef_search": (1, 100_000),
+    "top_k": (1, 100_000),
+    "rerank": (0, 100_000),
+    "top": (0, 1_000_000),  # suspects in the audit's report
+    "folds": (1, 1000),
+    "seed": (0, 2**32 - 1),
+    "images": (1, 1_000_000_000),
+    "captions_per_image": (1, 1000),
+}
+
 PREFIX = "MISPAIR_LIMIT_"
 
 
@@ -60,3 +77,19 @@ def limit(name: str) -> int:
 def raise_hint(name: str) -> str:
     """How a user raises the bound ``name``: ``"set MISPAIR_LIMIT_<name> to raise it"``."""
     return f"set {PREFIX}{name} to raise it"
+
+
+def check_range(name: str, value: int, flag: str | None = None) -> int:
+    """``value`` when it lies in ``RANGES[name]``, else a :class:`ConfigError` naming ``flag``
+    (default ``--name``) and the range."""
+    low, high = RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        flag = flag or "--" + name.replace("_", "-")
+        raise ConfigError(f"{flag}: a whole number in [{low}, {high:,}], got {value!r}")
+    return value
+
+
+def range_text(name: str) -> str:
+    """``RANGES[name]`` as help text: ``"1–64"``."""
+    low, high = RANGES[name]
+    return f"{low}–{high:,}"
