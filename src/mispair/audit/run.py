@@ -25,7 +25,7 @@ from mispair.division import min_max_normalize
 from mispair.engine.assembly import other_splits, prepare_text_encoder
 from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
 from mispair.engine.pair_scores import read_division_scores
-from mispair.engine.run import train_run
+from mispair.engine.run import check_run_config, train_run
 from mispair.errors import ConfigError
 from mispair.output_folder import claim_folder
 
@@ -72,6 +72,7 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
+    check_run_config(config)  # every option checked before the folder is touched
     claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     audited = audited_pairs(run, progress=progress)

@@ -47,6 +47,7 @@ from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import head_options
+from mispair.options import build_dataclass
 from mispair.output_folder import claim_folder
 from mispair.safe_io import refuse_planted
 
@@ -76,16 +77,25 @@ def train_run(
                           overwrite=overwrite)
 
 
+def check_run_config(config: RunConfig) -> Any:
+    """Every free-form option of ``config`` checked against its type before anything is written:
+    the recipe's (``method``), the head's and the scorers' (``division.scorer``); returns the
+    recipe's options."""
+    recipe_cls = get_recipe(config.recipe)
+    options = build_options(recipe_cls, config.method)
+    head_options(config.model.head, config.model.head_options)
+    build_dataclass(get_recipe("vse").Options, config.division.scorer, "division.scorer")
+    if recipe_cls.needs_pair_scores and config.division.scores == "in_sample":
+        raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
+                          "(division.scores: out_of_fold or early)")  # fmt: skip
+    return options
+
+
 def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
                log: Callable[[str], None], overwrite: bool) -> dict[str, Any]:  # fmt: skip
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
-    recipe_cls = get_recipe(config.recipe)
-    options = build_options(recipe_cls, config.method)
-    head_options(config.model.head, config.model.head_options)  # errors before anything is written
-    if recipe_cls.needs_pair_scores and config.division.scores == "in_sample":
-        raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
-                          "(division.scores: out_of_fold or early)")  # fmt: skip
+    recipe_cls, options = get_recipe(config.recipe), check_run_config(config)
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
     _announce_planted_noise(config, data, log)
