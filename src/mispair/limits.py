@@ -31,6 +31,8 @@ DEFAULTS: dict[str, int] = {
     "MAX_CONFIG_NODES": 100_000,  # values in a config after alias expansion
     "MAX_OVERRIDES": 200,  # key=value overrides on one command line
     "MAX_OVERRIDE_CHARS": 10_000,  # one override
+    # models (class 7)
+    "MAX_WEIGHT_ABS": 1_000_000,  # a checkpoint weight larger than this is a diverged or tampered run
     # JSON files a run folder or an index holds (class 9)
     "MAX_JSON_DEPTH": 64,
     "MAX_JSON_BYTES": 100_000_000,

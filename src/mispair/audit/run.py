@@ -28,6 +28,7 @@ from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import check_run_config, train_run
 from mispair.errors import ConfigError
 from mispair.output_folder import claim_folder
+from mispair.sanity import check_finite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +77,7 @@ def audit_collection(
     claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     audited = audited_pairs(run, progress=progress)
+    check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
     pictures = _pictures(audited.image_ids, config.data, images)
     reader = reader_of(config.data)
     log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")

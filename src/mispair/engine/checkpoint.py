@@ -10,6 +10,7 @@ import torch
 
 from mispair.atomic import atomic_write
 from mispair.errors import MispairError
+from mispair.sanity import check_weights
 
 FORMAT_VERSION = 1
 
@@ -36,4 +37,24 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise MispairError(f"{path}: not a readable mispair checkpoint ({first_line})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
         raise MispairError(f"{path}: not a mispair checkpoint (format {FORMAT_VERSION})")
+    _check_fields(payload, path)
+    for k, weights in enumerate(payload["models"]):
+        check_weights(weights, f"{path} (model {k + 1})")
     return payload
+
+
+FIELDS = {"config": dict, "models": list, "feature_dim": int, "vocab_size": int, "vocab": list}
+"""What every checkpoint holds to rebuild its models, with the type of each."""
+
+
+def _check_fields(payload: dict[str, Any], path: Path) -> None:
+    """A one-line error naming ``path`` for a missing or mistyped field, or a model that is not a
+    mapping of names to tensors (a damaged or hand-made file)."""
+    for key, kind in FIELDS.items():
+        if not isinstance(payload.get(key), kind) or isinstance(payload.get(key), bool):
+            raise MispairError(f"{path}: a damaged checkpoint ({key!r} missing or not a {kind.__name__}); "
+                               "use the best.pt or last.pt a mispair run wrote")  # fmt: skip
+    models = payload["models"]
+    if not models or not all(isinstance(w, dict) and all(isinstance(t, torch.Tensor) for t in w.values())
+                             for w in models):  # fmt: skip
+        raise MispairError(f"{path}: a damaged checkpoint (its models are not name → tensor mappings)")

@@ -26,6 +26,7 @@ from mispair import __version__
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.nn.embedding import Fragments
+from mispair.sanity import check_finite
 from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
 from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
@@ -105,6 +106,8 @@ class Index:
         model.prepare_texts(collection.data, tokens, progress=progress, log=log)
         vectors = {"images": np.concatenate([model.image_vectors(p, progress) for p in collection.parts]),
                    "captions": model.text_vectors(tokens, progress)}  # fmt: skip
+        for target in TARGETS:  # a degenerate model never becomes an index
+            check_finite(vectors[target], f"{target[:-1]} vectors", checkpoint)
         anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
         manifest = {
             "mispair": __version__,
@@ -222,8 +225,12 @@ class Index:
     def search_vectors(self, queries: np.ndarray, k: int, target: str,
                        spec: IndexSpec | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """``scores [q, k]`` and ``ids [q, k]`` (-1: not found) of the ``k`` best ``target``
-        (``images`` or ``captions``) for each of ``queries [q, dim]``."""
-        return search_ann(self.anns[target], queries, k, spec or self.spec)
+        (``images`` or ``captions``) for each of ``queries [q, dim]``; a non-finite query or score
+        (a degenerate model, a tampered index) is a one-line error, never a result."""
+        check_finite(queries, "query vector values", self.manifest["checkpoint"]["path"])
+        scores, ids = search_ann(self.anns[target], queries, k, spec or self.spec)
+        check_finite(scores[ids >= 0], f"{target[:-1]} scores", self.path or "the index")
+        return scores, ids
 
     def rerank_images(self, images: np.ndarray, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``images`` of a text query (token ids ``tokens``) ordered by the head's
