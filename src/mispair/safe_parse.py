@@ -12,8 +12,11 @@ Bounds: ``MAX_CONFIG_ALIASES``, ``MAX_CONFIG_DEPTH``, ``MAX_CONFIG_NODES``, ``MA
 from __future__ import annotations
 
 import json
+import zipfile
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from mispair.errors import ConfigError, DataError
@@ -76,6 +79,17 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], bound: int) -> int:
             break
     memo[id(node)] = size
     return size
+
+
+def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``keys`` of the ``.npz`` file ``path`` (never a pickled object); a damaged file,
+    or one without those arrays, is a :class:`DataError` naming it and the way out."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            return {key: saved[key] for key in keys if key in saved.files or key == keys[0]}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: a damaged file of the run ({type(exc).__name__}); delete it, and "
+                        "mispair computes it again") from None  # fmt: skip
 
 
 def load_json(text: str | bytes, where: object) -> Any:

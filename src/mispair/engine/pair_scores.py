@@ -48,6 +48,7 @@ from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
+from mispair.safe_parse import read_npz
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class FoldStash:
         path = self.folder / f"{round_index}_{scorer}.npz"
         if not path.is_file():
             return None
-        with np.load(path) as saved:
-            return saved["score"] if str(saved["key"]) == self.key else None
+        saved = read_npz(path, ("score", "key"))
+        return saved["score"] if str(saved.get("key")) == self.key else None
 
     def save(self, round_index: int, scorer: int, score: np.ndarray) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -401,17 +402,16 @@ def read_division_scores(path: Path) -> DivisionScores | None:
     """The scores a run kept in ``path`` (its ``pair_scores.npz``), or None when it has none."""
     if not path.is_file():
         return None
-    with np.load(path) as saved:
-        return DivisionScores(saved["score"], saved.get("others"))
+    saved = read_npz(path, ("score", "others"))
+    return DivisionScores(saved["score"], saved.get("others"))
 
 
 def _cached_scores(cache: Path, key: str) -> DivisionScores | None:
     """The scores kept in ``cache`` when they were computed for ``key``."""
     if not cache.is_file():
         return None
-    with np.load(cache) as saved:
-        if str(saved["key"]) != key:
-            return None
+    if str(read_npz(cache, ("key",))["key"]) != key:
+        return None
     return read_division_scores(cache)
 
 

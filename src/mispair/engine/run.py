@@ -50,6 +50,7 @@ from mispair.nn.heads import head_options
 from mispair.options import build_dataclass
 from mispair.output_folder import claim_folder
 from mispair.safe_io import refuse_planted
+from mispair.safe_parse import load_json
 
 
 def train_run(
@@ -177,7 +178,7 @@ def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None
     saved = out_dir / "config.json"
     current = config.to_dict()
     if resume and (out_dir / "last.pt").is_file() and saved.is_file():
-        previous = json.loads(saved.read_text(encoding="utf-8"))
+        previous = load_json(saved.read_bytes(), saved)
         if previous != current:
             changed = sorted(k for k in current if previous.get(k) != current[k])
             raise ConfigError(

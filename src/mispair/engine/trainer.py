@@ -19,10 +19,11 @@ from mispair.data.pairset import PairSet
 from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
 from mispair.engine.checkpoint import load_checkpoint, save_checkpoint
 from mispair.engine.evaluation import evaluate_split
-from mispair.errors import DivergedError
+from mispair.errors import DataError, DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
 from mispair.safe_io import open_append
+from mispair.safe_parse import load_json
 
 
 @dataclass
@@ -112,7 +113,7 @@ class Trainer:
         path = self.out_dir / "log.jsonl"
         if self.shard.is_main and path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
-            kept = [ln for ln in lines if ln.strip() and json.loads(ln)["epoch"] < epochs_done]
+            kept = [ln for ln in lines if ln.strip() and _epoch(ln, path) < epochs_done]
             atomic_text(path, "".join(ln + "\n" for ln in kept))
 
     # ----------------------------------------------------------------- training
@@ -254,3 +255,11 @@ def _summary(epoch: int, epochs: int, losses: dict, dev: dict, seconds: float) -
         f"epoch {epoch + 1}/{epochs}  {loss_text}  dev rsum={dev['rsum']:.1f} "
         f"(i2t R@1={dev['i2t_r1']:.1f}, t2i R@1={dev['t2i_r1']:.1f})  {seconds:.1f}s"
     )
+
+
+def _epoch(line: str, path: Path) -> int:
+    """The epoch of one ``log.jsonl`` line; a damaged line is a one-line error naming the file."""
+    record = load_json(line, path)
+    if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
+        raise DataError(f"{path}: a damaged line (no epoch); delete the file, or rerun with --no-resume")
+    return record["epoch"]

@@ -336,13 +336,27 @@ def _check_agreement(path: Path, manifest: dict[str, Any], anns: dict[str, Any],
                      image_of_caption: np.ndarray, dim: int) -> None:  # fmt: skip
     """A one-line error unless the index's files agree on its sizes and the checkpoint's vectors
     have its dimension."""
-    counts = (sum(manifest["collection"]["split_images"]), manifest["collection"]["n_captions"])
+    split_images = manifest["collection"]["split_images"]
+    if not all(isinstance(n, int) and n >= 0 for n in split_images) or not _strings(info):
+        raise DataError(f"{path}: damaged (its image counts or collection.json are not what an index "
+                        "holds); rebuild it with `mispair index`")  # fmt: skip
+    counts = (sum(split_images), manifest["collection"]["n_captions"])
     sizes = {(anns["images"].ntotal, anns["captions"].ntotal), (counts[0], len(image_of_caption)),
              (len(info["image_ids"]), len(info["captions"]))}  # fmt: skip
     if sizes != {counts} or image_of_caption.ndim != 1 or image_of_caption.dtype != np.int64:
         raise DataError(f"{path}: its files disagree on the number of images and captions; rebuild it")
+    if len(image_of_caption) and not 0 <= image_of_caption.min() <= image_of_caption.max() < counts[0]:
+        raise DataError(f"{path / 'image_of_caption.npy'}: names images outside the index; rebuild it")
     if {anns[t].d for t in TARGETS} != {manifest["dim"]} or manifest["dim"] != dim:
         raise DataError(f"{path}: vectors of dimension {manifest['dim']}, the checkpoint's are {dim}")
+
+
+def _strings(info: Any) -> bool:
+    """``info`` (collection.json) holds the lists ``image_ids`` and ``captions`` of strings."""
+    return isinstance(info, dict) and all(
+        isinstance(info.get(key), list) and all(isinstance(v, str) for v in info[key])
+        for key in ("image_ids", "captions")
+    )
 
 
 def _found(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from mispair.atomic import atomic_directory
 from mispair.errors import DataError
+from mispair.safe_parse import load_json
 
 MANIFEST = "manifest.json"
 FORMAT = "mispair-index"
@@ -79,10 +80,10 @@ def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = load_json(path.read_bytes(), path)
     except FileNotFoundError:
         raise DataError(f"{path.parent}: not a mispair index (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise DataError(f"{path}: not a readable index manifest ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a mispair index manifest")
@@ -118,7 +119,4 @@ def json_bytes(data: Any) -> bytes:
 
 
 def json_from_bytes(data: bytes, where: str) -> Any:
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{where}: not readable JSON ({exc})") from None
+    return load_json(data, where)
