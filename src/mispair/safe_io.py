@@ -8,6 +8,7 @@ link itself, never its target.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -35,6 +36,10 @@ def open_lock(path: str | Path) -> TextIO:
 
 
 def _open_regular(path: str | Path, flags: int, mode: str) -> TextIO:
+    return os.fdopen(_open_fd(path, flags), mode, encoding="utf-8")
+
+
+def _open_fd(path: str | Path, flags: int) -> int:
     path = Path(path)
     try:
         fd = os.open(path, flags | _WRITE_FLAGS, 0o666)
@@ -48,7 +53,7 @@ def _open_regular(path: str | Path, flags: int, mode: str) -> TextIO:
         os.close(fd)
         raise _not_regular(path)
     os.set_blocking(fd, True)
-    return os.fdopen(fd, mode, encoding="utf-8")
+    return fd
 
 
 def _link(path: Path) -> DataError:
@@ -69,3 +74,22 @@ def refuse_planted(path: str | Path) -> None:
         raise _link(path)
     if path.exists() and not path.is_file():
         raise _not_regular(path)
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """Append ``text`` to ``path`` (see :func:`open_append`) whole or not at all: when the write
+    fails (a full disk), the file is cut back to its previous length and the failure is a
+    one-line :class:`DataError` naming ``path``."""
+    fd = _open_fd(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        start = os.fstat(fd).st_size
+        data = memoryview(text.encode("utf-8"))
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise DataError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)

@@ -22,7 +22,7 @@ from mispair.engine.evaluation import evaluate_split
 from mispair.errors import DataError, DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
-from mispair.safe_io import open_append
+from mispair.safe_io import append_text
 from mispair.safe_parse import load_json
 
 
@@ -229,8 +229,7 @@ class Trainer:
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
             losses = {k: v for k, v in values.items() if k.startswith("loss/")}
             if self.shard.is_main:
-                with open_append(self.out_dir / "log.jsonl") as f:  # never through a link
-                    f.write(json.dumps(record) + "\n")
+                append_text(self.out_dir / "log.jsonl", json.dumps(record) + "\n")  # never through a link
             self._save("last.pt", epoch + 1, best_epoch, best_dev)
             self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
         barrier(self.shard)  # the checkpoints exist before any rank reads them

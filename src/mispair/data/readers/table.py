@@ -16,6 +16,7 @@ becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the tabl
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,8 @@ def _row_problem(row) -> str:
         return "a remote URL is not fetched: download the images first (e.g. with img2dataset)"
     if "\x00" in row["image"]:
         return "a NUL character in the image path"
+    if _too_long(row["image"]):
+        return "an image path longer than the file system allows (4096 bytes, 255 per name)"
     if row["split"] and row["split"] not in SPLIT_NAMES:
         return f"unknown split {row['split']!r} (use train, dev or test)"
     return ""
@@ -259,8 +262,22 @@ def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> Collection
             "data.folder_allow_outside=true to read it anyway)",
         )
         images = table.pairs["image"]
-    missing = images.map(lambda i: not (table.image_root / i).is_file())
+    missing = images.map(lambda i: not _is_file(table.image_root / i))
     return _refuse(table, missing, "image file not found")
+
+
+def _too_long(path: str) -> bool:
+    """``path`` is longer than Linux allows a path (4096 bytes) or one of its names (255)."""
+    encoded = os.fsencode(path)
+    return len(encoded) >= 4096 or any(len(name) > 255 for name in encoded.split(b"/"))
+
+
+def _is_file(path: Path) -> bool:
+    """``path`` is a regular file (an error while asking, e.g. no permission, means no)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionTable:
