@@ -18,31 +18,36 @@ MARKER = ".mispair-output"
 """The file that marks a folder as mispair's output (its content names the command)."""
 
 
-def claim_folder(folder: str | Path, command: str, own: Collection[str], *, overwrite: bool = False) -> Path:
-    """Make ``folder`` mispair's output folder for ``command``, or refuse it.
-
-    A missing or empty folder is created and marked; a marked folder, or one holding only the
-    names in ``own`` (what ``command`` writes there), is reused; any other non-empty folder is
-    refused unless ``overwrite`` (then it is marked, and ``command`` replaces only its own files).
-    The folder itself must not be a link.
+def check_folder(folder: str | Path, own: Collection[str], *, overwrite: bool = False) -> None:
+    """Refuse ``folder`` (writing nothing) unless it is missing, empty, marked as mispair's, holds
+    only the names in ``own`` (what the command writes there), or ``overwrite`` is given.
 
     Raises:
-        DataError: the folder is a link, a file, someone else's, or cannot be created.
+        DataError: the folder is a link, a file, or someone else's.
     """
     folder = Path(folder)
     if folder.is_symlink():
         raise DataError(f"{folder}: the output folder is a symbolic link; give the real folder")
-    ensure_directory(folder)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"{folder}: the output folder is a file")
     marker = folder / MARKER
     if marker.is_symlink() or (marker.exists() and not marker.is_file()):
         raise DataError(f"{marker}: not a regular file; remove it")
-    if not marker.is_file():
+    if folder.is_dir() and not marker.is_file() and not overwrite:
         others = [p.name for p in folder.iterdir() if not _mispairs(p.name, own)]
-        if others and not overwrite:
+        if others:
             raise DataError(f"{folder}: a folder that mispair did not create (it holds {others[0]!r}); "
                             "choose an empty or new --out, or add --overwrite to write mispair's files "
                             "into it (nothing else there is touched)")  # fmt: skip
-        atomic_text(marker, f"mispair {command} output\n")
+
+
+def claim_folder(folder: str | Path, command: str, own: Collection[str], *, overwrite: bool = False) -> Path:
+    """Make ``folder`` mispair's output folder for ``command`` (created and marked), or refuse it
+    as :func:`check_folder` says. The caller has validated everything before: this writes."""
+    check_folder(folder, own, overwrite=overwrite)
+    folder = ensure_directory(folder)
+    if not (folder / MARKER).is_file():
+        atomic_text(folder / MARKER, f"mispair {command} output\n")
     return folder
 
 

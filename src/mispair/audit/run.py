@@ -27,7 +27,7 @@ from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
 from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import check_run_config, train_run
 from mispair.errors import ConfigError
-from mispair.output_folder import claim_folder
+from mispair.output_folder import check_folder, claim_folder
 from mispair.sanity import check_finite
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def audit_collection(
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     check_run_config(config)  # every option checked before the folder is touched
-    claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
+    check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     audited = audited_pairs(run, progress=progress)
     check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
@@ -101,6 +101,7 @@ def audit_collection(
     page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
     result["seconds"] = round(time.time() - started, 1)
     audit = AuditResult(table, result, page, refused)
+    claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
     audit.save(out)
     return audit
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mispair.atomic import atomic_text, atomic_write
+from mispair.atomic import atomic_text, atomic_write, ensure_directory
 from mispair.data.pairset import PairSet
 from mispair.data.text_bounds import cut_long_texts, read_lines, warn_cut
 from mispair.errors import DataError
@@ -100,8 +100,7 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
     for k, caption in enumerate(pairs.captions):
         if not caption.strip() or "\n" in caption:
             raise DataError(f"{pairs.name}: caption {k} is empty or contains a newline")
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = ensure_directory(root, "dataset folder")  # a file there is one line, not a traceback
     atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, np.asarray(pairs.images)))
     atomic_text(root / f"{split}_caps.txt", "".join(c.strip() + "\n" for c in pairs.captions))
     if pairs.image_ids is not None:

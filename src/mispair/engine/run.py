@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from mispair.engine.pair_scores import division_scores
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
-from mispair.nn.heads import head_options
+from mispair.nn.heads import create_head, head_options
 from mispair.options import build_dataclass
 from mispair.output_folder import claim_folder
 from mispair.safe_io import refuse_planted
@@ -106,6 +107,7 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
         prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
+    _check_data_fits(config, data)
     if shard.is_main:
         claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
     out_dir = ensure_directory(config.output_dir)
@@ -115,6 +117,14 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
+
+
+def _check_data_fits(config: RunConfig, data: RunData) -> None:
+    """The head fits the data's fragments, checked before anything is written (its head alone is
+    built, off the run's random stream, so the run's draws stay as they were)."""
+    with torch.random.fork_rng(devices=[]):
+        head = create_head(config.model.head, config.model.embed_dim, **config.model.head_options)
+    check_model_inputs(SimpleNamespace(head=head), data.train.feature_dim, data.train)  # reads .head only
 
 
 def _announce_planted_noise(config: RunConfig, data: RunData, log: Callable[[str], None]) -> None:
