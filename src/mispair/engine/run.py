@@ -43,9 +43,10 @@ from mispair.engine.assembly import (
 from mispair.engine.checkpoint import load_checkpoint
 from mispair.engine.evaluation import evaluate_split
 from mispair.engine.export import PAIR_SCORES_FILE
+from mispair.engine.inputs import INPUTS_FILE, changed, run_inputs
 from mispair.engine.pair_scores import division_scores
 from mispair.engine.trainer import Trainer, TrainResult
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import create_head, head_options
 from mispair.options import build_dataclass
@@ -112,7 +113,9 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
         claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
-        from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
+        pairing = None if data.noise is None else data.noise.image_of_caption
+        inputs = lambda: run_inputs([data.train, data.dev], pairing, others)  # noqa: E731 (rank 0 only)
+        from_main(shard, lambda: _check_resume_config(out_dir, config, resume, inputs(), log))
         context = _context(config, data, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
@@ -158,8 +161,8 @@ def _context(config: RunConfig, data: RunData, others: TrainingPairs | None, dev
     )
 
 
-RUN_OUTPUTS = ("config.json", "last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE,
-               str(Path(PAIR_SCORES_FILE).with_suffix(".folds")))  # fmt: skip
+RUN_OUTPUTS = ("config.json", INPUTS_FILE, "last.pt", "best.pt", "log.jsonl", "metrics.json",
+               PAIR_SCORES_FILE, str(Path(PAIR_SCORES_FILE).with_suffix(".folds")))  # fmt: skip
 """What a run writes into its folder (and nothing else there is touched)."""
 
 
@@ -183,24 +186,43 @@ def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, r
     return summary
 
 
-def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None:
-    """Refuse to resume a run whose saved config differs (a silent mix of two runs)."""
+def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool, inputs: dict[str, Any],
+                         log: Callable[[str], None]) -> None:  # fmt: skip
+    """Refuse to resume a run whose saved config differs (a silent mix of two runs); train again,
+    saying why, a run whose collection or mispair version changed (its results would be stale)."""
     saved = out_dir / "config.json"
     current = config.to_dict()
-    if resume and (out_dir / "last.pt").is_file() and saved.is_file():
+    has_run = resume and (out_dir / "last.pt").is_file()
+    if has_run and saved.is_file():
         previous = load_json(saved.read_bytes(), saved)
+        if not isinstance(previous, dict):
+            raise DataError(f"{saved}: a damaged run config (not a mapping); rerun with --no-resume")
         if previous != current:
-            changed = sorted(k for k in current if previous.get(k) != current[k])
+            changed_keys = sorted(k for k in current if previous.get(k) != current[k])
             raise ConfigError(
-                f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
+                f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed_keys)}); "
                 "use another output folder (--out), or --no-resume to start over"
             )
+    why = changed(_saved_inputs(out_dir), inputs) if has_run else ""
+    if why and (out_dir / INPUTS_FILE).is_file():
+        log(f"note: {out_dir}: {why} since its run; training it again (its model and scores are stale)")
+        resume = False
+    elif why:
+        log(f"note: reusing the run in {out_dir}, which records no digest of its inputs (an older mispair "
+            "wrote it); --no-resume trains it again")  # fmt: skip
     refuse_planted(out_dir / "log.jsonl")  # appended to: a link there is refused before any work
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):
             (out_dir / name).unlink(missing_ok=True)
         shutil.rmtree(out_dir / Path(PAIR_SCORES_FILE).with_suffix(".folds"), ignore_errors=True)
     _write_json(saved, current)
+    if not why or not resume:
+        _write_json(out_dir / INPUTS_FILE, inputs)
+
+
+def _saved_inputs(out_dir: Path) -> Any:
+    path = out_dir / INPUTS_FILE
+    return load_json(path.read_bytes(), path) if path.is_file() else None
 
 
 def _write_json(path: Path, data: Any) -> None:
