@@ -59,7 +59,7 @@ def read_vocab(path: str | Path) -> tuple[int, dict[int, str], dict[str, int]]:
         size = int(data["idx"])
         idx2word = {int(i): str(w) for i, w in data.get("idx2word", {}).items()}
         word2idx = {str(w): int(i) for w, i in data.get("word2idx", {}).items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise DataError(f"{path}: not an NCR vocabulary file (idx, idx2word): {exc}") from None
     if size <= 0:
         raise DataError(f"{path}: vocabulary size 'idx' must be positive, got {size}")

@@ -90,6 +90,6 @@ class Vocabulary:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DataError(f"{path}: vocabulary file not found") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DataError(f"{path}: not valid JSON ({exc})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
         return cls.from_json(data, str(path))

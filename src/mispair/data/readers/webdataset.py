@@ -143,7 +143,7 @@ def _json(blob: bytes | str | None) -> dict:
         return {}
     try:
         value = json.loads(blob)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
         return {}
     return value if isinstance(value, dict) else {}
 
