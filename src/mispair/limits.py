@@ -14,28 +14,31 @@ import os
 from mispair.errors import ConfigError
 
 DEFAULTS: dict[str, int] = {
-    # pictures (class 1, 5): decoded by content through an allow-list, bounded before decoding
+    # pictures: decoded by content through an allow-list, bounded before decoding
     "MAX_PIXELS": 20_000_000,  # of one raster picture, from its header
     "MAX_SVG_BYTES": 50_000_000,  # of an SVG after gzip decompression, nested images included
     "MAX_NESTED_IMAGES": 64,  # images embedded in one SVG (data: URIs, nested SVGs)
     "MAX_NESTED_PIXELS": 20_000_000,  # pixels of all rasters embedded in one SVG together
     "SVG_SECONDS": 30,  # time to render one SVG, checked at every embedded image
-    # text (class 6): every caption of every reader
+    # text: every caption of every reader
     "MAX_TEXT_CHARS": 1000,  # a longer caption is cut (with a warning naming the count)
     "MAX_TEXT_TOKENS": 1000,  # a pre-tokenized caption (NoW) is cut to this many tokens
     "MAX_LINE_CHARS": 10_000_000,  # one line of a text file that is not a caption (ids, JSON lines)
-    # configs (class 4, 13)
+    # configs
     "MAX_CONFIG_BYTES": 1_000_000,  # a config file, checked before it is read
     "MAX_CONFIG_ALIASES": 50,  # YAML aliases in one config file
     "MAX_CONFIG_DEPTH": 32,  # nesting of mappings and lists in a config
     "MAX_CONFIG_NODES": 100_000,  # values in a config after alias expansion
     "MAX_OVERRIDES": 200,  # key=value overrides on one command line
     "MAX_OVERRIDE_CHARS": 10_000,  # one override
-    # models (class 7)
+    # models
     "MAX_WEIGHT_ABS": 1_000_000,  # a checkpoint weight larger than this is a diverged or tampered run
-    # JSON files a run folder or an index holds (class 9)
+    # collections: files refused before they are read
+    "MAX_TABLE_BYTES": 2_000_000_000,  # a csv/tsv/jsonl/parquet table
+    "MAX_COCO_JSON_BYTES": 1_000_000_000,  # a COCO or Karpathy captions JSON
+    "MAX_MEMBER_BYTES": 50_000_000,  # one member of a WebDataset tar shard
+    # JSON files a run folder or an index holds
     "MAX_JSON_DEPTH": 64,
-    "MAX_JSON_BYTES": 100_000_000,
 }
 
 RANGES: dict[str, tuple[int, int]] = {

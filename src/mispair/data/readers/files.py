@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from mispair.config import DataConfig
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-MAX_TABLE_BYTES = 2_000_000_000
-"""A table file larger than this is refused before it is read (raise it by splitting the table)."""
 IMAGE_MAGIC = (
     (b"\x89PNG", ".png"),
     (b"\xff\xd8\xff", ".jpg"),
@@ -49,8 +47,10 @@ def read_frame(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     size = path.stat().st_size
-    if size > MAX_TABLE_BYTES:
-        raise DataError(f"{path}: {size:,} bytes, more than the {MAX_TABLE_BYTES:,} read at once; split it")
+    bound = limit("MAX_TABLE_BYTES")
+    if size > bound:
+        raise DataError(f"{path}: {size:,} bytes, more than the {bound:,} read at once; split it, or "
+                        f"{raise_hint('MAX_TABLE_BYTES')}")  # fmt: skip
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
