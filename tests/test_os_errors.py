@@ -84,3 +84,20 @@ def test_impossible_image_paths_are_refused_rows(tmp_path):
     refused = pd.read_csv(out / "refused.csv", dtype=str, keep_default_na=False)
     assert refused["reason"].tolist() == ["an image path longer than the file system allows (4096 bytes, "
                                           "255 per name)"] * 2  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "n" * 5000, "--out", "out"],
+        ["eval", "n" * 5000 + ".pt"],
+        ["train", "n" * 5000],
+        ["train", "name=" + "n" * 300, "--out", "n" * 300],
+        ["search", "n" * 5000, "a query"],
+    ],
+)
+def test_a_path_too_long_for_the_file_system_is_one_line(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    code = main([*argv, *(["data.source=synthetic", *TINY[1:]] if argv[0] == "train" else [])])
+    one_line_error(code, capsys.readouterr().err.strip().splitlines()[-1], "")
+    assert not any(tmp_path.iterdir())

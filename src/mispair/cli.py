@@ -84,10 +84,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
     from mispair.engine.run import train_run
 
     path, overrides = args.config, list(args.overrides) + _column_overrides(args)
-    if path and "=" in path and not Path(path).exists():
+    if path and "=" in path and not _exists(path):
         path, overrides = None, [path, *overrides]
     data = args.data
-    if path and not Path(path).exists():
+    if path and not _exists(path):
         raise ConfigError(f"{path}: no such config file or collection (give a YAML config from configs/, "
                           "or the path of your collection: a folder, a table file, shards)")  # fmt: skip
     if path and (Path(path).is_dir() or Path(path).suffix.lower() not in CONFIG_SUFFIXES):
@@ -113,6 +113,14 @@ def _cmd_train(args: argparse.Namespace) -> None:
                                           f"best epoch {summary['best_epoch'] + 1})"))  # fmt: skip
     if export is not None:
         _export_pairs(config, export)
+
+
+def _exists(path: str) -> bool:
+    """``path`` names something (a name too long for the file system names nothing)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
 
 
 def _export_pairs(config, path: Path) -> None:
@@ -483,18 +491,29 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *args: ob
     return f"mispair: warning: {message}\n"
 
 
+def _os_error(exc: OSError) -> str:
+    """An operating-system error as one line naming the path (cut to 200 characters)."""
+    name = str(exc.filename) if exc.filename is not None else ""
+    name = name if len(name) <= 200 else name[:200] + "..."
+    reason = exc.strerror or str(exc)
+    return f"{name}: {reason} (check the path, its permissions and the free space)" if name else reason
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a warning is one line, like an error
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
     args.argv = argv  # what --nproc runs again in each process
     set_quiet(getattr(args, "quiet", False))  # every progress bar, also those deep in data loading
+    rank = os.environ.get("RANK", "0")
+    where = "" if rank == "0" else f"process {rank}: "  # the others of a multi-process run
     try:
         args.run(args)
     except MispairError as exc:
-        rank = os.environ.get("RANK", "0")
-        where = "" if rank == "0" else f"process {rank}: "  # the others of a multi-process run
         print(f"mispair: error: {where}{exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path, a permission, a full disk: the system refused what the user gave
+        print(f"mispair: error: {where}{_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mispair: interrupted (rerun the same command to resume)", file=sys.stderr)

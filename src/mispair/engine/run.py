@@ -50,7 +50,7 @@ from mispair.errors import ConfigError, DataError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
 from mispair.nn.heads import create_head, head_options
 from mispair.options import build_dataclass
-from mispair.output_folder import claim_folder
+from mispair.output_folder import check_folder, claim_folder
 from mispair.safe_io import refuse_planted
 from mispair.safe_parse import load_json
 
@@ -99,6 +99,8 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
     recipe_cls, options = get_recipe(config.recipe), check_run_config(config)
+    if shard.is_main:  # a folder that is not ours, or an impossible path: refused before any work
+        check_folder(config.output_dir, RUN_OUTPUTS, overwrite=overwrite)
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
     _announce_planted_noise(config, data, log)
