@@ -207,8 +207,10 @@ def _eval_index(args: argparse.Namespace) -> None:
 
 def _cmd_index(args: argparse.Namespace) -> None:
     from mispair.search import Index, IndexSpec
+    from mispair.search.storage import check_index_target
 
     spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
+    check_index_target(args.out)  # before the collection is embedded
     index = Index.build(args.checkpoint, args.data, split=args.split, spec=spec, device=args.device,
                         progress=not args.quiet, log=lambda m: print(m, file=sys.stderr),
                         data_options=_data_options(args))  # fmt: skip

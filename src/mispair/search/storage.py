@@ -41,6 +41,16 @@ def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[s
     atomic_directory(path, write, what="mispair index", replaceable=_only_index_files)
 
 
+def check_index_target(path: str | Path) -> None:
+    """Refuse, before an index is built, a ``path`` it could not be written to: a file, a link, or
+    a folder holding anything but an older index (nothing is written)."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise DataError(f"{path}: exists and is not a folder; choose another path for the mispair index")
+    if path.is_dir() and any(path.iterdir()) and not _only_index_files(path):
+        raise DataError(f"{path}: a folder that does not hold a mispair index; choose another path")
+
+
 def _only_index_files(path: Path) -> bool:
     """``path`` holds an index and nothing else (a rebuild deletes no file it did not write)."""
     if not (path / MANIFEST).is_file():
