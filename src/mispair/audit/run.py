@@ -33,7 +33,7 @@ from mispair.sanity import check_finite
 if TYPE_CHECKING:
     import pandas as pd
 
-AUDIT_OUTPUTS = (*OUTPUTS, "run", "clean-run")
+AUDIT_OUTPUTS = (*OUTPUTS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 
