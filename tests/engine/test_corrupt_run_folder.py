@@ -30,6 +30,7 @@ def run(tmp_path):
         ("log.jsonl", b"garbage\n", "log.jsonl: not valid JSON"),
         ("last.pt", b"PK\x03\x04 truncated", "last.pt: not a readable mispair checkpoint"),
     ],
+    ids=["config not JSON", "config nested", "log line without epoch", "log line not JSON", "checkpoint cut"],
 )
 def test_resuming_a_damaged_run_is_one_line(run, capsys, name, content, message):
     (run / name).write_bytes(content)

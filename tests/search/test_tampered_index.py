@@ -55,6 +55,7 @@ NESTED = b"[" * 200_000 + b"]" * 200_000
         ("image_of_caption.npy", None, "image_of_caption.npy: names images outside the index"),
         ("images.faiss", b"\x00" * 64, "images.faiss"),
     ],
+    ids=["nested", "wrong types", "not UTF-8", "nested manifest", "out of range", "garbage"],
 )
 def test_a_tampered_file_is_one_line_naming_it(built, tmp_path, name, content, message):
     if content is None:
