@@ -8,10 +8,12 @@ even then only mispair's own files are replaced, nothing else there is touched.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+import shutil
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from mispair.atomic import atomic_text, ensure_directory
+from mispair.atomic import atomic_text, ensure_directory, folder_lock
 from mispair.errors import DataError
 
 MARKER = ".mispair-output"
@@ -54,3 +56,20 @@ def claim_folder(folder: str | Path, command: str, own: Collection[str], *, over
 def _mispairs(name: str, own: Collection[str]) -> bool:
     """``name`` is one of ``own``, mispair's lock, or a temporary file of one of them."""
     return name in own or name.startswith(".mispair") or any(name.startswith(f".{o}.") for o in own)
+
+
+@contextlib.contextmanager
+def holding(folder: str | Path) -> Iterator[Path]:
+    """Hold ``folder``'s lock (created if missing) for the whole block, so a second command into
+    it refuses at once. When the block fails and the folder was new and holds nothing but the
+    lock, it is removed again: a refused input leaves no folder behind."""
+    folder = Path(folder)
+    created = not folder.exists()
+    ensure_directory(folder)
+    try:
+        with folder_lock(folder):
+            yield folder
+    except BaseException:
+        if created and {p.name for p in folder.iterdir()} <= {".mispair.lock"}:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise

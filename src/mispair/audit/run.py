@@ -27,7 +27,7 @@ from mispair.engine.export import PAIR_SCORES_FILE, TrainedRun, load_trained_run
 from mispair.engine.pair_scores import read_division_scores
 from mispair.engine.run import check_run_config, train_run
 from mispair.errors import ConfigError
-from mispair.output_folder import check_folder, claim_folder
+from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.sanity import check_finite
 
 if TYPE_CHECKING:
@@ -75,34 +75,35 @@ def audit_collection(
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     check_run_config(config)  # every option checked before the folder is touched
     check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
-    summary, clean, run = _train(config, out, clean_run, resume, progress, log)
-    audited = audited_pairs(run, progress=progress)
-    check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
-    pictures = _pictures(audited.image_ids, config.data, images)
-    reader = reader_of(config.data)
-    log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-    matches = best_matches(run, pairs=audited.pairs, progress=progress)
-    division = score_division(audited.score)
-    mismatch = 1.0 - division.clean_prob
-    threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
-    table = pair_table(audited, mismatch, threshold, matches)
-    refused = reader.refused(config.data)
-    result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
-    n_refused = 0 if refused is None else len(refused)
-    result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                  split_note=reader.split_note(config.data))
-    truth = audited.truly_mismatched
-    plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
-    if truth is not None and 0 < truth.sum() < len(truth):
-        curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
-        result["detection"] = curves.summary()
-        plots += curve_plots(curves)
-    retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-    page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
-    result["seconds"] = round(time.time() - started, 1)
-    audit = AuditResult(table, result, page, refused)
-    claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
-    audit.save(out)
+    with holding(out):  # a second audit into the same folder refuses at once
+        summary, clean, run = _train(config, out, clean_run, resume, progress, log)
+        audited = audited_pairs(run, progress=progress)
+        check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
+        pictures = _pictures(audited.image_ids, config.data, images)
+        reader = reader_of(config.data)
+        log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
+        matches = best_matches(run, pairs=audited.pairs, progress=progress)
+        division = score_division(audited.score)
+        mismatch = 1.0 - division.clean_prob
+        threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
+        table = pair_table(audited, mismatch, threshold, matches)
+        refused = reader.refused(config.data)
+        result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
+        n_refused = 0 if refused is None else len(refused)
+        result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
+                      split_note=reader.split_note(config.data))
+        truth = audited.truly_mismatched
+        plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
+        if truth is not None and 0 < truth.sum() < len(truth):
+            curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
+            result["detection"] = curves.summary()
+            plots += curve_plots(curves)
+        retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
+        page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
+        result["seconds"] = round(time.time() - started, 1)
+        audit = AuditResult(table, result, page, refused)
+        claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
+        audit.save(out)
     return audit
 
 
