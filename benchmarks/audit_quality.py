@@ -50,7 +50,7 @@ def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
     the bound of suggestions drawn from every caption."""
     from mispair.audit.collection import audit_config
     from mispair.audit.run import audited_pairs
-    from mispair.engine.export import load_trained_run
+    from mispair.engine.trained import TrainedRun
     from mispair.methods.scoring import cross_similarities
 
     pairs = result.pairs
@@ -61,7 +61,7 @@ def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
                    for _, row in swapped.iterrows()]  # fmt: skip
     images = swapped[[f"suggested_image_id_{n}" for n in (1, 2, 3)]].to_numpy()
     image_hit = [true in row for true, row in zip(swapped["true_image_id"], images)]
-    run = load_trained_run(audit_config(Path(data), out, plant=plant, seed=seed))
+    run = TrainedRun.best_of(audit_config(Path(data), out, plant=plant, seed=seed))
     audited = audited_pairs(run)
     place = {image_id: i for i, image_id in enumerate(audited.image_ids)}
     rows = np.array([place[i] for i in swapped["image_id"]])

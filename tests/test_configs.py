@@ -42,7 +42,7 @@ def test_a_config_that_expands_enormously_is_refused(tmp_path):
         lines.append(f"{chr(97 + k)}: &{chr(97 + k)} [" + ", ".join([f"*{chr(96 + k)}"] * 9) + "]")
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines) + "\nname: x\n")
-    with pytest.raises(ConfigError, match=r"bomb\.yaml: 99 YAML aliases \(at most 50\)"):
+    with pytest.raises(ConfigError, match=r"bomb\.yaml: more than 50 YAML aliases"):
         load_config(bomb)
     assert main(["train", str(bomb), "--out", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run").exists()

@@ -9,6 +9,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "mispair"
 LAYERS = [
     {"errors", "options", "registry", "atomic", "progress", "config", "seeds", "pretrained", "distributed"}
+    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder"}
     | {"__version__"},
     {"data", "ot"},
     {"nn", "losses"},

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mispair.errors import DataError
+from mispair.safe_io import open_lock
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
@@ -104,13 +105,10 @@ def _umask() -> int:
 @contextlib.contextmanager
 def folder_lock(folder: str | Path) -> Iterator[None]:
     """Hold ``folder/.mispair.lock`` while the block runs: a second process asking for the same
-    folder gets a one-line :class:`~mispair.errors.DataError` naming the holder's process id."""
+    folder gets a one-line :class:`~mispair.errors.DataError` naming the holder's process id. A
+    link or anything but a regular file at that name is refused, never followed."""
     path = Path(folder) / ".mispair.lock"
-    try:
-        handle = open(path, "a+")  # noqa: SIM115 (held for the whole block)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot create the lock ({exc.strerror or exc})") from None
-    with handle:
+    with open_lock(path) as handle:  # never through a link planted in the folder
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

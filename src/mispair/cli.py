@@ -63,6 +63,8 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
+OVERWRITE_HELP = ("write into a non-empty --out that mispair did not create (only mispair's own files there "
+                  "are replaced)")  # fmt: skip
 
 
 DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root")
@@ -84,10 +86,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
     from mispair.engine.run import train_run
 
     path, overrides = args.config, list(args.overrides) + _column_overrides(args)
-    if path and "=" in path and not Path(path).exists():
+    if path and "=" in path and not _exists(path):
         path, overrides = None, [path, *overrides]
     data = args.data
-    if path and not Path(path).exists():
+    if path and not _exists(path):
         raise ConfigError(f"{path}: no such config file or collection (give a YAML config from configs/, "
                           "or the path of your collection: a folder, a table file, shards)")  # fmt: skip
     if path and (Path(path).is_dir() or Path(path).suffix.lower() not in CONFIG_SUFFIXES):
@@ -105,13 +107,22 @@ def _cmd_train(args: argparse.Namespace) -> None:
         return
     summary = train_run(config, resume=not args.no_resume, progress=not args.quiet,
                         log=lambda m: print(m, file=sys.stderr),
-                        timeout=args.timeout or distributed.DEFAULT_TIMEOUT)  # fmt: skip
+                        timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
+                        overwrite=args.overwrite)  # fmt: skip
     if not distributed.is_main_process():
         return
     print(format_metrics(summary["test"], f"test ({config.output_dir / 'best.pt'}, "
                                           f"best epoch {summary['best_epoch'] + 1})"))  # fmt: skip
     if export is not None:
         _export_pairs(config, export)
+
+
+def _exists(path: str) -> bool:
+    """``path`` names something (a name too long for the file system names nothing)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
 
 
 def _export_pairs(config, path: Path) -> None:
@@ -129,7 +140,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
                               overrides=[*args.overrides, *_column_overrides(args)], plant=args.plant,
                               seed=args.seed, clean_run=args.clean_run, images=args.images, top=args.top,
                               resume=not args.no_resume, progress=not args.quiet,
-                              log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+                              log=lambda m: print(m, file=sys.stderr), overwrite=args.overwrite)  # fmt: skip
     print(format_audit(result.summary, Path(args.out)))
 
 
@@ -220,8 +231,10 @@ def _eval_index(args: argparse.Namespace) -> None:
 
 def _cmd_index(args: argparse.Namespace) -> None:
     from mispair.search import Index, IndexSpec
+    from mispair.search.storage import check_index_target
 
     spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
+    check_index_target(args.out)  # before the collection is embedded
     index = Index.build(args.checkpoint, args.data, split=args.split, spec=spec, device=args.device,
                         progress=not args.quiet, log=lambda m: print(m, file=sys.stderr),
                         data_options=_data_options(args))  # fmt: skip
@@ -301,6 +314,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _ranged(name: str):
+    """An argparse type: a whole number in ``RANGES[name]`` (:mod:`mispair.limits`)."""
+    from mispair.limits import RANGES
+
+    low, high = RANGES[name]
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number in [{low}, {high:,}], got {text!r}")
+        return value
+
+    parse.bounds = f"{low}–{high:,}"  # type: ignore[attr-defined]
+    return parse
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -317,6 +349,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"mispair: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(2)
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self.formatter_class is argparse.HelpFormatter:
+            return _RangeHelp(prog=self.prog)
+        return super()._get_formatter()
+
+
+class _RangeHelp(argparse.HelpFormatter):
+    """Every option with a range (:func:`_ranged`) states it in its help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        bounds = getattr(action.type, "bounds", None)
+        return f"{action.help} (range {bounds})" if bounds else str(action.help)
 
 
 def _column_options(parser: argparse.ArgumentParser) -> None:
@@ -347,9 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(train)
     train.add_argument("--out", help="output directory (default runs/<name>)")
     train.add_argument("--no-resume", action="store_true", help="start over even if last.pt exists")
+    train.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
-    train.add_argument("--nproc", type=_positive_int, default=1,
+    train.add_argument("--nproc", type=_ranged("nproc"), default=1,
                        help="train in this many processes on this machine (torchrun; one per GPU)")
     train.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
                        help="with several processes: how long one waits for the others before the run "
@@ -364,14 +410,16 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--config", help="a YAML config instead of the audit's default run")
     audit.add_argument("--plant", type=float,
                        help="swap this share of the pairs first and score the audit on them")
-    audit.add_argument("--seed", type=int, default=0, help="seed of the planted swaps")
+    audit.add_argument("--seed", type=_ranged("seed"), default=0, help="seed of the planted swaps")
     audit.add_argument("--clean-run", action="store_true",
                        help="also train the same run without the planted noise, for comparison")
     audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
-    audit.add_argument("--top", type=int, default=100, help="suspects shown in the report (default 100)")
+    audit.add_argument("--top", type=_ranged("top"), default=100,
+                       help="suspects shown in the report (default 100)")
     audit.add_argument("--no-resume", action="store_true",
                        help="train again even if the output folder holds a finished or interrupted run")
     _column_options(audit)
+    audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
     audit.set_defaults(run=_cmd_audit)
 
@@ -389,12 +437,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
     ev.add_argument("--split", help="split name (default: the config's test split)")
     ev.add_argument("--data-root", help="read the split from this precomputed directory")
-    ev.add_argument("--folds", type=_positive_int, help="5 for the COCO 5-fold 1K protocol")
+    ev.add_argument("--folds", type=_ranged("folds"), help="5 for the COCO 5-fold 1K protocol")
     ev.add_argument("--device", default="auto")
     ev.add_argument("--json", action="store_true", help="print the metrics as JSON")
     ev.add_argument("--index", help="evaluate on an index's collection from top-k lists (mispair index)")
-    ev.add_argument("--top-k", type=_positive_int, help="with --index: length of the lists (default 100)")
-    ev.add_argument("--rerank", type=_positive_int, help="with --index: rerank the first K with the head")
+    ev.add_argument("--top-k", type=_ranged("top_k"), help="with --index: length of the lists (default 100)")
+    ev.add_argument("--rerank", type=_ranged("rerank"), help="with --index: rerank the first K with the head")
     ev.add_argument("--quiet", action="store_true")
     ev.set_defaults(run=_cmd_eval)
 
@@ -405,11 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--split", default="all", help="split(s) to index, comma-separated, or all (default)")
     index.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
                        help="flat: exact (default); ivf, hnsw: approximate, for large collections")
-    index.add_argument("--nlist", type=_positive_int, help="ivf: number of cells (default 4·√n)")
-    index.add_argument("--nprobe", type=_positive_int, default=8, help="ivf: cells searched (default 8)")
-    index.add_argument("--hnsw-m", type=_positive_int, default=16, help="hnsw: links per vector (default 16)")
-    index.add_argument("--ef-construction", type=_positive_int, default=100, help="hnsw (default 100)")
-    index.add_argument("--ef-search", type=_positive_int, default=32, help="hnsw: search list (default 32)")
+    index.add_argument("--nlist", type=_ranged("nlist"), help="ivf: number of cells (default 4·√n)")
+    index.add_argument("--nprobe", type=_ranged("nprobe"), default=8, help="ivf: cells searched (default 8)")
+    index.add_argument("--hnsw-m", type=_ranged("m"), default=16, help="hnsw: links per vector (default 16)")
+    index.add_argument("--ef-construction", type=_ranged("ef_construction"), default=100,
+                       help="hnsw (default 100)")
+    index.add_argument("--ef-search", type=_ranged("ef_search"), default=32,
+                       help="hnsw: search list (default 32)")
     index.add_argument("--device", default="auto")
     index.add_argument("--quiet", action="store_true")
     _column_options(index)
@@ -419,11 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("index")
     search.add_argument("query", nargs="?", help="a text: finds images")
     search.add_argument("--image", help="a picture file: finds captions")
-    search.add_argument("--top-k", type=_positive_int, default=10)
-    search.add_argument("--rerank", type=_positive_int, default=0,
+    search.add_argument("--top-k", type=_ranged("top_k"), default=10, help="results shown (default 10)")
+    search.add_argument("--rerank", type=_ranged("rerank"), default=0,
                         help="order the first K candidates by the checkpoint's head (SGR, SAF, OMIT, CAM)")
-    search.add_argument("--nprobe", type=_positive_int, help="ivf: cells searched (default: the index's)")
-    search.add_argument("--ef-search", type=_positive_int, help="hnsw: search list (default: the index's)")
+    search.add_argument("--nprobe", type=_ranged("nprobe"), help="ivf: cells searched (default: the index's)")
+    search.add_argument("--ef-search", type=_ranged("ef_search"),
+                        help="hnsw: search list (default: the index's)")
     search.add_argument("--checkpoint", help="the index's checkpoint, if it moved")
     search.add_argument("--data", help="the index's collection, if it moved (read to rerank)")
     search.add_argument("--json", action="store_true")
@@ -434,11 +485,12 @@ def build_parser() -> argparse.ArgumentParser:
     noise = sub.add_parser("inject-noise", help="write a noise record (.npy) for a dataset")
     noise.add_argument("--data", help="a precomputed dataset directory")
     noise.add_argument("--split", default="train")
-    noise.add_argument("--images", type=int, help="number of images (without --data)")
-    noise.add_argument("--captions-per-image", type=int, default=5)
+    noise.add_argument("--images", type=_ranged("images"), help="number of images (without --data)")
+    noise.add_argument("--captions-per-image", type=_ranged("captions_per_image"), default=5,
+                       help="without --data (default 5)")
     noise.add_argument("--rate", type=float, required=True)
     noise.add_argument("--protocol", choices=("ncr", "pmp"), default="pmp")
-    noise.add_argument("--seed", type=int, default=0)
+    noise.add_argument("--seed", type=_ranged("seed"), default=0, help="seed of the swaps (default 0)")
     noise.add_argument("--out", required=True)
     noise.set_defaults(run=_cmd_inject_noise)
 
@@ -474,18 +526,29 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *args: ob
     return f"mispair: warning: {message}\n"
 
 
+def _os_error(exc: OSError) -> str:
+    """An operating-system error as one line naming the path (cut to 200 characters)."""
+    name = str(exc.filename) if exc.filename is not None else ""
+    name = name if len(name) <= 200 else name[:200] + "..."
+    reason = exc.strerror or str(exc)
+    return f"{name}: {reason} (check the path, its permissions and the free space)" if name else reason
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a warning is one line, like an error
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
     args.argv = argv  # what --nproc runs again in each process
     set_quiet(getattr(args, "quiet", False))  # every progress bar, also those deep in data loading
+    rank = os.environ.get("RANK", "0")
+    where = "" if rank == "0" else f"process {rank}: "  # the others of a multi-process run
     try:
         args.run(args)
     except MispairError as exc:
-        rank = os.environ.get("RANK", "0")
-        where = "" if rank == "0" else f"process {rank}: "  # the others of a multi-process run
         print(f"mispair: error: {where}{exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path, a permission, a full disk: the system refused what the user gave
+        print(f"mispair: error: {where}{_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mispair: interrupted (rerun the same command to resume)", file=sys.stderr)

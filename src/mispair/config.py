@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import stat
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,7 +14,9 @@ from typing import Any, Literal
 import yaml
 
 from mispair.errors import ConfigError
+from mispair.limits import check_range, limit, raise_hint
 from mispair.options import build_dataclass
+from mispair.safe_parse import load_yaml
 
 
 @dataclass
@@ -28,6 +32,7 @@ class NoiseConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.rate <= 1:
             raise ConfigError(f"data.noise.rate: a fraction in [0, 1], got {self.rate}")
+        check_range("seed", self.seed, "data.noise.seed")
 
 
 @dataclass
@@ -111,6 +116,7 @@ class TrainConfig:
                 raise ConfigError(f"train.{key}: must be >= 1, got {getattr(self, key)}")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"train.lr: must be a finite number > 0, got {self.lr}")
+        check_range("seed", self.seed, "train.seed")
 
 
 @dataclass
@@ -247,12 +253,13 @@ def load_config(
     data: dict[str, Any] = copy.deepcopy(default) if path is None else _read_yaml(Path(path))
     if path is None and any(o.partition("=")[0].strip() == "recipe" for o in overrides):
         data.pop("method")  # the default's options belong to its own recipe
+    _check_overrides(overrides)
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {override!r}: expected key=value")
         try:
-            value = yaml.safe_load(raw) if raw else ""
+            value = load_yaml(raw, f"override {key}") if raw else ""
         except yaml.YAMLError:
             value = raw
         _set_path(data, key.strip().split("."), value, override)
@@ -261,21 +268,39 @@ def load_config(
     return from_dict(data)
 
 
-MAX_CONFIG_CHARS = 1_000_000
-MAX_CONFIG_ALIASES = 50  # more could expand exponentially when the config is written out
+def _check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
+    """At most ``MAX_OVERRIDES`` overrides of at most ``MAX_OVERRIDE_CHARS`` characters each."""
+    if len(overrides) > limit("MAX_OVERRIDES"):
+        raise ConfigError(f"{len(overrides)} key=value overrides (at most {limit('MAX_OVERRIDES')}); put "
+                          f"them in a YAML config ({raise_hint('MAX_OVERRIDES')})")  # fmt: skip
+    for override in overrides:
+        bound = limit("MAX_OVERRIDE_CHARS")
+        if len(override) > bound:
+            raise ConfigError(f"override {override[:40]!r}...: {len(override):,} characters (at most "
+                              f"{bound:,}; {raise_hint('MAX_OVERRIDE_CHARS')})")  # fmt: skip
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
+    """The mapping of the YAML config at ``path``: its size checked before it is read, its aliases,
+    nesting and expanded size bounded (:func:`mispair.safe_parse.load_yaml`)."""
+    bound = limit("MAX_CONFIG_BYTES")
     try:
-        text = path.read_text(encoding="utf-8")
-        if len(text) > MAX_CONFIG_CHARS:
-            raise ConfigError(f"{path}: a config file of {len(text)} characters (at most {MAX_CONFIG_CHARS})")
-        aliases = sum(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader))
-        if aliases > MAX_CONFIG_ALIASES:  # anchors reused this often can expand exponentially
-            raise ConfigError(f"{path}: {aliases} YAML aliases (at most {MAX_CONFIG_ALIASES})")
-        data = yaml.safe_load(text) or {}
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO never blocks
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"{path}: config file not found (not a regular file)")
+            size = os.fstat(handle.fileno()).st_size
+            if size > bound:
+                raise ConfigError(f"{path}: a config file of {size:,} bytes (at most {bound:,}; "
+                                  f"{raise_hint('MAX_CONFIG_BYTES')})")  # fmt: skip
+            raw = handle.read(bound + 1)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config ({exc.strerror or exc})") from None
+    if len(raw) > bound:  # it grew while being read
+        raise ConfigError(f"{path}: a config file of more than {bound:,} bytes")
+    try:
+        data = load_yaml(raw.decode("utf-8"), path) or {}
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as exc:

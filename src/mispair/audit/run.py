@@ -32,12 +32,17 @@ from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
-from mispair.engine.run import train_run
+from mispair.engine.run import check_run_config, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
+from mispair.output_folder import check_folder, claim_folder, holding
+from mispair.sanity import check_finite
 
 if TYPE_CHECKING:
     import pandas as pd
+
+AUDIT_OUTPUTS = (*OUTPUTS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
+"""What an audit writes into its folder (and nothing else there is touched)."""
 
 
 def audit_collection(
@@ -54,6 +59,7 @@ def audit_collection(
     resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    overwrite: bool = False,
 ) -> AuditResult:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
@@ -65,7 +71,9 @@ def audit_collection(
     their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
     swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
-    Paint and OpenClipart package folders). Returns the :class:`AuditResult` it saved in ``out``.
+    Paint and OpenClipart package folders). ``out`` must be new, empty or an audit's; with
+    ``overwrite`` another folder is used, and only the audit's own files in it are touched.
+    Returns the :class:`AuditResult` it saved in ``out``.
     """
     root, out, started = Path(data), Path(out), time.time()
     if out.exists() and not out.is_dir():
@@ -73,39 +81,44 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
-    summary, clean, run = _train(config, out, clean_run, resume, progress, log)
-    audited = audited_pairs(run, progress=progress)
-    pictures = _pictures(audited.image_ids, config.data, images)
-    reader = reader_of(config.data)
-    files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
-    log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-    division = score_division(audited.score)
-    mismatch = 1.0 - division.clean_prob
-    threshold = 1.0 - config.division.p_threshold
-    matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
-    duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
-                                 audited.pairs.image_of_caption, audited.split,
-                                 train_split=config.data.train_split)  # fmt: skip
-    table = pair_table(audited, mismatch, threshold, matches, duplicates)
-    refused = reader.refused(config.data)
-    result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
-    n_refused = 0 if refused is None else len(refused)
-    result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                  split_note=reader.split_note(config.data), audit_id=audit_id(table),
-                  image_root=None if files is None else str(files),
-                  pictures=None if pictures is None else str(pictures),
-                  duplicates=duplicates.summary(audited.pairs.image_of_caption))  # fmt: skip
-    truth = audited.truly_mismatched
-    plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
-    if truth is not None and 0 < truth.sum() < len(truth):
-        curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
-        result["detection"] = curves.summary()
-        plots += curve_plots(curves)
-    retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-    page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
-    result["seconds"] = round(time.time() - started, 1)
-    audit = AuditResult(table, result, page, refused)
-    audit.save(out)
+    check_run_config(config)  # every option checked before the folder is touched
+    check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
+    with holding(out):  # a second audit into the same folder refuses at once
+        summary, clean, run = _train(config, out, clean_run, resume, progress, log)
+        audited = audited_pairs(run, progress=progress)
+        check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
+        pictures = _pictures(audited.image_ids, config.data, images)
+        reader = reader_of(config.data)
+        files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
+        log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
+        division = score_division(audited.score)
+        mismatch = 1.0 - division.clean_prob
+        threshold = 1.0 - config.division.p_threshold
+        matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
+        duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
+                                     audited.pairs.image_of_caption, audited.split,
+                                     train_split=config.data.train_split)  # fmt: skip
+        table = pair_table(audited, mismatch, threshold, matches, duplicates)
+        refused = reader.refused(config.data)
+        result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
+        n_refused = 0 if refused is None else len(refused)
+        result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
+                      split_note=reader.split_note(config.data), audit_id=audit_id(table),
+                      image_root=None if files is None else str(files),
+                      pictures=None if pictures is None else str(pictures),
+                      duplicates=duplicates.summary(audited.pairs.image_of_caption))  # fmt: skip
+        truth = audited.truly_mismatched
+        plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
+        if truth is not None and 0 < truth.sum() < len(truth):
+            curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
+            result["detection"] = curves.summary()
+            plots += curve_plots(curves)
+        retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
+        page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
+        result["seconds"] = round(time.time() - started, 1)
+        audit = AuditResult(table, result, page, refused)
+        claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
+        audit.save(out)
     return audit
 
 

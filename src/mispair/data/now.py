@@ -17,11 +17,14 @@ in the published archive; :func:`find_vocab` also looks in the split directory i
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from mispair.data.pairset import PairSet
 from mispair.data.precomp import load_feature_array, read_text_lines, split_features_path
+from mispair.data.text_bounds import cut_long_texts
 from mispair.errors import ConfigError, DataError
+from mispair.limits import limit, raise_hint
 
 TOKENIZERS = ("bpe", "bert", "jieba")
 DATASET_NAME = "now100k_precomp"
@@ -56,7 +59,7 @@ def read_vocab(path: str | Path) -> tuple[int, dict[int, str], dict[str, int]]:
         size = int(data["idx"])
         idx2word = {int(i): str(w) for i, w in data.get("idx2word", {}).items()}
         word2idx = {str(w): int(i) for w, i in data.get("word2idx", {}).items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise DataError(f"{path}: not an NCR vocabulary file (idx, idx2word): {exc}") from None
     if size <= 0:
         raise DataError(f"{path}: vocabulary size 'idx' must be positive, got {size}")
@@ -136,10 +139,12 @@ def read_now(
     if len(lines) != images.shape[0]:
         raise DataError(f"{caps_path}: {len(lines)} captions for {images.shape[0]} images in "
                         f"{ims_path.name} (NoW has one caption per image)")  # fmt: skip
-    ids = [parse_token_line(line, size, f"{caps_path}:{n}") for n, line in enumerate(lines, 1)]
+    ids = _cut_tokens([parse_token_line(line, size, f"{caps_path}:{n}") for n, line in enumerate(lines, 1)],
+                      caps_path)  # fmt: skip
     wrap = [word2idx[w] for w in ("<start>", "<end>") if w in word2idx and word2idx[w] < size]
     tokens = [[wrap[0], *t, wrap[1]] for t in ids] if len(wrap) == 2 else ids
     captions = [decode(t, idx2word) for t in ids] if idx2word else [line.strip() for line in lines]
+    captions = cut_long_texts(captions, caps_path)
     pairs = PairSet(
         images=images,
         captions=captions,
@@ -150,6 +155,16 @@ def read_now(
         vocab_size=size,
     )
     return pairs
+
+
+def _cut_tokens(ids: list[list[int]], where: Path) -> list[list[int]]:
+    """Each caption's ids cut to ``MAX_TEXT_TOKENS``, with one warning naming the count."""
+    bound = limit("MAX_TEXT_TOKENS")
+    long = sum(len(t) > bound for t in ids)
+    if long:
+        warnings.warn(f"{where}: {long} caption(s) longer than {bound} tokens were cut "
+                      f"({raise_hint('MAX_TEXT_TOKENS')})", stacklevel=3)  # fmt: skip
+    return [t[:bound] for t in ids]
 
 
 def _read_ids(path: Path, n_images: int) -> list[str] | None:

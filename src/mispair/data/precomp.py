@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mispair.atomic import atomic_text, atomic_write
+from mispair.atomic import atomic_text, atomic_write, ensure_directory
 from mispair.data.pairset import PairSet
+from mispair.data.text_bounds import cut_long_texts, read_lines, warn_cut
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
 
 _CHECK_ROWS = 2048
 
@@ -98,8 +100,7 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
     for k, caption in enumerate(pairs.captions):
         if not caption.strip() or "\n" in caption:
             raise DataError(f"{pairs.name}: caption {k} is empty or contains a newline")
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = ensure_directory(root, "dataset folder")  # a file there is one line, not a traceback
     atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, np.asarray(pairs.images)))
     atomic_text(root / f"{split}_caps.txt", "".join(c.strip() + "\n" for c in pairs.captions))
     if pairs.image_ids is not None:
@@ -142,7 +143,8 @@ def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
 def _read_captions(root: Path, split: str) -> tuple[list[str], list[str] | None]:
     txt, tsv = root / f"{split}_caps.txt", root / f"{split}_caps.tsv"
     if txt.is_file():
-        lines, ids = read_text_lines(txt), None
+        (lines, cut), ids = read_lines(txt, limit("MAX_TEXT_CHARS")), None
+        warn_cut(cut, txt)
     elif tsv.is_file():
         ids, lines = [], []
         for number, line in enumerate(read_text_lines(tsv), start=1):
@@ -151,6 +153,7 @@ def _read_captions(root: Path, split: str) -> tuple[list[str], list[str] | None]
             image_id, caption = line.split("\t", 1)
             ids.append(image_id.strip())
             lines.append(caption)
+        lines = cut_long_texts(lines, tsv)
     else:
         raise DataError(f"{txt}: no captions for split {split!r} ({txt.name} or {tsv.name})")
     path = txt if txt.is_file() else tsv
@@ -161,15 +164,16 @@ def _read_captions(root: Path, split: str) -> tuple[list[str], list[str] | None]
 
 
 def read_text_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (a final newline ends the last line; ``\\r`` stripped)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+    """The lines of a UTF-8 text file (a final newline ends the last line; ``\\r`` stripped).
+
+    Raises:
+        DataError: not UTF-8, or a line longer than ``MAX_LINE_CHARS`` (read no further than that).
+    """
+    bound = limit("MAX_LINE_CHARS")
+    lines, cut = read_lines(path, bound)
+    if cut:
+        raise DataError(f"{path}: a line of more than {bound:,} characters ({raise_hint('MAX_LINE_CHARS')})")
+    return lines
 
 
 def _read_ids(path: Path, n_images: int) -> list[str] | None:

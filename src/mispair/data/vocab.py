@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from mispair.atomic import atomic_text
 from mispair.errors import DataError
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
@@ -80,7 +81,7 @@ class Vocabulary:
         return cls(words[4:])
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), ensure_ascii=False), encoding="utf-8")
+        atomic_text(path, json.dumps(self.to_json(), ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:
@@ -89,6 +90,6 @@ class Vocabulary:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DataError(f"{path}: vocabulary file not found") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DataError(f"{path}: not valid JSON ({exc})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise DataError(f"{path}: not valid JSON ({type(exc).__name__})") from None
         return cls.from_json(data, str(path))

@@ -18,6 +18,7 @@ from mispair.atomic import atomic_write
 from mispair.division.detection import detection_metrics
 from mispair.division.gmm import fit_gmm
 from mispair.division.mixtures import min_max_normalize
+from mispair.safe_parse import read_npz
 
 PAIR_SCORES_FILE = "pair_scores.npz"
 """A run's held-out scores, kept in its output folder."""
@@ -43,10 +44,10 @@ class DivisionScores:
         for it)."""
         if not path.is_file():
             return None
-        with np.load(path) as saved:
-            if key is not None and str(saved["key"]) != key:
-                return None
-            return cls(saved["score"], saved.get("others"))
+        if key is not None and str(read_npz(path, ("key",))["key"]) != key:
+            return None
+        saved = read_npz(path, ("score", "others"))  # a damaged file is a one-line error naming it
+        return cls(saved["score"], saved.get("others"))
 
 
 def clean_split(score: np.ndarray, p_threshold: float = 0.5) -> np.ndarray:

@@ -48,6 +48,7 @@ from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
+from mispair.safe_parse import read_npz
 from mispair.seeds import child_seed
 
 
@@ -76,8 +77,8 @@ class FoldStash:
         path = self.folder / f"{round_index}_{scorer}.npz"
         if not path.is_file():
             return None
-        with np.load(path) as saved:
-            return saved["score"] if str(saved["key"]) == self.key else None
+        saved = read_npz(path, ("score", "key"))
+        return saved["score"] if str(saved.get("key")) == self.key else None
 
     def save(self, round_index: int, scorer: int, score: np.ndarray) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -5,18 +5,16 @@ order of things (the parts come from :mod:`mispair.engine.assembly`, the held-ou
 from __future__ import annotations
 
 import contextlib
-import json
-import shutil
-import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
-from mispair.atomic import atomic_text, ensure_directory, folder_lock
-from mispair.config import RunConfig, from_dict
+from mispair.atomic import ensure_directory, folder_lock
+from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source
 from mispair.data.noise import NoiseRecord
@@ -32,6 +30,7 @@ from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.assembly import (
     RunData,
     build_models,
+    check_model_inputs,
     load_run_data,
     other_splits,
     pick_device,
@@ -40,11 +39,15 @@ from mispair.engine.assembly import (
     training_pairs,
 )
 from mispair.engine.evaluation import evaluate_checkpoint
+from mispair.engine.inputs import run_inputs
 from mispair.engine.pair_scores import division_scores
+from mispair.engine.run_folder import RUN_OUTPUTS, check_resume, write_json
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.errors import ConfigError
 from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
-from mispair.nn.heads import head_options
+from mispair.nn.heads import create_head, head_options
+from mispair.options import build_dataclass
+from mispair.output_folder import check_folder, claim_folder
 
 
 def train_run(
@@ -54,8 +57,12 @@ def train_run(
     progress: bool = True,
     log: Callable[[str], None] = print,
     timeout: float = DEFAULT_TIMEOUT,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train ``config`` in its output directory, then evaluate the best checkpoint on test.
+
+    The output directory must be new, empty or a run's; ``overwrite`` writes into another folder
+    (touching only a run's files; see :func:`~mispair.output_folder.claim_folder`).
 
     Returns ``{"best_epoch", "dev", "test"}``, also written to ``metrics.json``. In a process
     started by torchrun, every process of the launch calls it and trains its share of each batch
@@ -64,19 +71,31 @@ def train_run(
     """
     device = pick_device(config.train.device)
     with process_group(device, timeout) as (shard, device):
-        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log))
+        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log),
+                          overwrite=overwrite)  # fmt: skip
 
 
-def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
-               log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
-    if config.train.threads > 0:
-        torch.set_num_threads(config.train.threads)
+def check_run_config(config: RunConfig) -> Any:
+    """Every free-form option of ``config`` checked against its type before anything is written:
+    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``); returns
+    the recipe's options."""
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
-    head_options(config.model.head, config.model.head_options)  # errors before anything is written
+    head_options(config.model.head, config.model.head_options)
+    build_dataclass(get_recipe("vse").Options, config.division.scorer_options, "division.scorer_options")
     if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
         raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
                           "(division.scored_by: out_of_fold or early)")  # fmt: skip
+    return options
+
+
+def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
+               log: Callable[[str], None], overwrite: bool) -> dict[str, Any]:  # fmt: skip
+    if config.train.threads > 0:
+        torch.set_num_threads(config.train.threads)
+    recipe_cls, options = get_recipe(config.recipe), check_run_config(config)
+    if shard.is_main:  # a folder that is not ours, or an impossible path: refused before any work
+        check_folder(config.output_dir, RUN_OUTPUTS, overwrite=overwrite)
     config = replace(config, data=concrete_source(config.data, log))
     data = load_run_data(config)
     note = planted_noise_note(config, data)
@@ -87,13 +106,26 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
         prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
+    _check_data_fits(config, data)
+    if shard.is_main:
+        claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
     out_dir = ensure_directory(config.output_dir)
     with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
-        from_main(shard, lambda: _check_resume_config(out_dir, config, resume))
+        pairing = None if data.noise is None else data.noise.image_of_caption
+        inputs = lambda: run_inputs([data.train, data.dev], pairing, others)  # noqa: E731
+        from_main(shard, lambda: check_resume(out_dir, config, resume, inputs(), log))  # rank 0 only
         context = _context(config, data, train, noise, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
                       progress=progress, log=log)  # fmt: skip
+
+
+def _check_data_fits(config: RunConfig, data: RunData) -> None:
+    """The head fits the data's fragments, checked before anything is written (its head alone is
+    built, off the run's random stream, so the run's draws stay as they were)."""
+    with torch.random.fork_rng(devices=[]):
+        head = create_head(config.model.head, config.model.embed_dim, **config.model.head_options)
+    check_model_inputs(SimpleNamespace(head=head), data.train.feature_dim, data.train)  # reads .head only
 
 
 def _context(config: RunConfig, data: RunData, train: TrainingPairs, noise: NoiseRecord | None,
@@ -130,36 +162,5 @@ def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, r
         summary["planted_noise"] = {"rate": config.data.noise.rate, "protocol": config.data.noise.protocol,
                                     "seed": config.data.noise.seed}  # fmt: skip
     if shard.is_main:
-        _write_json(out_dir / "metrics.json", summary)
+        write_json(out_dir / "metrics.json", summary)
     return summary
-
-
-def _check_resume_config(out_dir: Path, config: RunConfig, resume: bool) -> None:
-    """Refuse to resume a run whose saved config differs (a silent mix of two runs)."""
-    saved = out_dir / "config.json"
-    current = config.to_dict()
-    if resume and (out_dir / "last.pt").is_file() and saved.is_file():
-        previous = _as_read_now(json.loads(saved.read_text(encoding="utf-8")))
-        if previous != current:
-            changed = sorted(k for k in current if previous.get(k) != current[k])
-            raise ConfigError(
-                f"{out_dir}: holds a run with a different config (differs in: {', '.join(changed)}); "
-                "use another output folder (--out), or --no-resume to start over"
-            )
-    if not resume:
-        for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):
-            (out_dir / name).unlink(missing_ok=True)
-        shutil.rmtree(out_dir / Path(PAIR_SCORES_FILE).with_suffix(".folds"), ignore_errors=True)
-    _write_json(saved, current)
-
-
-def _as_read_now(record: dict[str, Any]) -> dict[str, Any]:
-    """A saved config as this version reads it (renamed keys, new defaults), else as saved."""
-    with warnings.catch_warnings(), contextlib.suppress(ConfigError):
-        warnings.simplefilter("ignore", FutureWarning)
-        return from_dict(record).to_dict()
-    return record
-
-
-def _write_json(path: Path, data: Any) -> None:
-    atomic_text(path, json.dumps(data, indent=2) + "\n")

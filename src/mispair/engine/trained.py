@@ -39,6 +39,7 @@ from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
+from mispair.sanity import check_weights
 
 CHECKPOINT_FORMAT = 1
 
@@ -114,6 +115,13 @@ class Checkpoint:
         for key, kind in _FIELDS.items():
             if not isinstance(payload.get(key), kind):
                 raise DataError(f"{path}: not a mispair run checkpoint (its {key!r} is missing or malformed)")
+        models = payload["models"]
+        if not models or not all(
+            isinstance(w, dict) and all(isinstance(t, Tensor) for t in w.values()) for w in models
+        ):
+            raise DataError(f"{path}: a damaged checkpoint (its models are not name → tensor mappings)")
+        for k, weights in enumerate(models):
+            check_weights(weights, f"{path} (model {k + 1})")
         try:
             config = from_dict(payload["config"], where=f"{path}: config")
         except ConfigError as exc:

@@ -13,14 +13,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from mispair.atomic import atomic_text
 from mispair.config import RunConfig, TrainConfig
 from mispair.data.pairset import PairSet
 from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
 from mispair.engine.evaluation import evaluate_split
 from mispair.engine.trained import Checkpoint, save_checkpoint
-from mispair.errors import DivergedError
+from mispair.errors import DataError, DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
+from mispair.safe_io import append_text
+from mispair.safe_parse import load_json
 from mispair.seeds import child_seed
 
 
@@ -111,8 +114,8 @@ class Trainer:
         path = self.out_dir / "log.jsonl"
         if self.shard.is_main and path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
-            kept = [ln for ln in lines if ln.strip() and json.loads(ln)["epoch"] < epochs_done]
-            path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
+            kept = [ln for ln in lines if ln.strip() and _epoch(ln, path) < epochs_done]
+            atomic_text(path, "".join(ln + "\n" for ln in kept))
 
     # ----------------------------------------------------------------- training
     def _set_lr(self, epoch: int) -> float:
@@ -227,8 +230,7 @@ class Trainer:
                       "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
             losses = {k: v for k, v in values.items() if k.startswith("loss/")}
             if self.shard.is_main:
-                with open(self.out_dir / "log.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
+                append_text(self.out_dir / "log.jsonl", json.dumps(record) + "\n")  # never through a link
             self._save("last.pt", epoch + 1, best_epoch, best_dev)
             self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
         barrier(self.shard)  # the checkpoints exist before any rank reads them
@@ -253,3 +255,11 @@ def _summary(epoch: int, epochs: int, losses: dict, dev: dict, seconds: float) -
         f"epoch {epoch + 1}/{epochs}  {loss_text}  dev rsum={dev['rsum']:.1f} "
         f"(i2t R@1={dev['i2t_r1']:.1f}, t2i R@1={dev['t2i_r1']:.1f})  {seconds:.1f}s"
     )
+
+
+def _epoch(line: str, path: Path) -> int:
+    """The epoch of one ``log.jsonl`` line; a damaged line is a one-line error naming the file."""
+    record = load_json(line, path)
+    if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
+        raise DataError(f"{path}: a damaged line (no epoch); delete the file, or rerun with --no-resume")
+    return record["epoch"]

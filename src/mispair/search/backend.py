@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mispair.errors import ConfigError, DataError
+from mispair.limits import check_range
 from mispair.options import build_dataclass
 
 INSTALL_HINT = "search needs FAISS: pip install 'mispair[search]' (the faiss-cpu package)"
@@ -54,10 +55,9 @@ class IndexSpec:
 
     def __post_init__(self) -> None:
         for key in ("nprobe", "m", "ef_construction", "ef_search"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"--{key.replace('_', '-')}: must be at least 1, got {getattr(self, key)}")
-        if self.nlist is not None and self.nlist < 1:
-            raise ConfigError(f"--nlist: must be at least 1, got {self.nlist}")
+            check_range(key, getattr(self, key), "--hnsw-m" if key == "m" else None)
+        if self.nlist is not None:
+            check_range("nlist", self.nlist)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "index") -> IndexSpec:

@@ -26,6 +26,7 @@ from mispair import __version__
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.nn.embedding import Fragments
+from mispair.sanity import check_finite
 from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
 from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
@@ -105,6 +106,8 @@ class Index:
         model.prepare_texts(collection.data, tokens, progress=progress, log=log)
         vectors = {"images": np.concatenate([model.image_vectors(p, progress) for p in collection.parts]),
                    "captions": model.text_vectors(tokens, progress)}  # fmt: skip
+        for target in TARGETS:  # a degenerate model never becomes an index
+            check_finite(vectors[target], f"{target[:-1]} vectors", checkpoint)
         anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
         manifest = {
             "mispair": __version__,
@@ -222,8 +225,12 @@ class Index:
     def search_vectors(self, queries: np.ndarray, k: int, target: str,
                        spec: IndexSpec | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """``scores [q, k]`` and ``ids [q, k]`` (-1: not found) of the ``k`` best ``target``
-        (``images`` or ``captions``) for each of ``queries [q, dim]``."""
-        return search_ann(self.anns[target], queries, k, spec or self.spec)
+        (``images`` or ``captions``) for each of ``queries [q, dim]``; a non-finite query or score
+        (a degenerate model, a tampered index) is a one-line error, never a result."""
+        check_finite(queries, "query vector values", self.manifest["checkpoint"]["path"])
+        scores, ids = search_ann(self.anns[target], queries, k, spec or self.spec)
+        check_finite(scores[ids >= 0], f"{target[:-1]} scores", self.path or "the index")
+        return scores, ids
 
     def rerank_images(self, images: np.ndarray, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The candidate ``images`` of a text query (token ids ``tokens``) ordered by the head's
@@ -330,13 +337,27 @@ def _check_agreement(path: Path, manifest: dict[str, Any], anns: dict[str, Any],
                      image_of_caption: np.ndarray, dim: int) -> None:  # fmt: skip
     """A one-line error unless the index's files agree on its sizes and the checkpoint's vectors
     have its dimension."""
-    counts = (sum(manifest["collection"]["split_images"]), manifest["collection"]["n_captions"])
+    split_images = manifest["collection"]["split_images"]
+    if not all(isinstance(n, int) and n >= 0 for n in split_images) or not _strings(info):
+        raise DataError(f"{path}: damaged (its image counts or collection.json are not what an index "
+                        "holds); rebuild it with `mispair index`")  # fmt: skip
+    counts = (sum(split_images), manifest["collection"]["n_captions"])
     sizes = {(anns["images"].ntotal, anns["captions"].ntotal), (counts[0], len(image_of_caption)),
              (len(info["image_ids"]), len(info["captions"]))}  # fmt: skip
     if sizes != {counts} or image_of_caption.ndim != 1 or image_of_caption.dtype != np.int64:
         raise DataError(f"{path}: its files disagree on the number of images and captions; rebuild it")
+    if len(image_of_caption) and not 0 <= image_of_caption.min() <= image_of_caption.max() < counts[0]:
+        raise DataError(f"{path / 'image_of_caption.npy'}: names images outside the index; rebuild it")
     if {anns[t].d for t in TARGETS} != {manifest["dim"]} or manifest["dim"] != dim:
         raise DataError(f"{path}: vectors of dimension {manifest['dim']}, the checkpoint's are {dim}")
+
+
+def _strings(info: Any) -> bool:
+    """``info`` (collection.json) holds the lists ``image_ids`` and ``captions`` of strings."""
+    return isinstance(info, dict) and all(
+        isinstance(info.get(key), list) and all(isinstance(v, str) for v in info[key])
+        for key in ("image_ids", "captions")
+    )
 
 
 def _found(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from mispair.atomic import atomic_directory
 from mispair.errors import DataError
+from mispair.safe_parse import load_json
 
 MANIFEST = "manifest.json"
 FORMAT = "mispair-index"
@@ -37,7 +38,32 @@ def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[s
                           ensure_ascii=False)  # fmt: skip
         (folder / MANIFEST).write_text(text + "\n", encoding="utf-8")
 
-    atomic_directory(path, write, what="mispair index", replaceable=lambda p: (p / MANIFEST).is_file())
+    atomic_directory(path, write, what="mispair index", replaceable=_only_index_files)
+
+
+def check_index_target(path: str | Path) -> None:
+    """Refuse, before an index is built, a ``path`` it could not be written to: a file, a link, or
+    a folder holding anything but an older index (nothing is written)."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise DataError(f"{path}: exists and is not a folder; choose another path for the mispair index")
+    if path.is_dir() and any(path.iterdir()) and not _only_index_files(path):
+        raise DataError(f"{path}: a folder that does not hold a mispair index; choose another path")
+
+
+def _only_index_files(path: Path) -> bool:
+    """``path`` holds an index and nothing else (a rebuild deletes no file it did not write)."""
+    if not (path / MANIFEST).is_file():
+        return False
+    try:
+        own = {MANIFEST, *_read_manifest(path / MANIFEST)["files"]}
+    except (DataError, KeyError, TypeError):
+        return False
+    others = sorted(p.name for p in path.iterdir() if p.name not in own)
+    if others:
+        raise DataError(f"{path}: holds files the index did not write (e.g. {others[0]!r}); move them "
+                        "out of the folder or choose another --out")  # fmt: skip
+    return True
 
 
 def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -64,10 +90,10 @@ def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes
 
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = load_json(path.read_bytes(), path)
     except FileNotFoundError:
         raise DataError(f"{path.parent}: not a mispair index (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise DataError(f"{path}: not a readable index manifest ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a mispair index manifest")
@@ -103,7 +129,4 @@ def json_bytes(data: Any) -> bytes:
 
 
 def json_from_bytes(data: bytes, where: str) -> Any:
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{where}: not readable JSON ({exc})") from None
+    return load_json(data, where)

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 from mispair.data.readers.base import READERS
 from mispair.data.readers.table import CollectionTable, TableReader, checked_table
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from mispair.config import DataConfig
 
-MAX_JSON_BYTES = 1_000_000_000
 """A captions JSON larger than this is refused before it is read."""
 
 
@@ -47,8 +47,10 @@ class CocoReader(TableReader):
 
 def _load(path: Path) -> dict[str, Any]:
     size = path.stat().st_size
-    if size > MAX_JSON_BYTES:
-        raise DataError(f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} read at once")
+    bound = limit("MAX_COCO_JSON_BYTES")
+    if size > bound:
+        raise DataError(f"{path}: {size:,} bytes, more than the {bound:,} read at once "
+                        f"({raise_hint('MAX_COCO_JSON_BYTES')})")  # fmt: skip
     try:
         document = json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:

@@ -18,6 +18,7 @@ from mispair.atomic import atomic_write
 from mispair.data.readers.columns import Columns
 from mispair.data.readers.table import CollectionTable, checked_table
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
     from mispair.config import DataConfig
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
-MAX_TABLE_BYTES = 2_000_000_000
-"""A table file larger than this is refused before it is read (raise it by splitting the table)."""
-MAX_LINE_CHARS = 10_000_000
-"""A JSON line longer than this is an error (the file is not a caption list)."""
 IMAGE_MAGIC = (
     (b"\x89PNG", ".png"),
     (b"\xff\xd8\xff", ".jpg"),
@@ -50,8 +47,10 @@ def read_frame(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     size = path.stat().st_size
-    if size > MAX_TABLE_BYTES:
-        raise DataError(f"{path}: {size:,} bytes, more than the {MAX_TABLE_BYTES:,} read at once; split it")
+    bound = limit("MAX_TABLE_BYTES")
+    if size > bound:
+        raise DataError(f"{path}: {size:,} bytes, more than the {bound:,} read at once; split it, or "
+                        f"{raise_hint('MAX_TABLE_BYTES')}")  # fmt: skip
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -83,10 +82,12 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
+    bound = limit("MAX_LINE_CHARS")
     with open(path, encoding="utf-8-sig") as lines:
-        for n, line in enumerate(lines, start=1):
-            if len(line) > MAX_LINE_CHARS:
-                raise DataError(f"{path}:{n}: a line of more than {MAX_LINE_CHARS:,} characters")
+        for n, line in enumerate(iter(lambda: lines.readline(bound + 1), ""), start=1):
+            if len(line.rstrip("\n")) > bound:  # never more than the bound read into memory
+                raise DataError(f"{path}:{n}: a line of more than {bound:,} characters "
+                                f"({raise_hint('MAX_LINE_CHARS')})")  # fmt: skip
             if line.strip():
                 try:
                     row = json.loads(line)

@@ -16,8 +16,8 @@ becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the tabl
 
 from __future__ import annotations
 
+import os
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ import numpy as np
 
 from mispair.data.pairset import PairSet
 from mispair.data.readers.base import Reader
+from mispair.data.text_bounds import cut_long_texts
 from mispair.errors import DataError
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
     from mispair.config import DataConfig
 
-MAX_CAPTION_CHARS = 1000
 """Captions are cut to this many characters: work per caption stays bounded for any input."""
 SPLIT_NAMES = {
     "train": "train",
@@ -91,7 +91,7 @@ def checked_table(
     refused: list[dict] | None = None,
 ) -> CollectionTable:
     """A :class:`CollectionTable` from ``frame`` (columns ``pair_id``, ``image``, ``caption``,
-    ``split``, all strings): captions cut to :data:`MAX_CAPTION_CHARS`, split names mapped
+    ``split``, all strings): captions cut to ``MAX_TEXT_CHARS`` (:mod:`mispair.limits`), split names mapped
     (:data:`SPLIT_NAMES`), unusable rows refused (``refused``: rows the reader already refused)."""
     ids = frame["pair_id"]
     if ids.duplicated().any():
@@ -104,13 +104,7 @@ def checked_table(
         image=frame["image"].str.strip(),
         split=frame["split"].str.strip().str.lower(),
     )
-    long = frame["caption"].str.len() > MAX_CAPTION_CHARS
-    if long.any():
-        warnings.warn(
-            f"{where}: {int(long.sum())} caption(s) longer than {MAX_CAPTION_CHARS} characters were cut",
-            stacklevel=2,
-        )
-        frame.loc[long, "caption"] = frame.loc[long, "caption"].str.slice(0, MAX_CAPTION_CHARS)
+    frame["caption"] = cut_long_texts(frame["caption"].tolist(), where)
     reason = frame.apply(_row_problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
     bad = reason.astype(bool)
     refused_rows = list(refused or []) + [
@@ -132,6 +126,8 @@ def _row_problem(row) -> str:
         return "a remote URL is not fetched: download the images first (e.g. with img2dataset)"
     if "\x00" in row["image"]:
         return "a NUL character in the image path"
+    if _too_long(row["image"]):
+        return "an image path longer than the file system allows (4096 bytes, 255 per name)"
     if row["split"] and row["split"] not in SPLIT_NAMES:
         return f"unknown split {row['split']!r} (use train, dev or test)"
     return ""
@@ -266,8 +262,22 @@ def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> Collection
             "data.folder_allow_outside=true to read it anyway)",
         )
         images = table.pairs["image"]
-    missing = images.map(lambda i: not (table.image_root / i).is_file())
+    missing = images.map(lambda i: not _is_file(table.image_root / i))
     return _refuse(table, missing, "image file not found")
+
+
+def _too_long(path: str) -> bool:
+    """``path`` is longer than Linux allows a path (4096 bytes) or one of its names (255)."""
+    encoded = os.fsencode(path)
+    return len(encoded) >= 4096 or any(len(name) > 255 for name in encoded.split(b"/"))
+
+
+def _is_file(path: Path) -> bool:
+    """``path`` is a regular file (an error while asking, e.g. no permission, means no)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionTable:

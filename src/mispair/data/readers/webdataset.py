@@ -6,8 +6,8 @@ Read with the standard library's ``tarfile`` (the ``webdataset`` package streams
 training loop; here every sample is read once and its image unpacked into the cache as
 ``images/<digest><ext>``, named by its content, so that the copies img2dataset writes of one
 picture, one per caption, are one image with several captions). Only regular members are read,
-none larger than :data:`MAX_MEMBER_BYTES`; a sample without an image or a caption is refused
-with the reason.
+none larger than ``MAX_MEMBER_BYTES`` (:mod:`mispair.limits`); a sample without an image or a
+caption is refused with the reason.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from mispair.data.readers.columns import USUAL_NAMES
 from mispair.data.readers.files import write_image_bytes
 from mispair.data.readers.table import CollectionTable, TableReader, checked_table
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
 
 if TYPE_CHECKING:
     from mispair.config import DataConfig
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp")
-MAX_MEMBER_BYTES = 50_000_000
 """A tar member larger than this is not read (its sample is refused)."""
 BRACES = re.compile(r"\{([^{}]*)\}")
 
@@ -111,7 +111,7 @@ def _samples(shard: Path) -> list[tuple[str, dict[str, bytes | str]]]:
                     continue
                 key = f"{folder}/{stem}" if folder else stem
                 parts = samples.setdefault(key, {})
-                if member.size > MAX_MEMBER_BYTES:
+                if member.size > limit("MAX_MEMBER_BYTES"):
                     parts["." + suffix.lower()] = "too large"
                     continue
                 parts["." + suffix.lower()] = tar.extractfile(member).read()
@@ -134,7 +134,8 @@ def _row(shard: Path, key: str, sample: dict, data: DataConfig, folder: Path) ->
     if image_suffix is None:
         return {**row, "reason": "no image in the sample (" + ", ".join(sample) + ")"}
     if not isinstance(sample[image_suffix], bytes):
-        return {**row, "reason": f"image larger than {MAX_MEMBER_BYTES:,} bytes"}
+        bound, hint = limit("MAX_MEMBER_BYTES"), raise_hint("MAX_MEMBER_BYTES")
+        return {**row, "reason": f"image larger than {bound:,} bytes ({hint})"}
     return {**row, "image": write_image_bytes(folder, sample[image_suffix], image_suffix)}
 
 
@@ -143,7 +144,7 @@ def _json(blob: bytes | str | None) -> dict:
         return {}
     try:
         value = json.loads(blob)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mispair.atomic import atomic_text, atomic_write
+from mispair.atomic import atomic_text, atomic_write, ensure_directory
 from mispair.data.pairset import PairSet
 from mispair.data.precomp import write_precomp
 from mispair.errors import DataError
@@ -59,7 +59,7 @@ def write_splits(
     ``extras[split][name]`` is saved as ``{split}_{name}.npy`` beside the precomputed files.
     Files of splits that a previous run wrote and this one does not are removed.
     """
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_directory(out, "dataset folder")
     extras = extras or {}
     old = _read_manifest(out)
     entries, written = {}, []

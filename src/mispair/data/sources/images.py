@@ -1,29 +1,38 @@
 """Turning image files into square RGB pictures for a CNN, safely.
 
-- PNG and other raster files are decoded with Pillow only after their header says they are at
-  most ``max_pixels`` large (a 623-megapixel PNG would need 2.5 GB); bigger files raise
+- Raster files are decoded by their content, never their name, and only by the decoders of
+  :data:`RASTER_FORMATS` (PNG, JPEG, WebP, GIF, BMP): a ``.png`` holding PostScript is refused
+  and never reaches Ghostscript. Pillow decodes only after the header says the picture is at most
+  ``MAX_PIXELS`` large (a 623-megapixel PNG would need 2.5 GB); bigger files raise
   :class:`ImageTooLarge`, so the caller can render the same picture from its SVG instead.
 - SVG files are rendered with CairoSVG straight at the output size (the rendering size never
   depends on the file). Untrusted SVGs (a user's own folder) are parsed with XML entity
   declarations and external resources refused, which stops "billion laughs" entity bombs;
-  trusted ones (installed by a Debian package) may declare entities.
+  trusted ones (installed by a Debian package) may declare entities. Every SVG, gzip-compressed
+  or not, is bounded in bytes after decompression, and the images it embeds (``data:`` URIs,
+  nested SVGs) go through :class:`mispair.data.sources.svg_fetch.BoundedFetcher`: the same
+  allow-list, a pixel budget, a count and a time limit (see :mod:`mispair.limits`).
 - Transparency is composited on white, and the picture is scaled to fit a ``size × size``
   square (aspect ratio kept, centred, white padding).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
+from mispair.data.sources.svg_fetch import BoundedFetcher, read_svg_bytes
 from mispair.errors import DataError, MispairError
+from mispair.limits import limit, raise_hint
 
 logger = logging.getLogger(__name__)
 
-MAX_PIXELS = 20_000_000
-MAX_SVG_BYTES = 50_000_000
+RASTER_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+"""The only Pillow decoders mispair runs, chosen by content (``Image.open(..., formats=...)``)."""
 INSTALL_HINT = "pip install 'mispair[features]'"
 
 
@@ -41,27 +50,46 @@ def require(module: str):
         raise MispairError(f"{module} is not installed: {INSTALL_HINT}") from None
 
 
-def load_raster(path: Path, size: int = 224, max_pixels: int = MAX_PIXELS):
+def load_raster(path: Path, size: int = 224, max_pixels: int | None = None):
     """Decode a raster image file into an RGB ``size × size`` PIL image on white.
 
     Raises:
         ImageTooLarge: the header declares more than ``max_pixels`` pixels (nothing decoded).
-        DataError: the file is unreadable or not an image.
+        DataError: the file is unreadable, or its content is not one of :data:`RASTER_FORMATS`.
+    """
+    with open_raster(path, max_pixels) as image:
+        return fit_square(on_white(image), size)
+
+
+@contextlib.contextmanager
+def open_raster(source, max_pixels: int | None = None, where: object = None) -> Iterator:
+    """A decoded PIL image of ``source`` (a path or a binary file), allow-listed by content.
+
+    Only the decoders of :data:`RASTER_FORMATS` are tried; a picture whose header declares more
+    than ``max_pixels`` (default ``MAX_PIXELS``) pixels raises :class:`ImageTooLarge` before any
+    pixel is decoded. ``where`` names the source in errors (default ``source``).
     """
     image_module = require("PIL.Image")
+    max_pixels = limit("MAX_PIXELS") if max_pixels is None else max_pixels
+    where = source if where is None else where
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", image_module.DecompressionBombWarning)
-            with image_module.open(path) as image:
+            with image_module.open(source, formats=RASTER_FORMATS) as image:
                 width, height = image.size
                 if width * height > max_pixels:
-                    raise ImageTooLarge(f"{path}: {width}×{height} pixels exceeds {max_pixels:,}")
+                    raise ImageTooLarge(f"{where}: {width}×{height} pixels exceeds {max_pixels:,} "
+                                        f"({raise_hint('MAX_PIXELS')})")  # fmt: skip
                 image.load()
-                return fit_square(on_white(image), size)
-    except (image_module.DecompressionBombError, image_module.DecompressionBombWarning) as exc:
-        raise ImageTooLarge(f"{path}: {exc}") from None
+                yield image
+    except image_module.UnidentifiedImageError:
+        raise DataError(f"{where}: not a PNG, JPEG, WebP, GIF or BMP picture by its content (other "
+                        "formats are refused; convert the file to PNG)") from None  # fmt: skip
+    except (image_module.DecompressionBombError, image_module.DecompressionBombWarning):
+        hint = raise_hint("MAX_PIXELS")
+        raise ImageTooLarge(f"{where}: more than {max_pixels:,} pixels ({hint})") from None
     except (OSError, ValueError, SyntaxError) as exc:
-        raise DataError(f"{path}: cannot decode image ({exc})") from None
+        raise DataError(f"{where}: cannot decode image ({exc})") from None
 
 
 def render_svg(path: Path, size: int = 224, *, trusted: bool = False):
@@ -71,31 +99,22 @@ def render_svg(path: Path, size: int = 224, *, trusted: bool = False):
 
     Raises:
         DataError: unreadable or invalid SVG; for an untrusted file also XML entity declarations,
-            external references, a compressed (svgz) or an over-large file.
+            external references; an SVG or an embedded image over the bounds of
+            :mod:`mispair.limits`, or an embedded raster that is not an allowed format.
     """
-    cairosvg, image_module = require("cairosvg"), require("PIL.Image")
-    data = _read_svg_bytes(path, trusted)
+    surface, image_module = require("cairosvg.surface"), require("PIL.Image")
+    data = read_svg_bytes(path)
+    fetcher = BoundedFetcher(path, trusted=trusted)
     try:
-        png = cairosvg.svg2png(
-            bytestring=data, output_width=size, output_height=size, unsafe=trusted
-        )
+        png = surface.PNGSurface.convert(bytestring=data, output_width=size, output_height=size,
+                                         unsafe=trusted, url_fetcher=fetcher)  # fmt: skip
+    except DataError:
+        raise
     except Exception as exc:  # CairoSVG raises many exception types for bad input
         raise DataError(f"{path}: cannot render SVG ({_describe(exc)})") from None
-    with image_module.open(io.BytesIO(png)) as image:
+    with image_module.open(io.BytesIO(png), formats=["PNG"]) as image:
         image.load()
         return fit_square(on_white(image), size)
-
-
-def _read_svg_bytes(path: Path, trusted: bool) -> bytes:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read SVG ({exc.strerror})") from None
-    if not trusted and len(data) > MAX_SVG_BYTES:
-        raise DataError(f"{path}: SVG larger than {MAX_SVG_BYTES:,} bytes refused (untrusted file)")
-    if not trusted and data.startswith(b"\x1f\x8b"):
-        raise DataError(f"{path}: compressed SVG refused (untrusted file)")
-    return data
 
 
 def _describe(exc: Exception) -> str:

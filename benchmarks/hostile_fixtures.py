@@ -1,0 +1,168 @@
+"""The hostile files of ``hostile_inputs.py``: pictures that are not what they say, SVG bombs,
+collections in every input form with one bad part, damaged run folders and indexes."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ } loop\nshowpage\n"
+SVG_HEAD = (
+    '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+    'width="10" height="10">'
+)
+
+
+def png(colour: tuple[int, int, int], size: int = 32, fmt: str = "PNG") -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), colour).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def huge_png() -> bytes:
+    """A 20,000 × 20,000 one-bit PNG (400 megapixels) in about 50 kB."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("1", (20_000, 20_000)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def svg_with(data: bytes, mime: str = "image/png") -> bytes:
+    uri = f"data:{mime};base64," + base64.b64encode(data).decode()
+    return (SVG_HEAD + f'<image width="10" height="10" xlink:href="{uri}"/></svg>').encode()
+
+
+def gzip_bomb_svg() -> bytes:
+    """An SVG of 200 MB compressed into about 200 kB."""
+    return gzip.compress(b"<svg xmlns='http://www.w3.org/2000/svg'>" + b" " * 200_000_000 + b"</svg>", 9)
+
+
+def picture_folder(folder: Path, hostile: dict[str, bytes], good: int = 3) -> Path:
+    """A folder collection: ``good`` real pictures and the ``hostile`` files, one caption each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {f"good{k}.png": png((60 * k, 120, 200)) for k in range(good)} | hostile
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    with (folder / "captions.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "caption"])
+        writer.writerows((name, f"picture {k}") for k, name in enumerate(files))
+    return folder
+
+
+def colour_pictures(n: int = 24) -> list[tuple[str, bytes, str]]:
+    """``(name, PNG bytes, caption)`` of ``n`` distinct plain pictures."""
+    return [
+        (f"p{k:02d}.png", png(((37 * k) % 256, (91 * k) % 256, (53 * k) % 256)), f"colour number {k}")
+        for k in range(n)
+    ]
+
+
+def parquet_collection(path: Path, *, caption_of=None, bytes_of=None) -> Path:
+    """A parquet table with image bytes; ``caption_of(k)`` / ``bytes_of(k)`` replace row ``k``'s."""
+    import pandas as pd
+
+    rows = []
+    for k, (name, blob, caption) in enumerate(colour_pictures()):
+        blob = bytes_of(k) if bytes_of and bytes_of(k) is not None else blob
+        caption = caption_of(k) if caption_of and caption_of(k) is not None else caption
+        rows.append({"image": {"bytes": blob, "path": name}, "caption": caption})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return path
+
+
+def webdataset_collection(folder: Path, *, caption_of=None, bytes_of=None, link: bool = False) -> Path:
+    """One tar shard of key.png + key.txt samples (``link``: one member is a symbolic link)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "shard-000.tar", "w") as tar:
+        for k, (_, blob, caption) in enumerate(colour_pictures()):
+            blob = bytes_of(k) if bytes_of and bytes_of(k) is not None else blob
+            caption = caption_of(k) if caption_of and caption_of(k) is not None else caption
+            for suffix, data in ((".png", blob), (".txt", caption.encode())):
+                info = tarfile.TarInfo(f"{k:05d}{suffix}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo("99999.png")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+            info = tarfile.TarInfo("99999.txt")
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"link"))
+    return folder
+
+
+def coco_collection(folder: Path, *, caption_of=None, raw: bytes | None = None) -> Path:
+    """COCO captions JSON beside its pictures (``raw``: the JSON file's bytes instead)."""
+    (folder / "train2017").mkdir(parents=True, exist_ok=True)
+    images, annotations = [], []
+    for k, (name, blob, caption) in enumerate(colour_pictures()):
+        (folder / "train2017" / name).write_bytes(blob)
+        caption = caption_of(k) if caption_of and caption_of(k) is not None else caption
+        images.append({"id": k, "file_name": f"train2017/{name}"})
+        annotations.append({"id": 1000 + k, "image_id": k, "caption": caption})
+    path = folder / "captions_train2017.json"
+    path.write_bytes(
+        raw if raw is not None else json.dumps({"images": images, "annotations": annotations}).encode()
+    )
+    return path
+
+
+def tampered_checkpoint(
+    source: Path, path: Path, value: float | None = None, drop: str | None = None
+) -> Path:
+    """``source`` with its first weight set to ``value``, or without the field ``drop``."""
+    state = torch.load(source, weights_only=True)
+    if value is not None:
+        name = next(k for k, v in state["models"][0].items() if v.is_floating_point())
+        state["models"][0][name] = state["models"][0][name].clone().fill_(value)
+    if drop is not None:
+        state.pop(drop)
+    torch.save(state, path)
+    return path
+
+
+def tamper_index(folder: Path, name: str, content: bytes) -> None:
+    """Replace ``name`` in the index ``folder`` and update its digest in the manifest."""
+    (folder / name).write_bytes(content)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][name] = hashlib.sha256(content).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def few_aliases_bomb() -> str:
+    """40 YAML aliases (under the alias bound) that expand to 4^10 values."""
+    lines = ['l0: &l0 ["x", "x", "x", "x"]']
+    lines += [f"l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 4) + "]" for k in range(1, 11)]
+    return "\n".join(lines) + "\nname: x\n"
+
+
+def sparse_file(path: Path, size: int) -> Path:
+    with path.open("wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()

@@ -1,0 +1,123 @@
+"""YAML and JSON read from untrusted text with their size, depth and expansion bounded.
+
+YAML aliases can make a few hundred bytes expand into gigabytes (each alias repeats an anchored
+node, which may hold aliases itself); nesting can exhaust Python's stack. :func:`load_yaml`
+counts the aliases and the nesting on the event stream (no recursion) and the expanded size on
+the composed node graph (each anchored node counted once, multiplied by its uses) before anything
+is constructed. :func:`load_json` turns a stack overflow into a one-line error and bounds depth.
+Bounds: ``MAX_CONFIG_ALIASES``, ``MAX_CONFIG_DEPTH``, ``MAX_CONFIG_NODES``, ``MAX_JSON_DEPTH``
+(:mod:`mispair.limits`).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from mispair.errors import ConfigError, DataError
+from mispair.limits import limit, raise_hint
+
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def load_yaml(text: str, where: object) -> Any:
+    """The value of the YAML ``text`` (safe loader), refused with a :class:`ConfigError` naming
+    ``where`` when it has too many aliases, is nested too deep or expands to too many values.
+
+    Raises:
+        yaml.YAMLError: the text is not valid YAML (the caller names the line).
+    """
+    _check_events(text, where)
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    if node is not None:
+        bound = limit("MAX_CONFIG_NODES")
+        size = _expanded_size(node, {}, bound)
+        if size > bound:
+            raise ConfigError(f"{where}: expands to more than {bound:,} values (YAML aliases repeat "
+                              f"anchored parts; {raise_hint('MAX_CONFIG_NODES')})")  # fmt: skip
+    return yaml.safe_load(text)
+
+
+def _check_events(text: str, where: object) -> None:
+    aliases = depth = 0
+    max_aliases, max_depth = limit("MAX_CONFIG_ALIASES"), limit("MAX_CONFIG_DEPTH")
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > max_aliases:  # anchors reused this often can expand exponentially
+                raise ConfigError(f"{where}: more than {max_aliases} YAML aliases "
+                                  f"({raise_hint('MAX_CONFIG_ALIASES')})")  # fmt: skip
+        elif isinstance(event, _OPEN):
+            depth += 1
+            if depth > max_depth:
+                raise ConfigError(f"{where}: nested deeper than {max_depth} levels "
+                                  f"({raise_hint('MAX_CONFIG_DEPTH')})")  # fmt: skip
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], bound: int) -> int:
+    """Values ``node`` stands for once every alias is expanded (stops counting past ``bound``)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, memo, bound)
+        if size > bound:
+            break
+    memo[id(node)] = size
+    return size
+
+
+def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``keys`` of the ``.npz`` file ``path`` (never a pickled object); a damaged file,
+    or one without those arrays, is a :class:`DataError` naming it and the way out."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            return {key: saved[key] for key in keys if key in saved.files or key == keys[0]}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: a damaged file of the run ({type(exc).__name__}); delete it, and "
+                        "mispair computes it again") from None  # fmt: skip
+
+
+def load_json(text: str | bytes, where: object) -> Any:
+    """The value of the JSON ``text``; a :class:`DataError` naming ``where`` when it is not JSON
+    or is nested deeper than ``MAX_JSON_DEPTH``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        value = None
+        depth = limit("MAX_JSON_DEPTH") + 1
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{where}: not valid JSON ({exc})") from None
+    else:
+        depth = _depth(value)
+    if depth > limit("MAX_JSON_DEPTH"):
+        raise DataError(f"{where}: JSON nested deeper than {limit('MAX_JSON_DEPTH')} levels (a damaged "
+                        f"or hostile file; {raise_hint('MAX_JSON_DEPTH')})")  # fmt: skip
+    return value
+
+
+def _depth(value: Any) -> int:
+    """The nesting depth of lists and dicts in ``value``, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item)
+    return deepest

@@ -1,0 +1,45 @@
+"""A degenerate model never scores: weights and scores are checked finite and sane.
+
+A checkpoint with a NaN, an infinite or an absurdly large weight (beyond ``MAX_WEIGHT_ABS``) is
+refused when it is loaded, and the scores or vectors a command is about to write are checked
+finite first, so no result of a diverged model is ever written (it would audit with AUC 0.5 and
+exit status 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from mispair.errors import DivergedError
+from mispair.limits import limit, raise_hint
+
+
+def check_weights(weights: Mapping[str, Any], where: object) -> None:
+    """Every floating-point tensor of the state dict ``weights`` finite and at most
+    ``MAX_WEIGHT_ABS`` in absolute value; a :class:`DivergedError` naming ``where`` and the
+    first tensor that is not."""
+    bound = limit("MAX_WEIGHT_ABS")
+    for name, tensor in weights.items():
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or not tensor.numel():
+            continue
+        if not bool(torch.isfinite(tensor).all()):
+            raise DivergedError(f"{where}: weight {name} holds NaN or infinite values (a diverged run); "
+                                "retrain it, e.g. with a lower train.lr")  # fmt: skip
+        largest = float(tensor.abs().max())
+        if largest > bound:
+            hint = raise_hint("MAX_WEIGHT_ABS")
+            raise DivergedError(f"{where}: weight {name} reaches {largest:.3g}, beyond {bound:,} (a diverged "
+                                f"or tampered run; retrain it, or {hint})")  # fmt: skip
+
+
+def check_finite(values: np.ndarray | torch.Tensor, what: str, where: object) -> None:
+    """All of ``values`` finite, else a :class:`DivergedError` naming ``what`` and ``where``."""
+    array = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+    bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+    if bad:
+        raise DivergedError(f"{where}: {bad} of {np.size(array)} {what} are NaN or infinite (the model is "
+                            "degenerate); nothing was written: retrain the model")  # fmt: skip
