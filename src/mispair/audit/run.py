@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
+from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
-from mispair.audit.report import curve_plots, render_report, score_plot
+from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
@@ -42,7 +42,7 @@ def audit_collection(
     seed: int = 0,
     clean_run: bool = False,
     images: str | Path | None = None,
-    top: int = 100,
+    top: int | None = None,
     resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
@@ -57,12 +57,14 @@ def audit_collection(
     their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
     swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
-    Paint and OpenClipart package folders). Returns the :class:`AuditResult` it saved in ``out``.
+    Paint and OpenClipart package folders); the report shows the ``top`` most suspect pairs
+    (default: every pair), with a thumbnail of each picture in ``out/thumbs``. Returns the
+    :class:`AuditResult` it saved in ``out``.
     """
     root, out, started = Path(data), Path(out), time.time()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
-    if top < 0:
+    if top is not None and top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
@@ -87,9 +89,9 @@ def audit_collection(
         result["detection"] = curves.summary()
         plots += curve_plots(curves)
     retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-    page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
+    report = review_page(table, result, plots, division, retrieval, pictures, out, top=top, progress=progress)
     result["seconds"] = round(time.time() - started, 1)
-    audit = AuditResult(table, result, page, refused)
+    audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
     audit.save(out)
     return audit
 
@@ -222,25 +224,6 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float,
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
-
-
-def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
-    """The report's top suspects: the table's rows with thumbnails (each picture read once)."""
-    thumbnails: dict[str, str] = {}
-
-    def thumbnail(image_id: str) -> str:
-        if pictures is None:
-            return ""
-        if image_id not in thumbnails:
-            thumbnails[image_id] = thumbnail_uri(pictures / image_id)
-        return thumbnails[image_id]
-
-    rows = table.to_dict("records")
-    return [{**row, "thumbnail": thumbnail(row["image_id"]),
-             "suggested_thumbnail": thumbnail(row["suggested_image_id"]),
-             "suggested_caption_is_own": row["suggested_caption"] == row["caption"],
-             "suggested_image_is_own": row["suggested_image_id"] == row["image_id"]}
-            for row in rows]  # fmt: skip
 
 
 def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPairs, mismatch: np.ndarray,
