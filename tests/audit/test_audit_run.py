@@ -129,7 +129,8 @@ def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     assert [r[0] for r in data["rows"]] == [r["pair_id"] for r in rows[:20]]  # --top 20, in rank order
     assert [r[2] for r in data["rows"]] == [r["caption"] for r in rows[:20]]
     assert [r[3] for r in data["rows"]] == [round(float(r["mismatch_probability"]), 3) for r in rows[:20]]
-    assert data["audit_id"] == summary["audit_id"] == json.loads((out / "summary.json").read_text())["audit_id"]
+    saved = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert data["audit_id"] == summary["audit_id"] == saved["audit_id"]
     assert f'data-audit-id="{summary["audit_id"]}"' in page and f"decisions-{summary['audit_id']}.csv" in page
     assert "detection AUC" in page and f"{summary['detection']['auc']:.3f}" in page
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page

@@ -3,8 +3,8 @@ of ``pairs.csv``, a caption written as markup shows as text and runs nothing, th
 script runs, no request leaves the page, and the screenshot is a drawn page."""
 
 import csv
-import json
 import http.server
+import json
 import shutil
 import subprocess
 import threading
@@ -143,7 +143,7 @@ def test_the_review_table_holds_the_top_rows_and_the_attack_is_text(report, tmp_
     assert thumbs and all(src.startswith("thumbs/") and (out / src).is_file() for src in thumbs)
     attack_rows = [r for r in rows if r["caption"] == ATTACK]
     assert len(attack_rows) == 1  # the caption survives as text in pairs.csv too
-    assert any(ATTACK == r[1] for r in page.rows)  # every train pair is in the table
+    assert any(r[1] == ATTACK for r in page.rows)  # every train pair is in the table
     assert requests == []
     local = ("data:", "thumbs/", "pairs.js")
     assert all(a.startswith(local) for a in page.addresses)  # nothing that could be fetched off the folder
@@ -151,7 +151,7 @@ def test_the_review_table_holds_the_top_rows_and_the_attack_is_text(report, tmp_
 
 
 def test_the_attack_is_escaped_in_the_file(report):
-    out, rows = report
+    out, _ = report
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<script>document.body" not in html and "<img src=x" not in html
     assert "&lt;script" not in html  # no caption is in the page: they come from pairs.js, set as text
