@@ -6,7 +6,8 @@ thumbnail path or ""]``), ``fields`` (the names of a row's entries) and ``rows``
 suspect pair to the least, each ``[pair_id, image (index into images), caption, mismatch
 probability, held-out score, split, suggested captions [[caption, score], ...], suggested images
 [[image index, score], ...], why, duplicate of (image index or -1), pairs sharing the caption,
-truly mismatched (1, 0 or null)]``. Suggestions are the columns ``suggested_caption_1..3`` /
+truly mismatched (1, 0 or null), map ([image x, image y, caption x, caption y] in [0, 1], or
+null)]``. Suggestions are the columns ``suggested_caption_1..3`` /
 ``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table has them, else the single
 ``suggested_caption`` / ``suggested_image_id``. The page computes nothing: every number is here.
 """
@@ -21,9 +22,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PAGE_DATA = "pairs.js"
+MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
+"""The pairs table's map columns: where each pair's image and caption lie (:mod:`mispair.audit.atlas`)."""
 FIELDS = ("pair_id", "image", "caption", "mismatch_probability", "held_out_score", "split",
           "suggested_captions", "suggested_images", "why", "duplicate_image_of", "duplicate_caption_count",
-          "truly_mismatched")  # fmt: skip
+          "truly_mismatched", "map")  # fmt: skip
 
 
 def audit_id(table: pd.DataFrame) -> str:
@@ -51,6 +54,7 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     duplicate_of = _column(table, "duplicate_image_of", None)
     duplicate_count = _column(table, "duplicate_caption_count", 0)
     truth = _column(table, "truly_mismatched", None)
+    where = table[list(MAP_COLUMNS)].to_numpy().tolist() if set(MAP_COLUMNS) <= set(table) else None
     rows = []
     for k, (pair_id, image_id, caption, p, score, split) in enumerate(zip(
             table["pair_id"], table["image_id"], table["caption"], table["mismatch_probability"],
@@ -63,6 +67,7 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
             image(duplicate_of[k]),
             0 if _missing(duplicate_count[k]) else int(duplicate_count[k]),
             None if _missing(truth[k]) else int(bool(truth[k])),
+            None if where is None else [round(v, 4) for v in where[k]],
         ])  # fmt: skip
     data = {"audit_id": audit, "threshold": threshold, "fields": FIELDS,
             "images": [[i, thumbnails.get(i, "")] for i in images], "rows": rows}  # fmt: skip

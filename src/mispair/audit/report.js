@@ -272,12 +272,49 @@
   $("last").addEventListener("click", function () { turn(pages() - 1, 0); });
   $("bulk-drop").addEventListener("click", bulkDrop);
   $("download").addEventListener("click", download);
-  window.mispairReview = {open: function (i) {
+  function open(i) {
     $("decision-filter").value = "all"; $("p-min").value = "0"; $("p-max").value = "1"; $("search").value = "";
+    if ($("only-duplicates")) { $("only-duplicates").checked = false; }
     filter();
-    var at = visible.indexOf(i);
-    turn(Math.floor(at / PAGE), at % PAGE);
-  }};
+    turn(Math.floor(i / PAGE), i % PAGE);
+  }
+
+  // The map: captions coloured by mismatch probability over grey images; a click opens the
+  // nearest point's pair (an image's: its most suspect pair).
+  function drawMap() {
+    var canvas = $("map");
+    if (!canvas) { return; }
+    var ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height, seen = {}, points = [];
+    var sx = function (x) { return 8 + x * (W - 16); }, sy = function (y) { return 8 + (1 - y) * (H - 16); };
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, H);
+    ctx.fillStyle = "rgba(110, 110, 110, 0.45)";
+    rows.forEach(function (row, i) {
+      var m = row[F.map];
+      if (!m || seen[row[F.image]]) { return; }
+      seen[row[F.image]] = 1;
+      ctx.fillRect(sx(m[0]) - 2, sy(m[1]) - 2, 4, 4);
+      points.push([sx(m[0]), sy(m[1]), i]);
+    });
+    for (var i = rows.length - 1; i >= 0; i--) {  // the most suspect drawn last, on top
+      var m = rows[i][F.map], p = rows[i][F.mismatch_probability];
+      if (!m) { continue; }
+      ctx.fillStyle = "rgb(" + Math.round(30 + 200 * p) + "," + Math.round(150 - 120 * p) + ",60)";
+      ctx.fillRect(sx(m[2]) - 1.5, sy(m[3]) - 1.5, 3, 3);
+      points.push([sx(m[2]), sy(m[3]), i]);
+    }
+    canvas.addEventListener("click", function (event) {
+      var r = canvas.getBoundingClientRect(), x = (event.clientX - r.left) * W / r.width;
+      var y = (event.clientY - r.top) * H / r.height, best = null, bestD = 100;
+      points.forEach(function (pt) {
+        var d = (pt[0] - x) * (pt[0] - x) + (pt[1] - y) * (pt[1] - y);
+        if (d < bestD || (d === bestD && best !== null && pt[2] < best)) { bestD = d; best = pt[2]; }
+      });
+      if (best !== null) { open(best); }
+    });
+  }
+  window.mispairReview = {open: open};
   filter();
+  drawMap();
   document.body.setAttribute("data-ready", "1");
 })();

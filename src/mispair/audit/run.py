@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mispair.audit.atlas import map_columns, pooled_embeddings, project
 from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
 from mispair.audit.report import curve_plots, review_page, score_plot
@@ -77,11 +78,14 @@ def audit_collection(
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
     table = pair_table(audited, mismatch, threshold, matches)
+    points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
+    order = suspicion_order(audited.score)
+    table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
     refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
     n_refused = 0 if refused is None else len(refused)
     result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                  split_note=reader.split_note(config.data))
+                  split_note=reader.split_note(config.data), map=points.method)
     truth = audited.truly_mismatched
     plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
     if truth is not None and 0 < truth.sum() < len(truth):

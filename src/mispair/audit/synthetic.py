@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mispair.audit.page_data import MAP_COLUMNS
 from mispair.audit.ranking import score_division
 from mispair.audit.report import METRIC_KEYS, review_page
 from mispair.audit.result import AuditResult
@@ -24,7 +25,7 @@ def synthetic_audit(folder: str | Path, *, pairs: int, images: int, seed: int = 
     over them (random held-out scores, the mixture fitted to them) into ``folder/audit``.
 
     ``suggestions``: 3 gives the table ``suggested_caption_1..3`` / ``suggested_image_id_1..3``
-    with scores, a ``why`` column and the duplicate columns; 1 the single
+    with scores, a ``why`` column, the duplicate and the map columns; 1 the single
     ``suggested_caption`` / ``suggested_image_id`` of a table without them.
     """
     folder, rng = Path(folder), np.random.default_rng(seed)
@@ -42,6 +43,7 @@ def synthetic_audit(folder: str | Path, *, pairs: int, images: int, seed: int = 
         "estimated_mismatched_share_interval": [share.low, share.high],
         "suspected": int(table["suspected"].sum()), "threshold": 0.5, "division": {"scores": "random"},
         "truth": None, "planted": None, "self_check": None, "detection": None,
+        "map": "pca" if suggestions > 1 else None,
     }  # fmt: skip
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
@@ -111,4 +113,8 @@ def _table(ids: list[str], pairs: int, rng: np.random.Generator, suggestions: in
         columns["duplicate_image_of"] = [ids[rng.integers(len(ids))] if rng.random() < 0.02 else ""
                                          for _ in range(n)]  # fmt: skip
         columns["duplicate_caption_count"] = rng.poisson(0.05, n)
+        where = rng.random((len(ids), 2)) * 0.9
+        caption_at = np.clip(where[image] + rng.normal(0, 0.03, (pairs, 2)), 0, 1)
+        placed = (where[shown[order], 0], where[shown[order], 1], caption_at[order, 0], caption_at[order, 1])
+        columns |= dict(zip(MAP_COLUMNS, placed))
     return pd.DataFrame(columns), score
