@@ -7,6 +7,7 @@ and no request leaves the audit's folder."""
 import csv
 import shutil
 
+import numpy as np
 import pytest
 
 from mispair.audit.synthetic import synthetic_audit
@@ -136,3 +137,26 @@ def test_a_page_without_its_data_says_so(audit, tmp_path):
         page.wait_for_selector("body[data-ready='0']")
         assert page.is_visible("#data-missing")
         browser.close()
+
+
+def test_a_click_on_the_map_opens_the_pair_of_the_point(audit, browser_page):
+    _, result = audit
+    page, _ = browser_page
+    table, (width, height) = result.pairs, (960, 420)  # the canvas's drawing size
+
+    def drawn(x, y):
+        return np.c_[8 + x * (width - 16), 8 + (1 - y) * (height - 16)]
+
+    captions = drawn(table["map_caption_x"].to_numpy(), table["map_caption_y"].to_numpy())
+    images = drawn(table["map_image_x"].to_numpy(), table["map_image_y"].to_numpy())
+    every = np.concatenate([captions, images])
+    distance = np.linalg.norm(captions[:, None] - every[None], axis=-1)
+    distance[np.arange(len(captions)), np.arange(len(captions))] = np.inf
+    spread = distance.min(axis=1)
+    spread[:PAGE] = -np.inf  # a pair off the first page, where the cursor already is
+    lonely = int(spread.argmax())  # the caption whose point is farthest from any other
+    box = page.locator("#map").bounding_box()
+    x, y = captions[lonely]
+    page.locator("#map").click(position={"x": x * box["width"] / width, "y": y * box["height"] / height})
+    assert page.get_attribute("#pairs tbody tr.current", "data-pair-id") == table["pair_id"].iloc[lonely]
+    assert page.get_attribute("body", "data-page") == str(lonely // PAGE + 1)
