@@ -109,6 +109,8 @@ def test_review_by_click_and_key_survives_a_reload_and_downloads(audit, browser_
     caption = table["caption"].iloc[7]
     page.fill("#search", caption)
     found = table["caption"].str.lower().str.contains(caption.lower(), regex=False)
+    shown = f"{found.sum()} of {PAIRS} pairs shown"  # the search runs once typing pauses
+    page.wait_for_function("text => document.getElementById('shown').textContent === text", arg=shown)
     assert _shown_ids(page) == table.loc[found, "pair_id"].tolist()[:PAGE]
 
     with page.expect_download() as download:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,31 +43,26 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``."""
     images: dict[str, int] = {}
 
-    def image(image_id: Any) -> int:
-        if _missing(image_id):
-            return -1
-        return images.setdefault(str(image_id), len(images))
+    def image(image_id: str | None) -> int:
+        return -1 if image_id is None else images.setdefault(image_id, len(images))
 
+    n = len(table)
     captions = _suggestions(table, "suggested_caption", "suggested_caption_score")
     pictures = _suggestions(table, "suggested_image_id", "suggested_image_score")
-    why = _column(table, "why", "")
-    duplicate_of = _column(table, "duplicate_image_of", None)
-    duplicate_count = _column(table, "duplicate_caption_count", 0)
-    truth = _column(table, "truly_mismatched", None)
-    where = table[list(MAP_COLUMNS)].to_numpy().tolist() if set(MAP_COLUMNS) <= set(table) else None
+    has_map = set(MAP_COLUMNS) <= set(table)
+    where = table[list(MAP_COLUMNS)].round(4).to_numpy().tolist() if has_map else [None] * n
+    text = {name: _texts(table, name) for name in ("pair_id", "image_id", "caption", "split", "why",
+                                                   "duplicate_image_of")}  # fmt: skip
+    p, score = _numbers(table, "mismatch_probability"), _numbers(table, "held_out_score")
+    count = _numbers(table, "duplicate_caption_count", digits=0)
+    truth = _numbers(table, "truly_mismatched", digits=0)
     rows = []
-    for k, (pair_id, image_id, caption, p, score, split) in enumerate(zip(
-            table["pair_id"], table["image_id"], table["caption"], table["mismatch_probability"],
-            table["held_out_score"], table["split"])):  # fmt: skip
+    for k in range(n):
         rows.append([
-            str(pair_id), image(image_id), str(caption), round(float(p), 3), _number(score), str(split),
-            [[str(c), _number(s)] for c, s in captions[k] if not _missing(c)],
-            [[image(i), _number(s)] for i, s in pictures[k] if not _missing(i)],
-            "" if _missing(why[k]) else str(why[k]),
-            image(duplicate_of[k]),
-            0 if _missing(duplicate_count[k]) else int(duplicate_count[k]),
-            None if _missing(truth[k]) else int(bool(truth[k])),
-            None if where is None else [round(v, 4) for v in where[k]],
+            text["pair_id"][k], image(text["image_id"][k]), text["caption"][k] or "", p[k], score[k],
+            text["split"][k] or "", [[c, s] for c, s in captions[k] if c is not None],
+            [[image(i), s] for i, s in pictures[k] if i is not None], text["why"][k] or "",
+            image(text["duplicate_image_of"][k]), count[k] or 0, truth[k], where[k],
         ])  # fmt: skip
     data = {"audit_id": audit, "threshold": threshold, "fields": FIELDS,
             "images": [[i, thumbnails.get(i, "")] for i in images], "rows": rows}  # fmt: skip
@@ -75,26 +70,29 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     return f"window.mispairAudit = {text};\n"
 
 
-def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[Any, Any]]]:
+def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[str | None, float | None]]]:
     """Per row, the (suggestion, score) pairs: ``value_1..3`` with ``score_1..3`` when present,
-    else the single ``value`` with ``score``, else none."""
+    else the single ``value`` with ``score``, else none (a missing suggestion is None)."""
     numbered = [(f"{value}_{k}", f"{score}_{k}") for k in (1, 2, 3) if f"{value}_{k}" in table]
     columns = numbered or ([(value, score)] if value in table else [])
-    parts = [list(zip(table[v].tolist(), _column(table, s, None))) for v, s in columns]
+    parts = [list(zip(_texts(table, v), _numbers(table, s))) for v, s in columns]
     return [list(row) for row in zip(*parts)] if parts else [[] for _ in range(len(table))]
 
 
-def _column(table: pd.DataFrame, name: str, default: Any) -> list[Any]:
-    return table[name].tolist() if name in table else [default] * len(table)
+def _texts(table: pd.DataFrame, name: str) -> list[str | None]:
+    """The column ``name`` as text, None where it is missing or empty (or the table has none)."""
+    if name not in table:
+        return [None] * len(table)
+    column = table[name]
+    present = (column.notna() & (column.astype(str) != "")).tolist()
+    return [str(v) if keep else None for v, keep in zip(column.tolist(), present)]
 
 
-def _missing(value: Any) -> bool:
-    import pandas as pd
-
-    if isinstance(value, str):
-        return value == ""
-    return value is None or bool(pd.isna(value))
-
-
-def _number(value: Any) -> float | None:
-    return None if _missing(value) else round(float(value), 3)
+def _numbers(table: pd.DataFrame, name: str, *, digits: int = 3) -> list[float | None]:
+    """The numeric column ``name`` rounded to ``digits`` (0: integers), None where it is missing."""
+    if name not in table:
+        return [None] * len(table)
+    column = table[name].astype("float64")
+    present = column.notna().tolist()
+    values = column.round(digits).tolist()
+    return [(int(v) if digits == 0 else v) if keep else None for v, keep in zip(values, present)]

@@ -14,7 +14,7 @@
   var F = {};
   data.fields.forEach(function (name, k) { F[name] = k; });
   var rows = data.rows, images = data.images, threshold = data.threshold;
-  var decisions = load(), undo = [], visible = [], page = 0, cursor = 0;
+  var decisions = load(), undo = [], visible = [], page = 0, cursor = 0, haystack = null, typing = null;
   var $ = function (id) { return document.getElementById(id); };
   var body = $("pairs").tBodies[0];
 
@@ -58,12 +58,19 @@
       if (p < lo || p > hi) { continue; }
       if (which === "undecided" ? d : which !== "all" && (!d || d.d !== which)) { continue; }
       if (onlyDup && row[F.duplicate_image_of] < 0 && row[F.duplicate_caption_count] === 0) { continue; }
-      if (query && (row[F.caption] + "\u0000" + row[F.pair_id] + "\u0000" + images[row[F.image]][0])
-        .toLowerCase().indexOf(query) === -1) { continue; }
+      if (query && searchable(i).indexOf(query) === -1) { continue; }
       visible.push(i);
     }
     page = 0; cursor = 0;
     render();
+  }
+  function searchable(i) {  // each row's text, lower case, made once on the first search
+    if (!haystack) {
+      haystack = rows.map(function (row) {
+        return (row[F.caption] + "\u0000" + row[F.pair_id] + "\u0000" + images[row[F.image]][0]).toLowerCase();
+      });
+    }
+    return haystack[i];
   }
   function pages() { return Math.max(1, Math.ceil(visible.length / PAGE)); }
 
@@ -263,7 +270,11 @@
     } else { handled = false; }
     if (handled) { event.preventDefault(); }
   });
-  ["decision-filter", "p-min", "p-max", "search", "only-duplicates"].forEach(function (id) {
+  $("search").addEventListener("input", function () {  // filtered once typing pauses
+    clearTimeout(typing);
+    typing = setTimeout(filter, 150);
+  });
+  ["decision-filter", "p-min", "p-max", "only-duplicates"].forEach(function (id) {
     if ($(id)) { $(id).addEventListener($(id).tagName === "SELECT" || $(id).type === "checkbox" ? "change" : "input", filter); }
   });
   $("first").addEventListener("click", function () { turn(0, 0); });

@@ -17,10 +17,10 @@ THUMBS = "thumbs"
 
 
 def thumbnail_name(picture: Path, size: int) -> str:
-    """The file name of ``picture``'s ``size``-pixel thumbnail: a digest of its resolved path,
-    byte size and modification time (a changed picture gets a new name)."""
+    """The file name of ``picture``'s ``size``-pixel thumbnail: a digest of its path, byte size
+    and modification time (a changed picture gets a new name)."""
     stat = picture.stat()
-    key = f"{picture.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{size}"
+    key = f"{picture.absolute()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{size}"
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:20] + ".jpg"
 
 
