@@ -41,7 +41,8 @@
     } else {
       box.appendChild(el("span", "no picture", "noimg"));
     }
-    box.appendChild(el("small", image ? image[0] : ""));
+    box.appendChild(el("small", image ? image[0].split("/").pop() : ""));  // the full id in the title
+    box.title = image ? image[0] : "";
     return box;
   }
 
@@ -81,7 +82,7 @@
     $("page-of").textContent = "page " + (page + 1) + " of " + pages();
     $("shown").textContent = visible.length + " of " + rows.length + " pairs shown";
     counts();
-    point(cursor);
+    point(cursor, true);
     document.body.setAttribute("data-page", String(page + 1));
   }
 
@@ -137,7 +138,8 @@
     var pictures = el("div", null, "suggested-images");
     row[F.suggested_images].forEach(function (s) {
       var box = thumb(s[0]);
-      box.title = s[0] === row[F.image] ? "its own image" : "score " + s[1];
+      box.title = (images[s[0]] ? images[s[0]][0] : "") + (s[0] === row[F.image] ? ": its own image" :
+        ": fits the caption with score " + s[1]);
       if (s[0] === row[F.image]) { box.appendChild(el("small", "(its own image)", "muted")); }
       pictures.appendChild(box);
     });
@@ -244,6 +246,7 @@
     cursor = at;
     render();
     window.scrollTo(0, $("review").offsetTop);
+    point(cursor);
   }
   function current() {
     var tr = body.rows[cursor];
