@@ -50,9 +50,7 @@ def main() -> None:
         new = folder / "audit"
         first, again = _render_times(result, folder)
         old = folder / "baseline" / "report.html"
-        started = time.perf_counter()
-        _baseline(result, new, old, args.baseline)
-        old_seconds = time.perf_counter() - started
+        old_seconds = _baseline(result, new, old, args.baseline)
         query = result.pairs["caption"].iloc[len(result.pairs) // 2]
         new_times = _browse(new / "report.html", query, args.repeats, last=True)
         old_times = _browse(old, query, args.repeats, last=False)
@@ -79,15 +77,19 @@ def _render_times(result, folder: Path) -> tuple[float, float]:
     return times[0], times[1]
 
 
-def _baseline(result, new: Path, page: Path, revision: str) -> None:
-    """The report of ``revision`` on the top 100 rows of ``result``'s table, thumbnails inlined."""
+def _baseline(result, new: Path, page: Path, revision: str) -> float:
+    """Write the report of ``revision`` on the top 100 rows of ``result``'s table, thumbnails
+    inlined; return the seconds its rows and page took (the thumbnails' encoding included)."""
     source = _git_show(revision, "src/mispair/audit/report.py")
     template = _git_show(revision, "src/mispair/audit/report.html.j2")
     module = types.ModuleType("baseline_report")
     sys.modules[module.__name__] = module  # its dataclass looks the module up
     exec(compile(source, "baseline_report.py", "exec"), module.__dict__)  # the old renderer, as it was
     module.resources = types.SimpleNamespace(files=lambda _: _Template(template))
-    data = _page_images(new)
+    division = score_division(result.pairs["held_out_score"].to_numpy())
+    retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
+    started = time.perf_counter()
+    data = _page_images(new, set(result.pairs.head(100)[["image_id", "suggested_image_id_1"]].stack()))
     rows = []
     for row in result.pairs.head(100).to_dict("records"):
         rows.append({**row, "suggested_caption": row["suggested_caption_1"],
@@ -98,10 +100,9 @@ def _baseline(result, new: Path, page: Path, revision: str) -> None:
                      "suggested_thumbnail": data.get(row["suggested_image_id_1"], ""),
                      "suggested_caption_is_own": row["suggested_caption_1"] == row["caption"],
                      "suggested_image_is_own": row["suggested_image_id_1"] == row["image_id"]})  # fmt: skip
-    division = score_division(result.pairs["held_out_score"].to_numpy())
-    retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(module.render_report(result.summary, rows, [], division, retrieval), encoding="utf-8")
+    return time.perf_counter() - started
 
 
 class _Template:
@@ -120,16 +121,16 @@ def _git_show(revision: str, path: str) -> str:
                           check=True).stdout  # fmt: skip
 
 
-def _page_images(folder: Path) -> dict[str, str]:
+def _page_images(folder: Path, wanted: set[str]) -> dict[str, str]:
     """Image id → its thumbnail in ``folder/thumbs`` as a base64 ``data:`` URI (what the old
-    report inlined)."""
+    report inlined), for the ``wanted`` images."""
     import json
 
     script = (folder / "pairs.js").read_text(encoding="utf-8")
     images = json.loads(script.removeprefix("window.mispairAudit = ").removesuffix(";\n"))["images"]
     inline = "data:image/jpeg;base64,"
     return {image_id: inline + base64.b64encode((folder / path).read_bytes()).decode("ascii")
-            for image_id, path in images if path}  # fmt: skip
+            for image_id, path in images if path and image_id in wanted}  # fmt: skip
 
 
 def _browse(page: Path, query: str, repeats: int, *, last: bool) -> dict[str, float]:
