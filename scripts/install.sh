@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-apt_packages=(libcairo2 chromium)  # chromium: the tests of the audit report
+apt_packages=(libcairo2 chromium)  # chromium: the tests of the audit report (driven by playwright)
 [[ "${1:-}" == "--data" ]] && apt_packages+=(tuxpaint-stamps-default openclipart-png openclipart-svg)
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -19,3 +19,5 @@ fi
 # The CPU build of torch that lies on disk first, so the range in pyproject installs nothing more.
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
 python -m pip install -q -e '.[dev,features,minilm,audit,search]'
+# playwright (in the audit extra) drives Debian's chromium above: its own browser download
+# (`playwright install`) is never run.

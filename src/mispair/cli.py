@@ -184,7 +184,8 @@ def format_audit(summary: dict, out: Path) -> str:
     clean = summary["retrieval"]["clean_run_test"]
     if clean:
         lines.append(format_metrics(clean, "the same run without the planted noise"))
-    lines.append(f"wrote {out / 'report.html'}, {out / 'pairs.csv'}, {out / 'summary.json'}")
+    lines.append(f"wrote {out / 'report.html'} (open it to review the pairs), {out / 'pairs.csv'}, "
+                 f"{out / 'summary.json'}")
     return "\n".join(lines)
 
 
@@ -414,8 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--clean-run", action="store_true",
                        help="also train the same run without the planted noise, for comparison")
     audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
-    audit.add_argument("--top", type=_ranged("top"), default=100,
-                       help="suspects shown in the report (default 100)")
+    audit.add_argument("--top", type=_ranged("top"), default=None,
+                       help="only the N most suspect pairs in the report, 0 to 1,000,000 "
+                       "(default: every pair)")
     audit.add_argument("--no-resume", action="store_true",
                        help="train again even if the output folder holds a finished or interrupted run")
     _column_options(audit)

@@ -51,7 +51,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "ef_search": (1, 100_000),
     "top_k": (1, 100_000),
     "rerank": (0, 100_000),
-    "top": (0, 1_000_000),  # suspects in the audit's report
+    "top": (0, 1_000_000),  # pairs in the audit's report (default: every pair)
     "folds": (1, 1000),
     "seed": (0, 2**32 - 1),
     "images": (1, 1_000_000_000),

@@ -148,9 +148,14 @@ def test_the_parquet_file_holds_the_csv_rows(audited):
 def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     out, summary, rows, _ = audited
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count('<tr data-suspected=') == 20
-    for r in rows[:20]:
-        assert f'data-value="{r["rank"]}"' in page
+    script = (out / "pairs.js").read_text(encoding="utf-8")
+    data = json.loads(script.removeprefix("window.mispairAudit = ").removesuffix(";\n"))
+    assert [r[0] for r in data["rows"]] == [r["pair_id"] for r in rows[:20]]  # --top 20, in rank order
+    assert [r[2] for r in data["rows"]] == [r["caption"] for r in rows[:20]]
+    assert [r[3] for r in data["rows"]] == [round(float(r["mismatch_probability"]), 3) for r in rows[:20]]
+    saved = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert data["audit_id"] == summary["audit_id"] == saved["audit_id"]
+    assert f'data-audit-id="{summary["audit_id"]}"' in page and f"decisions-{summary['audit_id']}.csv" in page
     assert "detection AUC" in page and f"{summary['detection']['auc']:.3f}" in page
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
 

@@ -1,9 +1,10 @@
-"""The audit's report in a real browser (headless Chromium): the suspects table holds the top
-rows of ``pairs.csv``, a caption written as markup shows as text and runs nothing, the page's own
+"""The audit's report in a real browser (headless Chromium): the review table holds the top rows
+of ``pairs.csv``, a caption written as markup shows as text and runs nothing, the page's own
 script runs, no request leaves the page, and the screenshot is a drawn page."""
 
 import csv
 import http.server
+import json
 import shutil
 import subprocess
 import threading
@@ -99,11 +100,12 @@ def _browse(page, tmp_path, *flags):
 
 class _Page(HTMLParser):
     """The body's attributes, every ``<img>``'s ``src``, every address an element names
-    (``src``, ``href``, ``action``, ...) and the suspects table's cell texts."""
+    (``src``, ``href``, ``action``, ...) and, per row of the review table, its pair id and the
+    text of its caption."""
 
     def __init__(self):
         super().__init__()
-        self.body, self.images, self.rows, self._cell, self._in_table = {}, [], [], None, False
+        self.body, self.images, self.rows, self._caption = {}, [], [], None
         self.addresses = []
 
     def handle_starttag(self, tag, attrs):
@@ -113,49 +115,48 @@ class _Page(HTMLParser):
             self.body = attrs
         elif tag == "img":
             self.images.append(attrs.get("src", ""))
-        elif tag == "table" and attrs.get("id") == "suspects":
-            self._in_table = True
-        elif tag == "tr" and self._in_table and "data-suspected" in attrs:
-            self.rows.append([])
-        elif tag == "td" and self._in_table and self.rows:
-            self._cell = []
+        elif tag == "tr" and "data-pair-id" in attrs:
+            self.rows.append([attrs["data-pair-id"], ""])
+        elif tag == "div" and attrs.get("class") == "caption" and self.rows:
+            self._caption = []
 
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
-            self.rows[-1].append(" ".join("".join(self._cell).split()))
-            self._cell = None
-        elif tag == "table":
-            self._in_table = False
+        if tag == "div" and self._caption is not None:
+            self.rows[-1][1] = " ".join("".join(self._caption).split())
+            self._caption = None
 
     def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
+        if self._caption is not None:
+            self._caption.append(data)
 
 
-def test_the_suspects_table_holds_the_top_rows_and_the_attack_is_text(report, tmp_path):
+def test_the_review_table_holds_the_top_rows_and_the_attack_is_text(report, tmp_path):
     out, rows = report
     dom, requests = _browse(out / "report.html", tmp_path, "--dump-dom")
     page = _Page()
     page.feed(dom)
     assert page.body.get("data-ready") == "1"  # the page's own script ran (its hash is allowed)
     assert "data-pwned" not in page.body  # neither the caption's script nor its onerror ran
-    assert [r[0] for r in page.rows] == [r["rank"] for r in rows[:TOP]]
-    assert [r[2] for r in page.rows] == [" ".join(r["caption"].split()) for r in rows[:TOP]]
-    assert all(src.startswith("data:image/") for src in page.images)  # no <img src=x> was made
+    assert [r[0] for r in page.rows] == [r["pair_id"] for r in rows[:TOP]]
+    assert [r[1] for r in page.rows] == [" ".join(r["caption"].split()) for r in rows[:TOP]]
+    thumbs = [src for src in page.images if not src.startswith("data:image/")]
+    assert thumbs and all(src.startswith("thumbs/") and (out / src).is_file() for src in thumbs)
     attack_rows = [r for r in rows if r["caption"] == ATTACK]
     assert len(attack_rows) == 1  # the caption survives as text in pairs.csv too
-    assert any(ATTACK in cell for r in page.rows for cell in r)  # every train pair is in the table
+    assert any(r[1] == ATTACK for r in page.rows)  # every train pair is in the table
     assert requests == []
-    assert all(a.startswith("data:") for a in page.addresses)  # nothing that could be fetched
+    local = ("data:", "thumbs/", "pairs.js")
+    assert all(a.startswith(local) for a in page.addresses)  # nothing that could be fetched off the folder
     assert "url(http" not in dom and "@import" not in dom
 
 
 def test_the_attack_is_escaped_in_the_file(report):
-    out, rows = report
+    out, _ = report
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "<script>document.body" not in html and "<img src=x" not in html
-    assert len(rows) <= TOP  # the attack's row is in the table
-    assert "&lt;script&gt;document.body.setAttribute(&#39;data-pwned&#39;" in html
+    assert "&lt;script" not in html  # no caption is in the page: they come from pairs.js, set as text
+    data = (out / "pairs.js").read_text(encoding="utf-8")
+    assert json.dumps(ATTACK)[1:-1] in data  # as a JSON string, not markup
 
 
 def test_the_harness_sees_a_request_that_leaves_a_page(tmp_path):

@@ -3,15 +3,13 @@ accept, and the picture files behind the image ids (for the report's thumbnails)
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mispair.config import ROBUST_RUN, RunConfig, load_config
 from mispair.data.loading import absolute_root, concrete_source
-from mispair.errors import ConfigError, DataError
+from mispair.errors import ConfigError
 
 AUDIT_RUN: dict[str, Any] = {**ROBUST_RUN, "name": "audit"}
 """The audit's default run: :data:`~mispair.config.ROBUST_RUN`, the robust run of a user's
@@ -60,16 +58,3 @@ def picture_root(ids: Sequence[str], candidates: Sequence[Path], *, features: bo
 
 def _inside(base: Path, image_id: str) -> bool:
     return (base / image_id).resolve().is_relative_to(base)
-
-
-def thumbnail_uri(path: Path, size: int = 96) -> str:
-    """``path`` as a ``size × size`` JPEG ``data:`` URI (on white), or "" when it cannot be read."""
-    from mispair.data.sources.images import load_picture
-
-    try:
-        picture = load_picture(path, size)
-    except DataError:
-        return ""
-    buffer = io.BytesIO()
-    picture.save(buffer, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

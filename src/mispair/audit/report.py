@@ -1,6 +1,9 @@
-"""The audit's ``report.html``: one self-contained offline page (plots and thumbnails inlined as
-``data:`` URIs, a content security policy that allows no request and only the page's own script),
-rendered by Jinja2 with autoescape on: captions and ids are untrusted text."""
+"""The audit's ``report.html``: an offline review page over every pair. The page holds the summary
+and the plots (inlined as ``data:`` URIs); the pairs come from ``pairs.js`` and the thumbnails
+from ``thumbs/`` beside it (:mod:`mispair.audit.page_data`, :mod:`mispair.audit.thumbs`). Its
+content security policy allows no request off the page's folder and no script but ``pairs.js`` and
+the page's own (``report.js``, allowed by its hash); Jinja2 renders with autoescape on and the
+script sets every caption and id as text: they are untrusted."""
 
 from __future__ import annotations
 
@@ -9,50 +12,21 @@ import hashlib
 import io
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mispair.audit.page_data import page_data
 from mispair.audit.ranking import DetectionCurves
+from mispair.audit.result import audit_id
+from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
 
-METRIC_KEYS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
+if TYPE_CHECKING:
+    import pandas as pd
 
-SORT_AND_FILTER = """(function () {
-  var table = document.getElementById("suspects"), body = table.tBodies[0];
-  var rows = Array.prototype.slice.call(body.rows);
-  var filter = document.getElementById("filter"), onlySuspected = document.getElementById("only-suspected");
-  function cellValue(row, k) {
-    var cell = row.cells[k];
-    return cell.hasAttribute("data-value") ? cell.getAttribute("data-value") : cell.textContent;
-  }
-  function apply() {
-    var query = filter.value.toLowerCase(), shown = 0;
-    rows.forEach(function (row) {
-      var match = row.textContent.toLowerCase().indexOf(query) !== -1;
-      row.hidden = !(match && (!onlySuspected.checked || row.getAttribute("data-suspected") === "1"));
-      if (!row.hidden) { shown += 1; }
-    });
-    document.getElementById("shown").textContent = String(shown);
-  }
-  table.tHead.addEventListener("click", function (event) {
-    var th = event.target.closest("th");
-    if (!th) { return; }
-    var k = th.cellIndex, numeric = th.getAttribute("data-type") === "number";
-    var dir = th.getAttribute("data-dir") === "asc" ? "desc" : "asc";
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (c) { c.removeAttribute("data-dir"); });
-    th.setAttribute("data-dir", dir);
-    rows.sort(function (a, b) {
-      var x = cellValue(a, k), y = cellValue(b, k);
-      var order = numeric ? parseFloat(x) - parseFloat(y) : x.localeCompare(y);
-      return dir === "asc" ? order : -order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-  filter.addEventListener("input", apply);
-  onlySuspected.addEventListener("change", apply);
-  document.body.setAttribute("data-ready", "1");
-})();"""
+METRIC_KEYS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
 
 def script_hash(script: str) -> str:
@@ -66,20 +40,60 @@ class Plot:
     uri: str
 
 
-def render_report(summary: dict[str, Any], rows: list[dict[str, Any]], plots: list[Plot],
-                  division: Division, retrieval: list[tuple[str, dict[str, float]]]) -> str:  # fmt: skip
-    """The report page for ``summary`` (as written to summary.json), the top suspects ``rows``,
-    the ``plots``, the score ``division`` and the ``retrieval`` metrics (label, test metrics)."""
+@dataclass
+class ReviewPage:
+    """The report of an audit: ``page`` (``report.html``), ``data`` (``pairs.js``), with the
+    thumbnails already written into ``folder / thumbs``."""
+
+    page: str
+    data: str
+    thumbs: Path
+
+
+def review_page(table: pd.DataFrame, summary: dict[str, Any], plots: list[Plot], division: Division,
+                retrieval: list[tuple[str, dict[str, float]]], pictures: Path | None, folder: Path, *,
+                top: int | None = None, progress: bool = False) -> ReviewPage:  # fmt: skip
+    """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
+    all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
+    sets ``summary["audit_id"]`` (:func:`~mispair.audit.result.audit_id`)."""
+    shown = table if top is None else table.head(top)
+    thumbnails = write_thumbnails(report_images(shown), pictures, folder, progress=progress)
+    summary["audit_id"] = audit_id(table)
+    data = page_data(shown, thumbnails, audit=summary["audit_id"], threshold=summary["threshold"])
+    duplicates = "duplicate_image_of" in table or "same_caption_images" in table
+    page = render_report(summary, plots, division, retrieval, shown=len(shown), has_why="why" in table,
+                         duplicates=duplicates)  # fmt: skip
+    return ReviewPage(page, data, folder / THUMBS)
+
+
+def report_images(table: pd.DataFrame) -> list[str]:
+    """Every image the report's rows show: their own, the suggested ones and the ones they
+    duplicate (columns ``image_id``, ``suggested_image_id[_k]``, ``duplicate_image_of``)."""
+    names = [c for c in table.columns if c == "image_id" or c.startswith("suggested_image_id")
+             or c == "duplicate_image_of"]  # fmt: skip
+    values = (v for name in names for v in table[name].tolist())
+    return [str(v) for v in dict.fromkeys(values) if isinstance(v, str) and v]
+
+
+def render_report(summary: dict[str, Any], plots: list[Plot], division: Division,
+                  retrieval: list[tuple[str, dict[str, float]]], *, shown: int, has_why: bool = False,
+                  duplicates: bool = False) -> str:  # fmt: skip
+    """The report page for ``summary`` (as written to summary.json, with its ``audit_id``), the
+    ``plots``, the score ``division`` and the ``retrieval`` metrics (label, test metrics); ``shown``
+    pairs are in ``pairs.js``, ``has_why`` when they say why in words, ``duplicates`` when the
+    table has duplicate columns (a filter for them)."""
     import jinja2
 
-    template = resources.files("mispair.audit").joinpath("report.html.j2").read_text(encoding="utf-8")
+    package = resources.files("mispair.audit")
+    template = package.joinpath("report.html.j2").read_text(encoding="utf-8")
+    script = package.joinpath("report.js").read_text(encoding="utf-8")
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     components = [(name, mean, float(np.sqrt(var)), weight)
                   for name, mean, var, weight in _components(division)]
     return environment.from_string(template).render(
-        summary=summary, rows=rows, plots=plots, components=components, retrieval=retrieval,
-        metric_keys=METRIC_KEYS, script=jinja2.filters.Markup(SORT_AND_FILTER),
-        script_hash=script_hash(SORT_AND_FILTER),
+        summary=summary, plots=plots, components=components, retrieval=retrieval, metric_keys=METRIC_KEYS,
+        shown=shown, has_why=has_why, duplicates=duplicates, script=jinja2.filters.Markup(script),
+        script_hash=script_hash(script),
     )  # fmt: skip
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mispair.atomic import atomic_text, atomic_write
+from mispair.audit.thumbs import THUMBS
 from mispair.engine.export import spreadsheet_safe
 from mispair.errors import ConfigError, DataError
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 
     from mispair.audit.apply import AppliedCollection
 
-OUTPUTS = ("summary.json", "report.html", "pairs.csv", "pairs.parquet", "refused.csv")
+OUTPUTS = ("summary.json", "report.html", "pairs.js", "pairs.csv", "pairs.parquet", "refused.csv")
 """What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
 
 
@@ -39,12 +41,17 @@ class AuditResult:
             ``image_root`` where its image files lie).
         report: the ``report.html`` page.
         refused: the input rows that could not be read, each with its ``reason``.
+        page_data: the report's ``pairs.js`` (:mod:`mispair.audit.page_data`).
+        thumbs: the folder of the report's thumbnails (copied beside the page when it is saved
+            elsewhere), or None.
     """
 
     pairs: pd.DataFrame
     summary: dict[str, Any]
     report: str
     refused: pd.DataFrame | None = field(default=None)
+    page_data: str = ""
+    thumbs: Path | None = None
 
     def keep(self, max_mismatch: float | None = None) -> pd.DataFrame:
         """The rows to keep: mismatch probability below ``max_mismatch`` (default: the audit's
@@ -55,9 +62,10 @@ class AuditResult:
         return self.pairs[self.pairs["mismatch_probability"] < limit]
 
     def save(self, folder: str | Path) -> Path:
-        """Write ``pairs.csv``, ``pairs.parquet``, ``refused.csv``, ``report.html`` and
-        ``summary.json`` into ``folder``: the old audit files go first and ``summary.json`` comes
-        last, so the folder never holds a mix of two audits or a report without its summary."""
+        """Write ``pairs.csv``, ``pairs.parquet``, ``refused.csv``, ``report.html``, ``pairs.js``
+        (with ``thumbs/``) and ``summary.json`` into ``folder``: the old audit files go first and
+        ``summary.json`` comes last, so the folder never holds a mix of two audits or a report
+        without its summary."""
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"{folder}: exists and is not a folder; give a folder for the audit's files")
@@ -68,6 +76,9 @@ class AuditResult:
         atomic_write(folder / "pairs.parquet", lambda handle: self.pairs.to_parquet(handle, index=False))
         if self.refused is not None and len(self.refused):
             atomic_text(folder / "refused.csv", table_csv(self.refused))
+        if self.thumbs is not None and self.thumbs.is_dir() and self.thumbs != folder / THUMBS:
+            shutil.copytree(self.thumbs, folder / THUMBS, dirs_exist_ok=True)
+        atomic_text(folder / "pairs.js", self.page_data)
         atomic_text(folder / "report.html", self.report)
         atomic_text(folder / "summary.json", json.dumps(self.summary, indent=2) + "\n")
         return folder

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
+from mispair.audit.atlas import map_columns, pooled_embeddings, project
+from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.duplicates import Duplicates, find_duplicates
 from mispair.audit.ranking import (
     BestMatches,
@@ -23,7 +24,7 @@ from mispair.audit.ranking import (
     score_division,
     suspicion_order,
 )
-from mispair.audit.report import curve_plots, render_report, score_plot
+from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
@@ -55,7 +56,7 @@ def audit_collection(
     seed: int = 0,
     clean_run: bool = False,
     images: str | Path | None = None,
-    top: int = 100,
+    top: int | None = None,
     resume: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
@@ -71,14 +72,15 @@ def audit_collection(
     their fold out, the dev and test pairs from every scorer (none trained on them). ``plant``
     swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
-    Paint and OpenClipart package folders). ``out`` must be new, empty or an audit's; with
-    ``overwrite`` another folder is used, and only the audit's own files in it are touched.
-    Returns the :class:`AuditResult` it saved in ``out``.
+    Paint and OpenClipart package folders); the report shows the ``top`` most suspect pairs
+    (default: every pair), with a thumbnail of each picture in ``out/thumbs``. ``out`` must be
+    new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
+    files in it are touched. Returns the :class:`AuditResult` it saved in ``out``.
     """
     root, out, started = Path(data), Path(out), time.time()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
-    if top < 0:
+    if top is not None and top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     check_run_config(config)  # every option checked before the folder is touched
@@ -99,6 +101,9 @@ def audit_collection(
                                      audited.pairs.image_of_caption, audited.split,
                                      train_split=config.data.train_split)  # fmt: skip
         table = pair_table(audited, mismatch, threshold, matches, duplicates)
+        points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
+        order = suspicion_order(audited.score)
+        table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
         refused = reader.refused(config.data)
         result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
         n_refused = 0 if refused is None else len(refused)
@@ -106,7 +111,8 @@ def audit_collection(
                       split_note=reader.split_note(config.data), audit_id=audit_id(table),
                       image_root=None if files is None else str(files),
                       pictures=None if pictures is None else str(pictures),
-                      duplicates=duplicates.summary(audited.pairs.image_of_caption))  # fmt: skip
+                      duplicates=duplicates.summary(audited.pairs.image_of_caption),
+                      map=points.method)  # fmt: skip
         truth = audited.truly_mismatched
         plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
         if truth is not None and 0 < truth.sum() < len(truth):
@@ -114,9 +120,10 @@ def audit_collection(
             result["detection"] = curves.summary()
             plots += curve_plots(curves)
         retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-        page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
+        report = review_page(table, result, plots, division, retrieval, pictures, out, top=top,
+                             progress=progress)  # fmt: skip
         result["seconds"] = round(time.time() - started, 1)
-        audit = AuditResult(table, result, page, refused)
+        audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
         claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
         audit.save(out)
     return audit
@@ -291,22 +298,6 @@ def why(better_images: int, best_caption: str | None, caption_fits_better: bool,
         words.append("it repeats a training pair (a leak)")
     return "; ".join(words)
 
-
-def _report_rows(table: pd.DataFrame, pictures: Path | None) -> list[dict[str, Any]]:
-    """The report's top suspects: the table's rows with thumbnails (each picture read once)."""
-    thumbnails: dict[str, str] = {}
-
-    def thumbnail(image_id: str) -> str:
-        if pictures is None or not image_id:
-            return ""
-        if image_id not in thumbnails:
-            thumbnails[image_id] = thumbnail_uri(pictures / image_id)
-        return thumbnails[image_id]
-
-    rows = table.to_dict("records")
-    return [{**row, "thumbnail": thumbnail(row["image_id"]),
-             "suggested_thumbnail": thumbnail(row.get("suggested_image_id_1", ""))}
-            for row in rows]  # fmt: skip
 
 
 def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPairs, mismatch: np.ndarray,

@@ -1,0 +1,88 @@
+"""The report's data: every pair of the audit, ranked, as ``pairs.js`` beside ``report.html``.
+
+A browser refuses ``fetch`` on a ``file://`` page, so the data comes as a script that sets one
+global, ``window.mispairAudit = {...}``: ``audit_id``, ``threshold``, ``images`` (``[image_id,
+thumbnail path or ""]``), ``fields`` (the names of a row's entries) and ``rows``, from the most
+suspect pair to the least, each ``[pair_id, image (index into images), caption, mismatch
+probability, held-out score, split, suggested captions [[caption, score], ...], suggested images
+[[image index, score], ...], why, duplicate of (image index or -1), pairs sharing the caption,
+truly mismatched (1, 0 or null), map ([image x, image y, caption x, caption y] in [0, 1], or
+null)]``. Suggestions are the columns ``suggested_caption_1..3`` /
+``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table has them, else the single
+``suggested_caption`` / ``suggested_image_id``. The page computes nothing: every number is here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PAGE_DATA = "pairs.js"
+MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
+"""The pairs table's map columns: where each pair's image and caption lie (:mod:`mispair.audit.atlas`)."""
+FIELDS = ("pair_id", "image", "caption", "mismatch_probability", "held_out_score", "split",
+          "suggested_captions", "suggested_images", "why", "duplicate_image_of", "duplicate_caption_count",
+          "truly_mismatched", "map")  # fmt: skip
+
+
+def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, threshold: float) -> str:
+    """``pairs.js`` for the ranked ``table`` (``pairs.csv``'s rows), ``thumbnails`` (image id →
+    path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``."""
+    images: dict[str, int] = {}
+
+    def image(image_id: str | None) -> int:
+        return -1 if image_id is None else images.setdefault(image_id, len(images))
+
+    n = len(table)
+    captions = _suggestions(table, "suggested_caption", "suggested_caption_score")
+    pictures = _suggestions(table, "suggested_image_id", "suggested_image_score")
+    has_map = set(MAP_COLUMNS) <= set(table)
+    where = table[list(MAP_COLUMNS)].round(4).to_numpy().tolist() if has_map else [None] * n
+    text = {name: _texts(table, name) for name in ("pair_id", "image_id", "caption", "split", "why",
+                                                   "duplicate_image_of")}  # fmt: skip
+    p, score = _numbers(table, "mismatch_probability"), _numbers(table, "held_out_score")
+    count = _numbers(table, "same_caption_images", digits=0)
+    truth = _numbers(table, "truly_mismatched", digits=0)
+    rows = []
+    for k in range(n):
+        rows.append([
+            text["pair_id"][k], image(text["image_id"][k]), text["caption"][k] or "", p[k], score[k],
+            text["split"][k] or "", [[c, s] for c, s in captions[k] if c is not None],
+            [[image(i), s] for i, s in pictures[k] if i is not None], text["why"][k] or "",
+            image(text["duplicate_image_of"][k]), count[k] or 0, truth[k], where[k],
+        ])  # fmt: skip
+    data = {"audit_id": audit, "threshold": threshold, "fields": FIELDS,
+            "images": [[i, thumbnails.get(i, "")] for i in images], "rows": rows}  # fmt: skip
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return f"window.mispairAudit = {text};\n"
+
+
+def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[str | None, float | None]]]:
+    """Per row, the (suggestion, score) pairs: ``value_1..3`` with ``score_1..3`` when present,
+    else the single ``value`` with ``score``, else none (a missing suggestion is None)."""
+    numbered = [(f"{value}_{k}", f"{score}_{k}") for k in (1, 2, 3) if f"{value}_{k}" in table]
+    columns = numbered or ([(value, score)] if value in table else [])
+    parts = [list(zip(_texts(table, v), _numbers(table, s))) for v, s in columns]
+    return [list(row) for row in zip(*parts)] if parts else [[] for _ in range(len(table))]
+
+
+def _texts(table: pd.DataFrame, name: str) -> list[str | None]:
+    """The column ``name`` as text, None where it is missing or empty (or the table has none)."""
+    if name not in table:
+        return [None] * len(table)
+    column = table[name]
+    present = (column.notna() & (column.astype(str) != "")).tolist()
+    return [str(v) if keep else None for v, keep in zip(column.tolist(), present)]
+
+
+def _numbers(table: pd.DataFrame, name: str, *, digits: int = 3) -> list[float | None]:
+    """The numeric column ``name`` rounded to ``digits`` (0: integers), None where it is missing."""
+    if name not in table:
+        return [None] * len(table)
+    column = table[name].astype("float64")
+    present = column.notna().tolist()
+    values = column.round(digits).tolist()
+    return [(int(v) if digits == 0 else v) if keep else None for v, keep in zip(values, present)]

@@ -1,0 +1,334 @@
+// The review page of report.html: every pair of the audit (window.mispairAudit, from pairs.js),
+// paged, filtered, and a decision per pair (keep, drop, replace the caption) saved in the
+// browser under the audit's id and downloaded as decisions-<audit_id>.csv. The page computes no
+// score; every text from the data is set as text, never as markup.
+(function () {
+  "use strict";
+  var data = window.mispairAudit, review = document.getElementById("review");
+  var PAGE = 50, KEY = "mispair-decisions-" + review.getAttribute("data-audit-id");
+  if (!data || data.audit_id !== review.getAttribute("data-audit-id")) {
+    document.getElementById("data-missing").hidden = false;
+    document.body.setAttribute("data-ready", "0");
+    return;
+  }
+  var F = {};
+  data.fields.forEach(function (name, k) { F[name] = k; });
+  var rows = data.rows, images = data.images, threshold = data.threshold;
+  var decisions = load(), undo = [], visible = [], page = 0, cursor = 0, haystack = null, typing = null;
+  var $ = function (id) { return document.getElementById(id); };
+  var body = $("pairs").tBodies[0];
+
+  function load() {
+    try { return JSON.parse(localStorage.getItem(KEY) || "{}"); } catch (e) { return {}; }
+  }
+  function save() {
+    try { localStorage.setItem(KEY, JSON.stringify(decisions)); } catch (e) {
+      $("storage-note").hidden = false;
+    }
+  }
+  function el(tag, text, cls) {
+    var node = document.createElement(tag);
+    if (text !== undefined && text !== null) { node.textContent = String(text); }
+    if (cls) { node.className = cls; }
+    return node;
+  }
+  function thumb(index) {
+    var box = el("span", null, "thumb"), image = images[index];
+    if (image && image[1]) {
+      var img = el("img");
+      img.loading = "lazy"; img.alt = ""; img.width = 80; img.height = 80; img.src = image[1];
+      box.appendChild(img);
+    } else {
+      box.appendChild(el("span", "no picture", "noimg"));
+    }
+    box.appendChild(el("small", image ? image[0].split("/").pop() : ""));  // the full id in the title
+    box.title = image ? image[0] : "";
+    return box;
+  }
+
+  // Filters: which rows show, in rank order.
+  function filter() {
+    var which = $("decision-filter").value, lo = parseFloat($("p-min").value), hi = parseFloat($("p-max").value);
+    var query = $("search").value.trim().toLowerCase(), dup = $("only-duplicates");
+    var onlyDup = dup && dup.checked;
+    if (isNaN(lo)) { lo = 0; }
+    if (isNaN(hi)) { hi = 1; }
+    visible = [];
+    for (var i = 0; i < rows.length; i++) {
+      var row = rows[i], p = row[F.mismatch_probability], d = decisions[row[F.pair_id]];
+      if (p < lo || p > hi) { continue; }
+      if (which === "undecided" ? d : which !== "all" && (!d || d.d !== which)) { continue; }
+      if (onlyDup && row[F.duplicate_image_of] < 0 && row[F.duplicate_caption_count] === 0) { continue; }
+      if (query && searchable(i).indexOf(query) === -1) { continue; }
+      visible.push(i);
+    }
+    page = 0; cursor = 0;
+    render();
+  }
+  function searchable(i) {  // each row's text, lower case, made once on the first search
+    if (!haystack) {
+      haystack = rows.map(function (row) {
+        return (row[F.caption] + "\u0000" + row[F.pair_id] + "\u0000" + images[row[F.image]][0]).toLowerCase();
+      });
+    }
+    return haystack[i];
+  }
+  function pages() { return Math.max(1, Math.ceil(visible.length / PAGE)); }
+
+  function render() {
+    var start = page * PAGE, end = Math.min(visible.length, start + PAGE);
+    body.textContent = "";
+    for (var k = start; k < end; k++) { body.appendChild(rowElement(visible[k])); }
+    $("page-of").textContent = "page " + (page + 1) + " of " + pages();
+    $("shown").textContent = visible.length + " of " + rows.length + " pairs shown";
+    counts();
+    point(cursor, true);
+    document.body.setAttribute("data-page", String(page + 1));
+  }
+
+  function rowElement(i) {
+    var row = rows[i], tr = el("tr"), id = row[F.pair_id], p = row[F.mismatch_probability];
+    tr.setAttribute("data-index", String(i));
+    tr.setAttribute("data-pair-id", id);
+    if (p >= threshold) { tr.className = "suspected"; }
+    tr.appendChild(el("td", i + 1, "num"));
+    var picture = el("td");
+    picture.appendChild(thumb(row[F.image]));
+    if (row[F.duplicate_image_of] >= 0) {
+      picture.appendChild(el("div", "near-duplicate of " + images[row[F.duplicate_image_of]][0], "tag"));
+    }
+    tr.appendChild(picture);
+    var caption = el("td");
+    caption.appendChild(el("div", row[F.caption], "caption"));
+    if (row[F.duplicate_caption_count] > 0) {
+      caption.appendChild(el("div", "the same caption is on " + row[F.duplicate_caption_count] +
+        " other pair" + (row[F.duplicate_caption_count] > 1 ? "s" : ""), "tag"));
+    }
+    if (row[F.truly_mismatched] === 1) { caption.appendChild(el("div", "known mismatch", "tag truth")); }
+    tr.appendChild(caption);
+    var prob = el("td", null, "num");
+    prob.appendChild(el("div", p.toFixed(2), "p"));
+    prob.appendChild(el("div", "held-out score " + row[F.held_out_score], "muted small"));
+    tr.appendChild(prob);
+    tr.appendChild(el("td", row[F.why], "why"));
+    tr.appendChild(suggestions(row));
+    tr.appendChild(decisionCell(row));
+    tr.addEventListener("click", function (event) {
+      if (event.target.closest("button")) { return; }
+      var at = visible.indexOf(i) - page * PAGE;
+      if (at >= 0) { point(at, event.target.tagName === "INPUT"); }
+    });
+    return tr;
+  }
+
+  function suggestions(row) {
+    var td = el("td"), list = el("ol", null, "suggestions");
+    row[F.suggested_captions].forEach(function (s, k) {
+      var item = el("li"), own = s[0] === row[F.caption];
+      var button = el("button", s[0], "suggestion");
+      button.type = "button";
+      button.title = own ? "its own caption" : "replace the caption by this one (key " + (k + 1) + ")";
+      button.setAttribute("data-choice", String(k + 1));
+      button.addEventListener("click", function () { decide(row, own ? "keep" : "replace", own ? "" : s[0]); });
+      item.appendChild(button);
+      item.appendChild(el("small", own ? " (its own caption)" : " " + (s[1] === null ? "" : s[1]), "muted"));
+      list.appendChild(item);
+    });
+    td.appendChild(list);
+    var pictures = el("div", null, "suggested-images");
+    row[F.suggested_images].forEach(function (s) {
+      var box = thumb(s[0]);
+      box.title = (images[s[0]] ? images[s[0]][0] : "") + (s[0] === row[F.image] ? ": its own image" :
+        ": fits the caption with score " + s[1]);
+      if (s[0] === row[F.image]) { box.appendChild(el("small", "(its own image)", "muted")); }
+      pictures.appendChild(box);
+    });
+    if (row[F.suggested_images].length) { td.appendChild(pictures); }
+    return td;
+  }
+
+  function decisionCell(row) {
+    var td = el("td", null, "decision"), id = row[F.pair_id], d = decisions[id];
+    var state = el("div", d ? (d.d === "replace" ? "replace by: " + d.c : d.d) : "undecided",
+      "state " + (d ? d.d : "undecided"));
+    td.appendChild(state);
+    [["keep", "keep (a)"], ["drop", "drop (x)"]].forEach(function (b) {
+      var button = el("button", b[1], "act-" + b[0]);
+      button.type = "button";
+      button.addEventListener("click", function () { decide(row, b[0], ""); });
+      td.appendChild(button);
+    });
+    var input = el("input", null, "typed");
+    input.type = "text"; input.placeholder = "type a caption (e), Enter";
+    input.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && input.value.trim()) { decide(row, "replace", input.value.trim()); }
+      if (event.key === "Escape") { input.blur(); }
+      event.stopPropagation();
+    });
+    td.appendChild(input);
+    return td;
+  }
+
+  // Decisions: each change is one undo step (the bulk drop too).
+  function decide(row, decision, caption) {
+    change([[row[F.pair_id], decision === null ? null : {d: decision, c: caption}]]);
+    var at = visible.indexOf(rows.indexOf(row)) - page * PAGE;
+    if (at >= 0 && at === cursor) { move(1); }
+  }
+  function change(edits) {
+    undo.push(edits.map(function (e) { return [e[0], decisions[e[0]] || null]; }));
+    apply(edits);
+  }
+  function apply(edits) {
+    edits.forEach(function (e) {
+      if (e[1]) { decisions[e[0]] = e[1]; } else { delete decisions[e[0]]; }
+    });
+    save();
+    refresh();
+  }
+  function refresh() {
+    Array.prototype.forEach.call(body.rows, function (tr) {
+      var fresh = rowElement(parseInt(tr.getAttribute("data-index"), 10));
+      body.replaceChild(fresh, tr);
+    });
+    counts();
+    point(cursor);
+  }
+  function counts() {
+    var n = {keep: 0, drop: 0, replace: 0};
+    Object.keys(decisions).forEach(function (id) { n[decisions[id].d] += 1; });
+    $("counts").textContent = n.keep + " kept, " + n.drop + " dropped, " + n.replace + " replaced, " +
+      (rows.length - n.keep - n.drop - n.replace) + " undecided";
+  }
+  function bulkDrop() {
+    var limit = parseFloat($("bulk-p").value), edits = [];
+    if (isNaN(limit)) { return; }
+    rows.forEach(function (row) {
+      if (row[F.mismatch_probability] >= limit && !decisions[row[F.pair_id]]) {
+        edits.push([row[F.pair_id], {d: "drop", c: ""}]);
+      }
+    });
+    if (edits.length) { change(edits); }
+    $("bulk-note").textContent = edits.length + " pairs dropped";
+  }
+  function download() {
+    var lines = ["pair_id,decision,caption"];
+    rows.forEach(function (row) {
+      var d = decisions[row[F.pair_id]];
+      if (d) { lines.push([row[F.pair_id], d.d, d.d === "replace" ? d.c : ""].map(csvField).join(",")); }
+    });
+    var link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([lines.join("\r\n") + "\r\n"], {type: "text/csv"}));
+    link.download = "decisions-" + data.audit_id + ".csv";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+  }
+  function csvField(value) {
+    return /[",\r\n]/.test(value) || /^\s|\s$/.test(value) ? "\"" + value.replace(/"/g, "\"\"") + "\"" : value;
+  }
+
+  // Moving: the cursor is a row of the page; moving past an end turns the page.
+  function point(at, keepFocus) {
+    var n = body.rows.length;
+    cursor = Math.max(0, Math.min(at, n - 1));
+    Array.prototype.forEach.call(body.rows, function (tr, k) { tr.classList.toggle("current", k === cursor); });
+    if (n && !keepFocus) { body.rows[cursor].scrollIntoView({block: "nearest"}); }
+  }
+  function move(step) {
+    var at = cursor + step;
+    if (at >= body.rows.length && page + 1 < pages()) { turn(page + 1, 0); } else if (at < 0 && page > 0) {
+      turn(page - 1, PAGE - 1);
+    } else { point(at); }
+  }
+  function turn(to, at) {
+    page = Math.max(0, Math.min(to, pages() - 1));
+    cursor = at;
+    render();
+    window.scrollTo(0, $("review").offsetTop);
+    point(cursor);
+  }
+  function current() {
+    var tr = body.rows[cursor];
+    return tr ? rows[parseInt(tr.getAttribute("data-index"), 10)] : null;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    var tag = event.target.tagName;
+    if (event.ctrlKey || event.metaKey || event.altKey || tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") {
+      return;
+    }
+    var row = current(), key = event.key, handled = true;
+    if (key === "j" || key === "ArrowDown") { move(1); } else if (key === "k" || key === "ArrowUp") { move(-1); }
+    else if (key === "n" || key === "ArrowRight") { turn(page + 1, 0); }
+    else if (key === "p" || key === "ArrowLeft") { turn(page - 1, 0); }
+    else if (key === "u") { var last = undo.pop(); if (last) { apply(last); } }
+    else if (row && key === "a") { decide(row, "keep", ""); }
+    else if (row && key === "x") { decide(row, "drop", ""); }
+    else if (row && key === "c") { change([[row[F.pair_id], null]]); }
+    else if (row && key === "e") { body.rows[cursor].querySelector("input.typed").focus(); }
+    else if (row && /^[1-3]$/.test(key)) {
+      var s = row[F.suggested_captions][parseInt(key, 10) - 1];
+      if (s) { decide(row, s[0] === row[F.caption] ? "keep" : "replace", s[0] === row[F.caption] ? "" : s[0]); }
+    } else { handled = false; }
+    if (handled) { event.preventDefault(); }
+  });
+  $("search").addEventListener("input", function () {  // filtered once typing pauses
+    clearTimeout(typing);
+    typing = setTimeout(filter, 150);
+  });
+  ["decision-filter", "p-min", "p-max", "only-duplicates"].forEach(function (id) {
+    if ($(id)) { $(id).addEventListener($(id).tagName === "SELECT" || $(id).type === "checkbox" ? "change" : "input", filter); }
+  });
+  $("first").addEventListener("click", function () { turn(0, 0); });
+  $("prev").addEventListener("click", function () { turn(page - 1, 0); });
+  $("next").addEventListener("click", function () { turn(page + 1, 0); });
+  $("last").addEventListener("click", function () { turn(pages() - 1, 0); });
+  $("bulk-drop").addEventListener("click", bulkDrop);
+  $("download").addEventListener("click", download);
+  function open(i) {
+    $("decision-filter").value = "all"; $("p-min").value = "0"; $("p-max").value = "1"; $("search").value = "";
+    if ($("only-duplicates")) { $("only-duplicates").checked = false; }
+    filter();
+    turn(Math.floor(i / PAGE), i % PAGE);
+  }
+
+  // The map: captions coloured by mismatch probability over grey images; a click opens the
+  // nearest point's pair (an image's: its most suspect pair).
+  function drawMap() {
+    var canvas = $("map");
+    if (!canvas) { return; }
+    var ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height, seen = {}, points = [];
+    var sx = function (x) { return 8 + x * (W - 16); }, sy = function (y) { return 8 + (1 - y) * (H - 16); };
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, H);
+    ctx.fillStyle = "rgba(110, 110, 110, 0.45)";
+    rows.forEach(function (row, i) {
+      var m = row[F.map];
+      if (!m || seen[row[F.image]]) { return; }
+      seen[row[F.image]] = 1;
+      ctx.fillRect(sx(m[0]) - 2, sy(m[1]) - 2, 4, 4);
+      points.push([sx(m[0]), sy(m[1]), i]);
+    });
+    for (var i = rows.length - 1; i >= 0; i--) {  // the most suspect drawn last, on top
+      var m = rows[i][F.map], p = rows[i][F.mismatch_probability];
+      if (!m) { continue; }
+      ctx.fillStyle = "rgb(" + Math.round(30 + 200 * p) + "," + Math.round(150 - 120 * p) + ",60)";
+      ctx.fillRect(sx(m[2]) - 1.5, sy(m[3]) - 1.5, 3, 3);
+      points.push([sx(m[2]), sy(m[3]), i]);
+    }
+    canvas.addEventListener("click", function (event) {
+      var r = canvas.getBoundingClientRect(), x = (event.clientX - r.left) * W / r.width;
+      var y = (event.clientY - r.top) * H / r.height, best = null, bestD = 100;
+      points.forEach(function (pt) {
+        var d = (pt[0] - x) * (pt[0] - x) + (pt[1] - y) * (pt[1] - y);
+        if (d < bestD || (d === bestD && best !== null && pt[2] < best)) { bestD = d; best = pt[2]; }
+      });
+      if (best !== null) { open(best); }
+    });
+  }
+  window.mispairReview = {open: open};
+  filter();
+  drawMap();
+  document.body.setAttribute("data-ready", "1");
+})();

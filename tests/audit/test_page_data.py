@@ -1,0 +1,91 @@
+"""The report's data (``pairs.js``) and thumbnails: every row of the table in rank order with its
+suggestions (three columns or the single one), the audit id a digest of the ranking, thumbnails
+written once per picture and stale ones removed."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mispair.audit.page_data import FIELDS, page_data
+from mispair.audit.thumbs import write_thumbnails
+
+
+def _table(n=6, numbered=True):
+    rng = np.random.default_rng(0)
+    table = {"pair_id": [f"train/{k}" for k in range(n)], "image_id": [f"{k % 4}.png" for k in range(n)],
+             "caption": [f"caption {k}" for k in range(n)], "split": ["train"] * n,
+             "mismatch_probability": np.sort(rng.random(n))[::-1],
+             "held_out_score": np.sort(rng.random(n))}  # fmt: skip
+    if numbered:
+        for j in (1, 2, 3):
+            table[f"suggested_caption_{j}"] = [f"caption {(k + j) % n}" for k in range(n)]
+            table[f"suggested_caption_score_{j}"] = rng.random(n)
+            table[f"suggested_image_id_{j}"] = [f"{(k + j) % 4}.png" for k in range(n)]
+            table[f"suggested_image_score_{j}"] = rng.random(n)
+        table["suggested_caption_3"][0] = None  # fewer than three suggestions for this row
+        table["why"] = [f"reason {k}" for k in range(n)]
+        table["duplicate_image_of"] = ["", "0.png", "", "", "", ""][:n]
+        table["same_caption_images"] = [0, 0, 2, 0, 0, 0][:n]
+    else:
+        table |= {"suggested_caption": [f"caption {(k + 1) % n}" for k in range(n)],
+                  "suggested_caption_score": rng.random(n), "suggested_image_id": ["3.png"] * n,
+                  "suggested_image_score": rng.random(n)}  # fmt: skip
+    return pd.DataFrame(table)
+
+
+def _read(script):
+    assert script.startswith("window.mispairAudit = ") and script.endswith(";\n")
+    return json.loads(script.removeprefix("window.mispairAudit = ").removesuffix(";\n"))
+
+
+@pytest.mark.parametrize("numbered", [True, False])
+def test_every_row_comes_in_rank_order_with_its_suggestions(numbered):
+    table = _table(numbered=numbered)
+    thumbs = {f"{k}.png": f"thumbs/{k}.jpg" for k in range(4)}
+    data = _read(page_data(table, thumbs, audit="abc", threshold=0.5))
+    assert data["fields"] == list(FIELDS) and data["audit_id"] == "abc" and data["threshold"] == 0.5
+    images = data["images"]
+    assert all(thumbs[image_id] == path for image_id, path in images)
+    for row, (_, expected) in zip(data["rows"], table.iterrows(), strict=True):
+        got = dict(zip(FIELDS, row))
+        assert got["pair_id"] == expected["pair_id"] and got["caption"] == expected["caption"]
+        assert images[got["image"]][0] == expected["image_id"]
+        assert got["mismatch_probability"] == round(expected["mismatch_probability"], 3)
+        stems = [f"_{j}" for j in (1, 2, 3)] if numbered else [""]
+        captions = [(expected[f"suggested_caption{s}"], round(expected[f"suggested_caption_score{s}"], 3))
+                    for s in stems if pd.notna(expected[f"suggested_caption{s}"])]  # fmt: skip
+        assert [tuple(c) for c in got["suggested_captions"]] == captions
+        pictures = [(expected[f"suggested_image_id{s}"], round(expected[f"suggested_image_score{s}"], 3))
+                    for s in stems]  # fmt: skip
+        assert [(images[i][0], s) for i, s in got["suggested_images"]] == pictures
+        assert got["why"] == (expected["why"] if numbered else "")
+        duplicate = expected.get("duplicate_image_of", "")
+        assert (images[got["duplicate_image_of"]][0] if got["duplicate_image_of"] >= 0 else "") == duplicate
+        assert got["duplicate_caption_count"] == expected.get("same_caption_images", 0)
+        assert got["truly_mismatched"] is None
+    assert len(data["rows"][0][FIELDS.index("suggested_captions")]) == (2 if numbered else 1)
+
+
+def test_thumbnails_are_written_once_and_stale_ones_removed(tmp_path):
+    from PIL import Image
+
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    for k in range(3):
+        Image.new("RGB", (200, 120), (80 * k, 20, 200)).save(pictures / f"{k}.png")
+    (pictures / "broken.png").write_bytes(b"not a picture")
+    report = tmp_path / "report"
+    first = write_thumbnails(["0.png", "1.png", "2.png", "broken.png", "0.png"], pictures, report)
+    assert first["broken.png"] == "" and len({first[f"{k}.png"] for k in range(3)}) == 3
+    with Image.open(report / first["0.png"]) as thumb:
+        assert thumb.size == (96, 96) and thumb.format == "JPEG"
+    written = {k: (report / v).stat().st_mtime_ns for k, v in first.items() if v}
+    again = write_thumbnails(["0.png", "1.png"], pictures, report)
+    assert again == {"0.png": first["0.png"], "1.png": first["1.png"]}
+    assert all((report / again[k]).stat().st_mtime_ns == written[k] for k in again)  # not rewritten
+    assert not (report / first["2.png"]).exists()  # no image names it any more
+    left = sorted(p.name for p in (report / "thumbs").iterdir())
+    assert left == sorted(v.split("/")[1] for v in again.values())
+    assert write_thumbnails(["0.png"], None, tmp_path / "none") == {"0.png": ""}
