@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mispair.audit.synthetic import synthetic_audit
+from mispair.cli import main
 
 playwright = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -49,7 +50,7 @@ def _states(page):
     return page.eval_on_selector_all("#pairs tbody tr .state", "cells => cells.map(c => c.textContent)")
 
 
-def test_review_by_click_and_key_survives_a_reload_and_downloads(audit, browser_page):
+def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, browser_page, tmp_path):
     out, result = audit
     page, requests = browser_page
     table = result.pairs
@@ -126,6 +127,18 @@ def test_review_by_click_and_key_survives_a_reload_and_downloads(audit, browser_
 
     folder = out.resolve().as_uri()
     assert requests and all(url.startswith((folder + "/", "data:", "blob:")) for url in requests), requests
+
+    # the downloaded decisions, applied: the cleaned collection holds exactly the kept and replaced pairs
+    clean = tmp_path / "clean"
+    assert main(["apply", str(out), "--decisions", str(saved), "--out", str(clean)]) in (0, None)
+    with open(clean / "captions.csv", newline="", encoding="utf-8") as f:
+        written = {r["pair_id"]: (r["image"], r["caption"]) for r in csv.DictReader(f)}
+    image_of = dict(zip(ids, table["image_id"]))
+    caption_of = dict(zip(ids, table["caption"]))
+    dropped = {i for i, (d, _) in expected.items() if d == "drop"}
+    replaced = {i: c for i, (d, c) in expected.items() if d == "replace"}
+    assert written == {i: (image_of[i], replaced.get(i, caption_of[i])) for i in ids if i not in dropped}
+    assert all((clean / image).is_file() for image, _ in written.values())
 
 
 def test_a_page_without_its_data_says_so(audit, tmp_path):

@@ -43,7 +43,7 @@ def synthetic_audit(folder: str | Path, *, pairs: int, images: int, seed: int = 
         "estimated_mismatched_share_interval": [share.low, share.high],
         "suspected": int(table["suspected"].sum()), "threshold": 0.5, "division": {"scores": "random"},
         "truth": None, "planted": None, "self_check": None, "detection": None,
-        "map": "pca" if suggestions > 1 else None,
+        "map": "pca" if suggestions > 1 else None, "image_root": str(pictures), "split_note": "synthetic",
     }  # fmt: skip
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
