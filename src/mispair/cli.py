@@ -63,7 +63,8 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
 CONFIG_SUFFIXES = (".yaml", ".yml")
 
 
-DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root")
+DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root",
+                "image_embedding_column", "text_embedding_column", "embeddings_aligned")  # fmt: skip
 
 
 def _data_options(args: argparse.Namespace) -> dict[str, str]:
@@ -304,6 +305,13 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name}-column", help=f"the column of {what}")
     parser.add_argument("--image-root", help="the folder a table's image paths are relative to (default: "
                         "the table's folder)")  # fmt: skip
+    for side in ("image", "text"):
+        parser.add_argument(f"--{side}-embedding-column", help=f"the column of precomputed {side} "
+                            "vectors (a list per cell, or a .npy path): used instead of the built-in "
+                            "encoder")  # fmt: skip
+    parser.add_argument("--embeddings-aligned", action="store_true", help="the two embedding columns come "
+                        "from one matched pair of towers (CLIP): report their raw cosine beside the audit's "
+                        "score")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,7 +53,10 @@ class RunData:
 
     @property
     def vocab_size(self) -> int:
-        """The tokenizer's size; for pre-tokenized captions, the file's, else 1 + the largest id."""
+        """The tokenizer's size; for pre-tokenized captions, the file's, else 1 + the largest id;
+        for captions given as vectors, their dimension (what the precomputed encoder reads)."""
+        if self.train.text_features is not None:
+            return int(self.train.text_features.shape[1])
         if self.tokenizer is not None:
             return len(self.tokenizer)
         if self.train.vocab_size is not None:
@@ -73,7 +76,7 @@ def load_run_data(config: RunConfig) -> RunData:
     train = model_pairs(config.model, load_split(config.data, config.data.train_split))
     dev = model_pairs(config.model, load_split(config.data, config.data.dev_split))
     tokenizer = None
-    if train.caption_tokens is None:
+    if train.caption_tokens is None and train.text_features is None:
         kind = text_encoder_class(config.model.text_encoder).tokenizer
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
     return RunData(train, dev, tokenizer, noise_of_split(config.data, train),
@@ -170,8 +173,8 @@ def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) 
 
 def checkpoint_tokens(state: dict[str, Any], pairs: PairSet) -> list[list[int]]:
     """Token ids of ``pairs``' captions as the checkpoint's run tokenized its own."""
-    if pairs.caption_tokens is not None:
-        return pairs.caption_tokens
+    if pairs.caption_tokens is not None or pairs.text_features is not None:
+        return encode_captions(pairs, None)
     config = from_dict(state["config"])
     kind = text_encoder_class(config.model.text_encoder).tokenizer
     return encode_captions(pairs, restore_tokenizer(kind, state["vocab"]))

@@ -111,7 +111,8 @@ def checked_table(
             stacklevel=2,
         )
         frame.loc[long, "caption"] = frame.loc[long, "caption"].str.slice(0, MAX_CAPTION_CHARS)
-    reason = frame.apply(_row_problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
+    problem = _id_problem if "image_embedding" in frame else _row_problem
+    reason = frame.apply(problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
     bad = reason.astype(bool)
     refused_rows = list(refused or []) + [
         {"pair_id": r.pair_id, "image": r.image, "caption": r.caption, "reason": why}
@@ -132,6 +133,15 @@ def _row_problem(row) -> str:
         return "a remote URL is not fetched: download the images first (e.g. with img2dataset)"
     if "\x00" in row["image"]:
         return "a NUL character in the image path"
+    if row["split"] and row["split"] not in SPLIT_NAMES:
+        return f"unknown split {row['split']!r} (use train, dev or test)"
+    return ""
+
+
+def _id_problem(row) -> str:
+    """What makes a row unusable when its image is given as a vector (the image is an id only)."""
+    if not row["caption"]:
+        return "empty caption"
     if row["split"] and row["split"] not in SPLIT_NAMES:
         return f"unknown split {row['split']!r} (use train, dev or test)"
     return ""
@@ -209,6 +219,7 @@ class TableReader(Reader):
             name=f"{Path(data.root).name}/{split}",
             image_ids=images,
             pair_ids=rows["pair_id"].tolist(),
+            text_features=np.stack(rows["text_embedding"].tolist()) if "text_embedding" in rows else None,
         )
 
     def prepared(self, data: DataConfig) -> PreparedCollection:
@@ -220,6 +231,8 @@ class TableReader(Reader):
             data.caption_column,
             data.id_column,
             data.split_column,
+            data.image_embedding_column,
+            data.text_embedding_column,
             data.image_root,
             data.folder_allow_outside,
             data.cache_dir,
@@ -236,9 +249,25 @@ _PREPARED: dict = {}
 
 def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> PreparedCollection:
     """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
-    features of the rest; assign splits."""
+    features of the rest (or take the table's image vectors); assign splits."""
+    from mispair.data.readers.embeddings import image_embedding_features
     from mispair.data.readers.splits import assign_splits
 
+    if "image_embedding" in table.pairs:
+        check_refusals(table)
+        images = list(dict.fromkeys(table.pairs["image"]))
+        features = image_embedding_features(table.pairs, images)
+    else:
+        table, features, images = _extracted(table, cache_dir, data)
+    splits, note = assign_splits(table.pairs, table.where)
+    table.pairs = table.pairs.assign(split=splits)
+    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+
+
+def _extracted(table: CollectionTable, cache_dir: Path, data: DataConfig
+               ) -> tuple[CollectionTable, np.ndarray, list[str]]:  # fmt: skip
+    """The table without the rows whose picture cannot be read, the features of its images, and
+    the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
     check_refusals(table)
     images = list(dict.fromkeys(table.pairs["image"]))
@@ -249,9 +278,7 @@ def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> Prepar
         check_refusals(table)
         features = features[valid]
         images = [image for image, ok in zip(images, valid) if ok]
-    splits, note = assign_splits(table.pairs, table.where)
-    table.pairs = table.pairs.assign(split=splits)
-    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+    return table, features, images
 
 
 def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> CollectionTable:
