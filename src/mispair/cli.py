@@ -150,6 +150,12 @@ def format_audit(summary: dict, out: Path) -> str:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
                      f"precision {detection['average_precision']:.3f}, suspected set precision "
                      f"{detection['precision']:.2f} recall {detection['recall']:.2f}")  # fmt: skip
+    raw = (summary.get("raw_score") or {}).get("detection")
+    if raw and detection:
+        lines.append(f"the raw cosine of the given vectors (the usual CLIP-score filter) on the same "
+                     f"pairs: detection AUC {raw['auc']:.3f}, average precision "
+                     f"{raw['average_precision']:.3f} (the audit's: {detection['auc']:.3f}, "
+                     f"{detection['average_precision']:.3f})")  # fmt: skip
     if check:
         lines.append(f"self-check: the ranking's AUC on this collection's mismatches is about "
                      f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "

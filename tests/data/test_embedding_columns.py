@@ -10,14 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.metrics import roc_auc_score
 
 import mispair
 from mispair.audit import audit_collection
 from mispair.config import DataConfig, load_config
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.readers import reader_of
+from mispair.data.readers.embeddings import vector_id
 from mispair.data.text_vectors import lookup_vectors, vector_tokens
-from mispair.errors import DataError
+from mispair.errors import ConfigError, DataError
 from mispair.nn.text.precomputed import PrecomputedTextEncoder
 from tests.cli_errors import one_line_error
 
@@ -25,6 +27,7 @@ TINY = ["model.embed_dim=32", "train.epochs=1", "train.batch_size=8", "train.lr_
         "train.threads=1", "division.folds=2", "division.epochs=2", "division.rounds=1",
         "division.repeats=1"]  # fmt: skip
 COLUMNS = ["data.image_embedding_column=img_emb", "data.text_embedding_column=txt_emb"]
+ALIGNED = [*TINY, *COLUMNS, "data.embeddings_aligned=true"]
 
 
 def vectors(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,3 +146,34 @@ def test_a_dataframe_with_vectors_trains_through_the_keywords(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["model"]["text_encoder"] == "precomputed" and config["data"]["text_embedding_column"] == "t"
     assert model.checkpoint.is_file()
+
+
+def test_aligned_vectors_put_their_raw_cosine_beside_the_audit(tmp_path):
+    rng = np.random.default_rng(3)
+    kind = rng.integers(0, 20, 60)
+    centres = rng.normal(size=(20, 16))
+    images = (centres[kind] + 0.3 * rng.normal(size=(60, 16))).astype(np.float32)
+    texts = (centres[kind] + 0.3 * rng.normal(size=(60, 16))).astype(np.float32)
+    path = write_parquet(tmp_path / "t.parquet", images, texts, kind)
+    result = audit_collection(path, tmp_path / "audit", overrides=ALIGNED,
+                              plant=0.2, progress=False, log=lambda _: None)  # fmt: skip
+    pairs = result.pairs
+    image_of = {vector_id(v): v for v in images}
+    for row in pairs.itertuples():
+        image, text = image_of[row.image_id], texts[int(row.pair_id)]
+        cosine = float(image @ text / np.linalg.norm(image) / np.linalg.norm(text))
+        assert row.raw_similarity == pytest.approx(cosine, abs=1e-5)
+    raw = result.summary["raw_score"]["detection"]
+    assert raw["auc"] == pytest.approx(roc_auc_score(pairs["truly_mismatched"], -pairs["raw_similarity"]))
+    assert raw["auc"] > 0.9 and "auc" in result.summary["detection"]  # swapped kinds: low raw cosine
+
+
+def test_aligned_vectors_of_two_dimensions_are_an_error_before_training(tmp_path):
+    images, texts, kind = vectors()
+    path = write_parquet(tmp_path / "t.parquet", images, texts, kind)
+    with pytest.raises(
+        ConfigError, match="image vectors of dimension 24 and caption vectors of dimension 16"
+    ):
+        audit_collection(path, tmp_path / "audit", overrides=ALIGNED,
+                         progress=False, log=lambda _: None)  # fmt: skip
+    assert not (tmp_path / "audit" / "run").exists()

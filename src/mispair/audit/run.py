@@ -15,11 +15,13 @@ import numpy as np
 
 from mispair.audit.collection import audit_config, picture_root, thumbnail_uri
 from mispair.audit.ranking import BestMatches, best_matches, detection_curves, score_division, suspicion_order
+from mispair.audit.raw_score import aligned, check_aligned, detection, raw_similarity
 from mispair.audit.report import curve_plots, render_report, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
+from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.engine.assembly import other_splits, prepare_text_encoder
@@ -65,6 +67,8 @@ def audit_collection(
     if top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
+    if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
+        check_aligned(config.data, load_split(config.data, config.data.train_split))
     summary, clean, run = _train(config, out, clean_run, resume, progress, log)
     audited = audited_pairs(run, progress=progress)
     pictures = _pictures(audited.image_ids, config.data, images)
@@ -75,6 +79,9 @@ def audit_collection(
     mismatch = 1.0 - division.clean_prob
     threshold = 1.0 - float(config.method.get("p_threshold", 0.5))
     table = pair_table(audited, mismatch, threshold, matches)
+    raw = raw_similarity(audited.pairs) if aligned(config.data) else None
+    if raw is not None:
+        table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
     refused = reader.refused(config.data)
     result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
     n_refused = 0 if refused is None else len(refused)
@@ -86,6 +93,10 @@ def audit_collection(
         curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
         result["detection"] = curves.summary()
         plots += curve_plots(curves)
+    if raw is not None:
+        known = truth is not None and 0 < truth.sum() < len(truth)
+        result["raw_score"] = {"column": "raw_similarity",
+                               "detection": detection(raw, truth) if known else None}  # fmt: skip
     retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
     page = render_report(result, _report_rows(table.head(top), pictures), plots, division, retrieval)
     result["seconds"] = round(time.time() - started, 1)
