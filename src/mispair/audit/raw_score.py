@@ -19,8 +19,10 @@ from mispair.errors import ConfigError
 
 
 def aligned(data: DataConfig) -> bool:
-    """Whether the run's image and caption vectors share one space (their cosine means something)."""
-    return data.embeddings_aligned
+    """Whether the run's image and caption vectors share one space (their cosine means something):
+    declared (``data.embeddings_aligned``), or both from one open_clip model."""
+    towers = data.image_encoder == data.caption_encoder == "open_clip"
+    return data.embeddings_aligned or (towers and data.image_encoder_options == data.caption_encoder_options)
 
 
 def check_aligned(data: DataConfig, pairs: PairSet) -> None:
@@ -28,7 +30,7 @@ def check_aligned(data: DataConfig, pairs: PairSet) -> None:
     no caption vectors, or another dimension than the images'."""
     if not aligned(data):
         return
-    if pairs.text_features is None:
+    if pairs.text_features is None:  # declared aligned: the open_clip towers always give both
         raise ConfigError(
             "--embeddings-aligned: the captions have no vectors to compare with the images' (name "
             "the text-embedding column with --text-embedding-column)"

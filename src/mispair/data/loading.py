@@ -54,6 +54,18 @@ def absolute_root(root: str | Path) -> str:
 
 
 def load_split(data: DataConfig, split: str) -> PairSet:
-    """One split of the configured source."""
+    """One split of the configured source (with each caption's vector when ``data.caption_encoder``
+    names a frozen encoder of captions)."""
     data = resolve_source(data)
-    return reader_of(data).read_split(data, split)
+    reader = reader_of(data)
+    pairs = reader.read_split(data, split)
+    if not data.caption_encoder:
+        return pairs
+    if pairs.text_features is not None:
+        raise ConfigError("data.caption_encoder and a text-embedding column: the captions' vectors are "
+                          "given twice; keep one")  # fmt: skip
+    from mispair.data.caption_encoders import caption_vectors
+
+    vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, pairs.captions,
+                              reader.cache_dir(data))  # fmt: skip
+    return replace(pairs, text_features=vectors)

@@ -233,6 +233,8 @@ class TableReader(Reader):
             data.split_column,
             data.image_embedding_column,
             data.text_embedding_column,
+            data.image_encoder,
+            repr(sorted(data.image_encoder_options.items())),
             data.image_root,
             data.folder_allow_outside,
             data.cache_dir,
@@ -271,7 +273,7 @@ def _extracted(table: CollectionTable, cache_dir: Path, data: DataConfig
     table = _refuse_bad_paths(table, data.folder_allow_outside)
     check_refusals(table)
     images = list(dict.fromkeys(table.pairs["image"]))
-    features, valid = image_features(table.image_root, images, cache_dir)
+    features, valid = image_features(table.image_root, images, cache_dir, data)
     if not valid.all():
         unreadable = {image for image, ok in zip(images, valid) if not ok}
         table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
@@ -312,14 +314,18 @@ def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionT
     )
 
 
-def image_features(root: Path, images: list[str], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+def image_features(root: Path, images: list[str], cache_dir: Path,
+                   data: DataConfig) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
-    stacked ``.npy`` feature arrays when every image is one, else CNN grid features (cached)."""
+    stacked ``.npy`` feature arrays when every image is one, else the features of
+    ``data.image_encoder`` (cached)."""
     if images and all(name.endswith(".npy") for name in images):
         return _stack_npy(root, images), np.ones(len(images), dtype=bool)
     from mispair.data.features import extract_folder_features
+    from mispair.data.image_encoders import create_image_encoder
 
-    return extract_folder_features(root, images, cache_dir=cache_dir)
+    encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
+    return extract_folder_features(root, images, cache_dir=cache_dir, encoder=encoder)
 
 
 def _stack_npy(root: Path, images: list[str]) -> np.ndarray:
