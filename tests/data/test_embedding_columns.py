@@ -146,6 +146,8 @@ def test_a_dataframe_with_vectors_trains_through_the_keywords(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["model"]["text_encoder"] == "precomputed" and config["data"]["text_embedding_column"] == "t"
     assert model.checkpoint.is_file()
+    with pytest.raises(ConfigError, match="its images were given as vectors"):
+        model.encode_images([tmp_path / "any.png"])
 
 
 def test_aligned_vectors_put_their_raw_cosine_beside_the_audit(tmp_path):

@@ -29,10 +29,9 @@ class PrecomputedTextEncoder(nn.Module):
 
     def __init__(self, text_dim: int, embed_dim: int = 1024) -> None:
         super().__init__()
+        # initialised as the frozen MiniLM encoder's projection: a run on MiniLM's mean-pooled
+        # states given as vectors draws the same random weights as the run on MiniLM itself
         self.fc = nn.Linear(text_dim, embed_dim)
-        bound = (6.0 / (text_dim + embed_dim)) ** 0.5  # Xavier-uniform, as the image projection
-        nn.init.uniform_(self.fc.weight, -bound, bound)
-        nn.init.zeros_(self.fc.bias)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, vocab_size: int) -> PrecomputedTextEncoder:
