@@ -179,3 +179,9 @@ def test_aligned_vectors_of_two_dimensions_are_an_error_before_training(tmp_path
         audit_collection(path, tmp_path / "audit", overrides=ALIGNED,
                          progress=False, log=lambda _: None)  # fmt: skip
     assert not (tmp_path / "audit" / "run").exists()
+
+
+def test_an_embedding_column_of_a_form_without_columns_is_an_error(tmp_path):
+    data = DataConfig(source="synthetic", text_embedding_column="txt_emb")
+    with pytest.raises(ConfigError, match="'txt_emb': vectors are read from a table file or a folder's"):
+        load_split(data, "train")

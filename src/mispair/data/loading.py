@@ -12,6 +12,8 @@ from mispair.data.readers import READERS, detect_source, reader_of
 from mispair.errors import ConfigError
 
 DEFAULT_REAL_ROOT = Path("data/tuxpaint_precomp")
+EMBEDDING_SOURCES = ("table", "folder")
+"""The readers that read embedding columns (``data.image_embedding_column``, ...)."""
 
 
 def resolve_source(data: DataConfig) -> DataConfig:
@@ -57,6 +59,10 @@ def load_split(data: DataConfig, split: str) -> PairSet:
     """One split of the configured source (with each caption's vector when ``data.caption_encoder``
     names a frozen encoder of captions)."""
     data = resolve_source(data)
+    column = data.image_embedding_column or data.text_embedding_column
+    if column and data.source not in EMBEDDING_SOURCES:
+        raise ConfigError(f"embedding column {column!r}: vectors are read from a table file or a folder's "
+                          f"captions file, not from a {data.source} collection")  # fmt: skip
     reader = reader_of(data)
     pairs = reader.read_split(data, split)
     if not data.caption_encoder:
