@@ -108,6 +108,7 @@ def test_unknown_encoders_and_missing_weights_are_one_line_errors(tmp_path):
         caption_vectors("huggingface", {"path": str(tmp_path)}, ["x"], None)
 
 
+@pytest.mark.slow  # about 25 s on two busy cores
 def test_a_tiny_timm_model_with_local_weights_audits_and_bad_weights_are_refused(tmp_path):
     timm = pytest.importorskip("timm")
     model = timm.create_model("resnet10t", pretrained=False, num_classes=0)
@@ -133,6 +134,7 @@ OPEN_CLIP_TINY = {
 }
 
 
+@pytest.mark.slow  # about 30 s on two busy cores
 def test_a_tiny_open_clip_model_audits_with_its_raw_cosine_beside(tmp_path):
     open_clip = pytest.importorskip("open_clip")
     config = tmp_path / "tiny-clip-test.json"
