@@ -2,6 +2,7 @@
 text model from a local folder, and the open_clip and timm entries with tiny random models saved
 locally; each audits a collection end to end, and weights that do not fit are a one-line error."""
 
+import importlib
 import json
 
 import numpy as np
@@ -20,6 +21,15 @@ from tests.data.readers_forms import rows, write_form
 TINY = ["model.embed_dim=32", "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]",
         "train.threads=1", "division.folds=2", "division.epochs=2", "division.rounds=1",
         "division.repeats=1"]  # fmt: skip
+
+
+def optional(module: str):
+    """``module``, or a skip when it is absent or cannot be imported (a torchvision built for
+    another torch breaks timm and open_clip with a RuntimeError, not an ImportError)."""
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:
+        pytest.skip(f"{module} cannot be imported: {type(exc).__name__}")
 
 
 class TinyGrid(nn.Module):
@@ -110,7 +120,7 @@ def test_unknown_encoders_and_missing_weights_are_one_line_errors(tmp_path):
 
 @pytest.mark.slow  # about 25 s on two busy cores
 def test_a_tiny_timm_model_with_local_weights_audits_and_bad_weights_are_refused(tmp_path):
-    timm = pytest.importorskip("timm")
+    timm = optional("timm")
     model = timm.create_model("resnet10t", pretrained=False, num_classes=0)
     torch.save(model.state_dict(), tmp_path / "resnet10t.pt")
     torch.save(
@@ -136,7 +146,7 @@ OPEN_CLIP_TINY = {
 
 @pytest.mark.slow  # about 30 s on two busy cores
 def test_a_tiny_open_clip_model_audits_with_its_raw_cosine_beside(tmp_path):
-    open_clip = pytest.importorskip("open_clip")
+    open_clip = optional("open_clip")
     config = tmp_path / "tiny-clip-test.json"
     config.write_text(json.dumps(OPEN_CLIP_TINY))
     open_clip.add_model_config(config)

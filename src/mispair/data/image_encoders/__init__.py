@@ -70,6 +70,12 @@ def require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise ConfigError(f"{module} is not installed: pip install 'mispair[{extra}]'") from None
+    except Exception as exc:  # e.g. a torchvision built for another torch fails as it loads
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ConfigError(
+            f"{module} is installed but cannot be imported ({type(exc).__name__}: {first}); "
+            f"reinstall it to match torch {importlib.import_module('torch').__version__}"
+        ) from None
 
 
 def load_weights(model: nn.Module, path: Path, what: str, key: str = "data.image_encoder_options") -> None:
