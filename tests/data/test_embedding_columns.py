@@ -101,12 +101,13 @@ def test_a_text_embedding_column_makes_the_text_encoder_precomputed():
 def test_a_table_with_its_own_vectors_audits_end_to_end(tmp_path):
     images, texts, kind = vectors()
     path = write_parquet(tmp_path / "t.parquet", images, texts, kind)
-    result = audit_collection(path, tmp_path / "audit", overrides=[*TINY, *COLUMNS], plant=0.2,
+    learns = ["division.epochs=6", "train.lr=3e-3"]  # scorers that learn the kinds (AUC 0.92-1.0 over seeds)
+    result = audit_collection(path, tmp_path / "audit", overrides=[*TINY, *COLUMNS, *learns], plant=0.2,
                               progress=False, log=lambda _: None)  # fmt: skip
     pairs, summary = result.pairs, result.summary
     assert len(pairs) == summary["pairs_scored"] == len(kind) and pairs["pair_id"].is_unique
     assert np.isfinite(pairs["held_out_score"]).all()
-    assert summary["detection"]["auc"] > 0.5  # the planted swaps rank above chance
+    assert summary["detection"]["auc"] > 0.8  # the planted swaps rank first
 
 
 def bad_table(tmp_path, cell: str):
