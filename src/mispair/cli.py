@@ -67,7 +67,8 @@ OVERWRITE_HELP = ("write into a non-empty --out that mispair did not create (onl
                   "are replaced)")  # fmt: skip
 
 
-DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root")
+DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root",
+                "image_embedding_column", "text_embedding_column", "embeddings_aligned")  # fmt: skip
 
 
 def _data_options(args: argparse.Namespace) -> dict[str, str]:
@@ -169,6 +170,12 @@ def format_audit(summary: dict, out: Path) -> str:
         lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
                      f"precision {detection['average_precision']:.3f}, suspected set precision "
                      f"{detection['precision']:.2f} recall {detection['recall']:.2f}")  # fmt: skip
+    raw = (summary.get("raw_score") or {}).get("detection")
+    if raw and detection:
+        lines.append(f"the raw cosine of the given vectors (the usual CLIP-score filter) on the same "
+                     f"pairs: detection AUC {raw['auc']:.3f}, average precision "
+                     f"{raw['average_precision']:.3f} (the audit's: {detection['auc']:.3f}, "
+                     f"{detection['average_precision']:.3f})")  # fmt: skip
     if check and check.get("consistent", True):
         lines.append(f"self-check: the ranking's AUC on this collection's mismatches is about "
                      f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
@@ -374,6 +381,13 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name}-column", help=f"the column of {what}")
     parser.add_argument("--image-root", help="the folder a table's image paths are relative to (default: "
                         "the table's folder)")  # fmt: skip
+    for side in ("image", "text"):
+        parser.add_argument(f"--{side}-embedding-column", help=f"the column of precomputed {side} "
+                            "vectors (a list per cell, or a .npy path): used instead of the built-in "
+                            "encoder")  # fmt: skip
+    parser.add_argument("--embeddings-aligned", action="store_true", help="the two embedding columns come "
+                        "from one matched pair of towers (CLIP): report their raw cosine beside the audit's "
+                        "score")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

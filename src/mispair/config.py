@@ -48,6 +48,17 @@ class DataConfig:
     ``image_column`` ... ``split_column``: a table's columns (None: the usual names).
     ``image_root``: the folder a table's image paths are relative to (default: the table's).
     ``cache_dir``: where image features and unpacked images are kept (default: beside the data).
+    ``image_embedding_column`` / ``text_embedding_column``: a table's columns of precomputed
+    vectors (a list per cell, or a ``.npy`` path relative to the table), used instead of image
+    features / caption encoding (see ``docs/encoders.md``); a text-embedding column makes the text
+    encoder ``precomputed``. ``embeddings_aligned``: the two columns come from one matched pair of
+    towers (e.g. CLIP), so their plain cosine is a score too (the audit's raw-score baseline).
+    ``image_encoder``: the frozen encoder that turns a collection's pictures into features (a name
+    of :data:`mispair.data.image_encoders.IMAGE_ENCODERS`: ``efficientnet_lite0``, ``timm``,
+    ``open_clip``), with ``image_encoder_options`` (``model``, ``checkpoint``: local weights).
+    ``caption_encoder``: a frozen encoder that turns each caption into a vector before training
+    (:data:`mispair.data.caption_encoders.CAPTION_ENCODERS`: ``open_clip``, ``huggingface``), with
+    ``caption_encoder_options``; it makes the text encoder ``precomputed``.
     """
 
     source: str = "auto"
@@ -61,6 +72,13 @@ class DataConfig:
     split_column: str | None = None
     image_root: str | None = None
     cache_dir: str | None = None
+    image_embedding_column: str | None = None
+    text_embedding_column: str | None = None
+    embeddings_aligned: bool = False
+    image_encoder: str = "efficientnet_lite0"
+    image_encoder_options: dict[str, Any] = field(default_factory=dict)
+    caption_encoder: str | None = None
+    caption_encoder_options: dict[str, Any] = field(default_factory=dict)
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
     folder_allow_outside: bool = False  # table sources: read image paths outside the table's folder
@@ -174,6 +192,10 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     method: dict[str, Any] = field(default_factory=dict)
     division: DivisionConfig = field(default_factory=DivisionConfig)
+
+    def __post_init__(self) -> None:
+        if self.data.text_embedding_column or self.data.caption_encoder:  # captions as vectors: read by this
+            self.model.text_encoder = "precomputed"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

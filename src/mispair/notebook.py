@@ -16,10 +16,11 @@ from mispair.progress import is_quiet, set_quiet
 if TYPE_CHECKING:
     import pandas as pd
 
-COLUMN_OPTIONS = ("image_column", "caption_column", "id_column", "split_column")
-"""Keyword arguments naming a table's columns (``data.<name>`` in a config; auto-detected when
-not given)."""
-DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir")
+COLUMN_OPTIONS = ("image_column", "caption_column", "id_column", "split_column",
+                  "image_embedding_column", "text_embedding_column")  # fmt: skip
+"""Keyword arguments naming a table's columns (``data.<name>`` in a config; the first four
+auto-detected when not given)."""
+DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned")
 """Keyword arguments that are ``data.<name>`` fields."""
 
 

@@ -29,7 +29,9 @@ def audit(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, p
     a DataFrame with an image and a caption column) into the folder ``out`` (default: a new
     temporary folder, kept) and return the :class:`~mispair.audit.AuditResult`.
 
-    ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``, and any
+    ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``,
+    ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned`` (a table's own
+    vectors: ``docs/encoders.md``), and any
     config section as a mapping, e.g. ``train={"epochs": 5}`` (the same as the override
     ``train.epochs=5``). ``progress=False`` writes nothing to standard output or error (warnings
     are kept in ``result.summary["warnings"]``).

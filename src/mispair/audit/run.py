@@ -24,11 +24,13 @@ from mispair.audit.ranking import (
     score_division,
     suspicion_order,
 )
+from mispair.audit.raw_score import aligned, check_aligned, detection, raw_similarity
 from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
+from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
@@ -86,6 +88,8 @@ def audit_collection(
     check_run_config(config)  # every option checked before the folder is touched
     check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
     with holding(out):  # a second audit into the same folder refuses at once
+        if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
+            check_aligned(config.data, load_split(config.data, config.data.train_split))
         summary, clean, run = _train(config, out, clean_run, resume, progress, log)
         audited = audited_pairs(run, progress=progress)
         check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
@@ -104,6 +108,9 @@ def audit_collection(
         points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
         order = suspicion_order(audited.score)
         table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
+        raw = raw_similarity(audited.pairs) if aligned(config.data) else None
+        if raw is not None:
+            table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
         refused = reader.refused(config.data)
         result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
         n_refused = 0 if refused is None else len(refused)
@@ -119,6 +126,10 @@ def audit_collection(
             curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
             result["detection"] = curves.summary()
             plots += curve_plots(curves)
+        if raw is not None:
+            known = truth is not None and 0 < truth.sum() < len(truth)
+            result["raw_score"] = {"column": "raw_similarity",
+                                   "detection": detection(raw, truth) if known else None}  # fmt: skip
         retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
         report = review_page(table, result, plots, division, retrieval, pictures, out, top=top,
                              progress=progress)  # fmt: skip

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from mispair.data.pairset import PairSet, concatenate
+from mispair.data.text_vectors import vector_tokens
 from mispair.data.tokenizers import Tokenizer
 from mispair.distributed import SINGLE_PROCESS, Shard
 from mispair.seeds import child_seed
@@ -41,8 +42,11 @@ class Batch:
 
 
 def encode_captions(pairs: PairSet, tokenizer: Tokenizer | None) -> list[list[int]]:
-    """Token ids of every caption: the pre-tokenized ids when the set has them, else
+    """Token ids of every caption: the ids naming its given vector when the set has caption
+    vectors (:mod:`mispair.data.text_vectors`), the pre-tokenized ids when it has them, else
     ``tokenizer``'s."""
+    if pairs.text_features is not None:
+        return vector_tokens(pairs.text_features)
     if pairs.caption_tokens is not None:
         return pairs.caption_tokens
     assert tokenizer is not None, "a tokenizer is needed to tokenize captions"

@@ -221,9 +221,11 @@ def _prune(cache_dir: Path, keep: set[Path]) -> None:
 
 
 def extract_folder_features(root: Path, images: list[str], *, progress: bool = True,
-                            cache_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                            cache_dir: Path | None = None, encoder: nn.Module | None = None
+                            ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
     ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
+    ``encoder``: another extractor (:mod:`mispair.data.image_encoders`), default EfficientNet-Lite0.
 
     SVGs are rendered as untrusted files; cached in ``cache_dir`` (default ``root/.mispair_cache/``).
 
@@ -235,11 +237,13 @@ def extract_folder_features(root: Path, images: list[str], *, progress: bool = T
     if missing:
         raise DataError(f"{root}: {len(missing)} image file(s) not found, e.g. {missing[0]!r}")
 
+    size = getattr(encoder, "image_size", EfficientNetLite0Grid.image_size)
+
     def load(i: int) -> object | None:
         try:
-            return _images().load_picture(paths[i])
+            return _images().load_picture(paths[i], size)
         except DataError:
             return None
 
     cache_dir = Path(root) / ".mispair_cache" if cache_dir is None else cache_dir
-    return extract_grid_features([file_key(p) for p in paths], load, cache_dir, progress=progress)
+    return extract_grid_features([file_key(p) for p in paths], load, cache_dir, encoder, progress=progress)

@@ -12,6 +12,8 @@ from mispair.data.readers import READERS, detect_source, reader_of
 from mispair.errors import ConfigError
 
 DEFAULT_REAL_ROOT = Path("data/tuxpaint_precomp")
+EMBEDDING_SOURCES = ("table", "folder")
+"""The readers that read embedding columns (``data.image_embedding_column``, ...)."""
 
 
 def resolve_source(data: DataConfig) -> DataConfig:
@@ -54,6 +56,22 @@ def absolute_root(root: str | Path) -> str:
 
 
 def load_split(data: DataConfig, split: str) -> PairSet:
-    """One split of the configured source."""
+    """One split of the configured source (with each caption's vector when ``data.caption_encoder``
+    names a frozen encoder of captions)."""
     data = resolve_source(data)
-    return reader_of(data).read_split(data, split)
+    column = data.image_embedding_column or data.text_embedding_column
+    if column and data.source not in EMBEDDING_SOURCES:
+        raise ConfigError(f"embedding column {column!r}: vectors are read from a table file or a folder's "
+                          f"captions file, not from a {data.source} collection")  # fmt: skip
+    reader = reader_of(data)
+    pairs = reader.read_split(data, split)
+    if not data.caption_encoder:
+        return pairs
+    if pairs.text_features is not None:
+        raise ConfigError("data.caption_encoder and a text-embedding column: the captions' vectors are "
+                          "given twice; keep one")  # fmt: skip
+    from mispair.data.caption_encoders import caption_vectors
+
+    vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, pairs.captions,
+                              reader.cache_dir(data))  # fmt: skip
+    return replace(pairs, text_features=vectors)

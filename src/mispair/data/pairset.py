@@ -28,6 +28,9 @@ class PairSet:
         vocab_size: the size of the vocabulary ``caption_tokens`` index into (NoW's ``idx``).
         pair_ids: optional ``n_captions`` stable identifiers of the pairs (an input row, an id
             column's value), kept through every reordering.
+        text_features: optional ``[n_captions, D]`` float32 vectors given for the captions (a
+            table's text-embedding column), read by the ``precomputed`` text encoder instead of
+            the caption text.
     """
 
     images: np.ndarray
@@ -39,6 +42,7 @@ class PairSet:
     caption_tokens: list[list[int]] | None = None
     vocab_size: int | None = None
     pair_ids: list[str] | None = None
+    text_features: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.image_of_caption = np.asarray(self.image_of_caption, dtype=np.int64)
@@ -59,6 +63,13 @@ class PairSet:
             raise DataError(f"{where}: a caption points to an image index outside [0, {self.n_images})")
         if self.pair_ids is not None and len(self.pair_ids) != self.n_captions:
             raise DataError(f"{where}: {len(self.pair_ids)} pair ids for {self.n_captions} captions")
+        if self.text_features is not None and (
+            self.text_features.ndim != 2 or len(self.text_features) != self.n_captions
+        ):
+            raise DataError(
+                f"{where}: caption vectors of shape {tuple(self.text_features.shape)} for "
+                f"{self.n_captions} captions (expected [n_captions, dim])"
+            )
         if self.image_ids is not None and len(self.image_ids) != self.n_images:
             raise DataError(f"{where}: {len(self.image_ids)} image ids for {self.n_images} images")
         for key, column in self.image_meta.items():
@@ -120,17 +131,19 @@ class PairSet:
             else [self.caption_tokens[k] for k in keep],
             vocab_size=self.vocab_size,
             pair_ids=None if self.pair_ids is None else [self.pair_ids[k] for k in keep],
+            text_features=None if self.text_features is None else self.text_features[keep],
         )
 
 
 def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
     """The pairs of ``parts`` as one set: their images one after another, each caption still
-    paired with its own image (features of one shape; ids, metadata and tokens kept only when
-    every part has them)."""
+    paired with its own image (features of one shape; ids, metadata, tokens and caption vectors
+    kept only when every part has them)."""
     offsets = np.cumsum([0] + [p.n_images for p in parts])
     ids = [p.image_ids for p in parts]
     tokens = [p.caption_tokens for p in parts]
     pair_ids = [p.pair_ids for p in parts]
+    vectors = [p.text_features for p in parts]
     return PairSet(
         images=np.concatenate([np.asarray(p.images) for p in parts]),
         captions=[c for p in parts for c in p.captions],
@@ -140,6 +153,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
         caption_tokens=None if any(t is None for t in tokens) else [t for part in tokens for t in part],
         vocab_size=parts[0].vocab_size,
         pair_ids=None if any(i is None for i in pair_ids) else [i for part in pair_ids for i in part],
+        text_features=None if any(v is None for v in vectors) else np.concatenate(vectors),
     )
 
 

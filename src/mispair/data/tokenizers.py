@@ -6,7 +6,9 @@ A text encoder names the tokenizer it reads (``tokenizer`` of its class in
 
 - ``vocabulary``: NCR's word vocabulary (:class:`~mispair.data.vocab.Vocabulary`), read from
   ``data.vocab`` or built from the train + dev captions (words seen ``data.min_word_count`` times);
-- ``minilm``: all-MiniLM-L6-v2's WordPiece (:class:`MiniLMTokenizer`), nothing to keep.
+- ``minilm``: all-MiniLM-L6-v2's WordPiece (:class:`MiniLMTokenizer`), nothing to keep;
+- ``precomputed``: none: the captions come as vectors (:mod:`mispair.data.text_vectors`), and
+  asking for this tokenizer means they did not.
 """
 
 from __future__ import annotations
@@ -95,3 +97,21 @@ class MiniLMTokenizer:
     @classmethod
     def restore(cls, words: list[str]) -> Tokenizer:
         return cls()
+
+
+@register_tokenizer("precomputed")
+class _PrecomputedKind:
+    """Captions given as vectors are never tokenized: being asked to is a one-line error."""
+
+    MESSAGE = (
+        "model.text_encoder=precomputed reads each caption's own vector, and this collection gives "
+        "none: name its text-embedding column (--text-embedding-column, data.text_embedding_column)"
+    )
+
+    @classmethod
+    def build(cls, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
+        raise ConfigError(cls.MESSAGE)
+
+    @classmethod
+    def restore(cls, words: list[str]) -> Tokenizer:
+        raise ConfigError(cls.MESSAGE)

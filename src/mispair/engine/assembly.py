@@ -54,7 +54,10 @@ class RunData:
 
     @property
     def vocab_size(self) -> int:
-        """The tokenizer's size; for pre-tokenized captions, the file's, else 1 + the largest id."""
+        """The tokenizer's size; for pre-tokenized captions, the file's, else 1 + the largest id;
+        for captions given as vectors, their dimension (what the precomputed encoder reads)."""
+        if self.train.text_features is not None:
+            return int(self.train.text_features.shape[1])
         if self.tokenizer is not None:
             return len(self.tokenizer)
         if self.train.vocab_size is not None:
@@ -74,7 +77,7 @@ def load_run_data(config: RunConfig) -> RunData:
     train = model_pairs(config.model, load_split(config.data, config.data.train_split))
     dev = model_pairs(config.model, load_split(config.data, config.data.dev_split))
     tokenizer = None
-    if train.caption_tokens is None:
+    if train.caption_tokens is None and train.text_features is None:
         kind = text_encoder_class(config.model.text_encoder).tokenizer
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
     return RunData(train, dev, tokenizer, noise_of_split(config.data, train),

@@ -241,11 +241,9 @@ class TrainedRun:
 
     def tokens(self, pairs: PairSet) -> list[list[int]]:
         """Token ids of ``pairs``' captions as the run tokenized its own."""
-        return (
-            pairs.caption_tokens
-            if pairs.caption_tokens is not None
-            else encode_captions(pairs, self.tokenizer)
-        )
+        if pairs.text_features is not None or pairs.caption_tokens is not None:  # vectors, or pre-tokenized
+            return encode_captions(pairs, None)
+        return encode_captions(pairs, self.tokenizer)
 
     def check_inputs(self, pairs: PairSet) -> None:
         """A one-line error when the models cannot read ``pairs``' image features."""

@@ -47,6 +47,8 @@ def dataframe_table(
     frame.columns = [str(c) for c in frame.columns]
     base = Path(base).resolve()
     image = (columns or Columns()).resolve(list(frame.columns), "the DataFrame").image
+    if image is None:  # images given as vectors only
+        return frame
     frame[image] = frame[image].map(
         lambda v: str(base / v) if isinstance(v, (str, Path)) and v and "://" not in str(v) else v
     )

@@ -1,4 +1,5 @@
-"""Which column of a table holds what: the image, the caption, a pair id and a split.
+"""Which column of a table holds what: the image, the caption, a pair id and a split, and the
+columns of precomputed image and text vectors (never guessed: named or absent).
 
 A column named on the command line (``--image-column``) or in the config (``data.image_column``)
 is taken as given; otherwise the usual names are tried (:data:`USUAL_NAMES`). None found, or two
@@ -21,7 +22,8 @@ USUAL_NAMES: dict[str, tuple[str, ...]] = {
 """Names tried, in order, for each role when no column is named (``id`` and ``split`` are
 optional)."""
 
-OPTIONS = {role: f"--{role}-column" for role in USUAL_NAMES}
+EMBEDDING_ROLES = ("image_embedding", "text_embedding")
+OPTIONS = {role: f"--{role.replace('_', '-')}-column" for role in (*USUAL_NAMES, *EMBEDDING_ROLES)}
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,13 @@ class Columns:
     caption: str | None = None
     id: str | None = None
     split: str | None = None
+    image_embedding: str | None = None
+    text_embedding: str | None = None
 
     def resolve(self, found: Sequence[str], where: str) -> Columns:
-        """The column of every role among ``found`` (``id`` and ``split`` None when absent)."""
-        names = {role: self._resolve(role, found, where) for role in USUAL_NAMES}
+        """The column of every role among ``found`` (``id`` and ``split`` None when absent; the
+        image None when absent and its vectors are given)."""
+        names = {role: self._resolve(role, found, where) for role in (*USUAL_NAMES, *EMBEDDING_ROLES)}
         return Columns(**names)
 
     def _resolve(self, role: str, found: Sequence[str], where: str) -> str | None:
@@ -45,13 +50,15 @@ class Columns:
             if given not in found:
                 raise DataError(f"{where}: no column {given!r} ({OPTIONS[role]}); columns found: {listed}")
             return given
-        usual = [name for name in USUAL_NAMES[role] if name in found]
+        taken = {self.image_embedding, self.text_embedding}  # named for vectors: never a usual name
+        usual = [name for name in USUAL_NAMES.get(role, ()) if name in found and name not in taken]
         if len(usual) > 1:
             raise DataError(
                 f"{where}: columns {', '.join(usual)} could each be the {role}; name one "
                 f"with {OPTIONS[role]} (columns found: {listed})"
             )
-        if not usual and role in ("image", "caption"):
+        required = ("caption",) if self.image_embedding else ("image", "caption")
+        if not usual and role in required:
             raise DataError(
                 f"{where}: no {role} column (tried {', '.join(USUAL_NAMES[role])}); name it "
                 f"with {OPTIONS[role]} (columns found: {listed})"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mispair.atomic import atomic_write
 from mispair.data.readers.columns import Columns
+from mispair.data.readers.embeddings import EMBEDDING_FIELDS, embedding_cells, vector_id
 from mispair.data.readers.table import CollectionTable, checked_table
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
@@ -39,7 +40,8 @@ IMAGE_MAGIC = (
 
 def columns_of(data: DataConfig) -> Columns:
     """The columns the config (or the command line) names."""
-    return Columns(data.image_column, data.caption_column, data.id_column, data.split_column)
+    return Columns(data.image_column, data.caption_column, data.id_column, data.split_column,
+                   data.image_embedding_column, data.text_embedding_column)  # fmt: skip
 
 
 def read_frame(path: Path) -> pd.DataFrame:
@@ -119,14 +121,24 @@ def frame_table(
     frame: pd.DataFrame, columns: Columns, image_root: Path, cache_dir: Path, where: str
 ) -> CollectionTable:
     """The :class:`CollectionTable` of a table read as ``frame`` (its columns named or detected;
-    pair ids from the id column, else the row number from 0)."""
+    pair ids from the id column, else the row number from 0; vectors of embedding columns, see
+    :mod:`~mispair.data.readers.embeddings`, with image ids from the image vectors when no image
+    column is given)."""
     import pandas as pd
 
     names = columns.resolve([str(c) for c in frame.columns], where)
     rows = pd.Series(range(len(frame)), index=frame.index).astype(str)
     ids = frame[names.id].map(_cell) if names.id else rows
-    images = frame[names.image]
-    unpack = images.map(_holds_bytes).any()
+    vectors = {
+        field: embedding_cells(frame[column], ids, image_root, column, where)
+        for field in EMBEDDING_FIELDS
+        if (column := getattr(names, field)) is not None
+    }
+    if names.image is None:
+        images = pd.Series([vector_id(v) for v in vectors["image_embedding"]], index=frame.index)
+    else:
+        images = frame[names.image]
+    unpack = "image_embedding" not in vectors and images.map(_holds_bytes).any()
     refused: list[dict] = []
     if unpack:
         images = _unpack_images(images, ids, frame[names.caption], cache_dir, refused)
@@ -136,6 +148,7 @@ def frame_table(
             "image": images.map(_cell).values,
             "caption": frame[names.caption].map(_cell).values,
             "split": frame[names.split].map(_cell).values if names.split else "",
+            **{field: pd.Series(values, dtype=object).values for field, values in vectors.items()},
         }
     )
     if refused:

@@ -78,7 +78,8 @@ class FolderReader(TableReader):
         for path, split in files:
             frame = read_frame(path)
             names = columns_of(data).resolve([str(c) for c in frame.columns], str(path))
-            frame[names.image] = frame[names.image].map(lambda name, s=split: f"{s}/{name}")
+            if names.image is not None:  # (None: images given as vectors)
+                frame[names.image] = frame[names.image].map(lambda name, s=split: f"{s}/{name}")
             frames.append(frame.assign(**{names.split or "split": split}))
         return frame_table(
             pd.concat(frames, ignore_index=True), columns_of(data), root, self.cache_dir(data), str(root)

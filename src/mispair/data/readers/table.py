@@ -105,7 +105,8 @@ def checked_table(
         split=frame["split"].str.strip().str.lower(),
     )
     frame["caption"] = cut_long_texts(frame["caption"].tolist(), where)
-    reason = frame.apply(_row_problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
+    problem = _id_problem if "image_embedding" in frame else _row_problem
+    reason = frame.apply(problem, axis=1, result_type="reduce") if len(frame) else frame["image"]
     bad = reason.astype(bool)
     refused_rows = list(refused or []) + [
         {"pair_id": r.pair_id, "image": r.image, "caption": r.caption, "reason": why}
@@ -128,6 +129,15 @@ def _row_problem(row) -> str:
         return "a NUL character in the image path"
     if _too_long(row["image"]):
         return "an image path longer than the file system allows (4096 bytes, 255 per name)"
+    if row["split"] and row["split"] not in SPLIT_NAMES:
+        return f"unknown split {row['split']!r} (use train, dev or test)"
+    return ""
+
+
+def _id_problem(row) -> str:
+    """What makes a row unusable when its image is given as a vector (the image is an id only)."""
+    if not row["caption"]:
+        return "empty caption"
     if row["split"] and row["split"] not in SPLIT_NAMES:
         return f"unknown split {row['split']!r} (use train, dev or test)"
     return ""
@@ -205,6 +215,7 @@ class TableReader(Reader):
             name=f"{Path(data.root).name}/{split}",
             image_ids=images,
             pair_ids=rows["pair_id"].tolist(),
+            text_features=np.stack(rows["text_embedding"].tolist()) if "text_embedding" in rows else None,
         )
 
     def prepared(self, data: DataConfig) -> PreparedCollection:
@@ -216,6 +227,10 @@ class TableReader(Reader):
             data.caption_column,
             data.id_column,
             data.split_column,
+            data.image_embedding_column,
+            data.text_embedding_column,
+            data.image_encoder,
+            repr(sorted(data.image_encoder_options.items())),
             data.image_root,
             data.folder_allow_outside,
             data.cache_dir,
@@ -232,22 +247,36 @@ _PREPARED: dict = {}
 
 def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> PreparedCollection:
     """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
-    features of the rest; assign splits."""
+    features of the rest (or take the table's image vectors); assign splits."""
+    from mispair.data.readers.embeddings import image_embedding_features
     from mispair.data.readers.splits import assign_splits
 
+    if "image_embedding" in table.pairs:
+        check_refusals(table)
+        images = list(dict.fromkeys(table.pairs["image"]))
+        features = image_embedding_features(table.pairs, images)
+    else:
+        table, features, images = _extracted(table, cache_dir, data)
+    splits, note = assign_splits(table.pairs, table.where)
+    table.pairs = table.pairs.assign(split=splits)
+    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+
+
+def _extracted(table: CollectionTable, cache_dir: Path, data: DataConfig
+               ) -> tuple[CollectionTable, np.ndarray, list[str]]:  # fmt: skip
+    """The table without the rows whose picture cannot be read, the features of its images, and
+    the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
     check_refusals(table)
     images = list(dict.fromkeys(table.pairs["image"]))
-    features, valid = image_features(table.image_root, images, cache_dir)
+    features, valid = image_features(table.image_root, images, cache_dir, data)
     if not valid.all():
         unreadable = {image for image, ok in zip(images, valid) if not ok}
         table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
         check_refusals(table)
         features = features[valid]
         images = [image for image, ok in zip(images, valid) if ok]
-    splits, note = assign_splits(table.pairs, table.where)
-    table.pairs = table.pairs.assign(split=splits)
-    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+    return table, features, images
 
 
 def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> CollectionTable:
@@ -295,14 +324,18 @@ def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionT
     )
 
 
-def image_features(root: Path, images: list[str], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+def image_features(root: Path, images: list[str], cache_dir: Path,
+                   data: DataConfig) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
-    stacked ``.npy`` feature arrays when every image is one, else CNN grid features (cached)."""
+    stacked ``.npy`` feature arrays when every image is one, else the features of
+    ``data.image_encoder`` (cached)."""
     if images and all(name.endswith(".npy") for name in images):
         return _stack_npy(root, images), np.ones(len(images), dtype=bool)
     from mispair.data.features import extract_folder_features
+    from mispair.data.image_encoders import create_image_encoder
 
-    return extract_folder_features(root, images, cache_dir=cache_dir)
+    encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
+    return extract_folder_features(root, images, cache_dir=cache_dir, encoder=encoder)
 
 
 def _stack_npy(root: Path, images: list[str]) -> np.ndarray:

@@ -1,0 +1,47 @@
+"""A text encoder over captions given as vectors (a table's text-embedding column).
+
+The vectors come from any frozen encoder the user ran (CLIP's text tower, a sentence model); the
+encoder learns a projection of them into the joint space, as the image side projects the image
+vectors. The batch's token ids name each caption's vector (:mod:`mispair.data.text_vectors`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from mispair.config import ModelConfig
+from mispair.data.text_vectors import lookup_vectors
+from mispair.nn.embedding import Fragments, l2_normalize
+from mispair.nn.text import register_text_encoder
+
+
+@register_text_encoder("precomputed")
+class PrecomputedTextEncoder(nn.Module):
+    """``Linear(text_dim → embed_dim)`` of each caption's given vector, L2-normalised.
+
+    Input: ids ``[B, L]`` naming each caption's vector and ``lengths [B]``; output ``Fragments``
+    with one fragment per caption: ``local [B, 1, embed_dim]``, ``pooled [B, embed_dim]`` (the
+    same embedding), the norm before normalisation in ``norms [B, 1]``.
+    """
+
+    tokenizer = "precomputed"
+
+    def __init__(self, text_dim: int, embed_dim: int = 1024) -> None:
+        super().__init__()
+        # initialised as the frozen MiniLM encoder's projection: a run on MiniLM's mean-pooled
+        # states given as vectors draws the same random weights as the run on MiniLM itself
+        self.fc = nn.Linear(text_dim, embed_dim)
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, vocab_size: int) -> PrecomputedTextEncoder:
+        """``vocab_size``: the caption vectors' dimension (what a run with caption vectors
+        records in its place)."""
+        return cls(vocab_size, cfg.embed_dim)
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
+        vectors = torch.from_numpy(lookup_vectors(tokens.cpu().tolist())).to(tokens.device)
+        projected = self.fc(vectors.to(self.fc.weight.dtype))
+        pooled = l2_normalize(projected)
+        mask = torch.ones(len(tokens), 1, dtype=torch.bool, device=tokens.device)
+        return Fragments(pooled[:, None], mask, pooled, projected.norm(dim=-1)[:, None])

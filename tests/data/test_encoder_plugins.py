@@ -1,0 +1,164 @@
+"""Encoders as registry entries: an image encoder plugged in by one registration, a Hugging Face
+text model from a local folder, and the open_clip and timm entries with tiny random models saved
+locally; each audits a collection end to end, and weights that do not fit are a one-line error."""
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from mispair.audit import audit_collection
+from mispair.config import DataConfig
+from mispair.data.caption_encoders import caption_vectors
+from mispair.data.image_encoders import create_image_encoder, register_image_encoder
+from mispair.data.loading import load_split, resolve_source
+from mispair.errors import ConfigError
+from tests.data.readers_forms import rows, write_form
+
+TINY = ["model.embed_dim=32", "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]",
+        "train.threads=1", "division.folds=2", "division.epochs=2", "division.rounds=1",
+        "division.repeats=1"]  # fmt: skip
+
+
+def optional(module: str):
+    """``module``, or a skip when it is absent or cannot be imported (a torchvision built for
+    another torch breaks timm and open_clip with a RuntimeError, not an ImportError)."""
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:
+        pytest.skip(f"{module} cannot be imported: {type(exc).__name__}")
+
+
+class TinyGrid(nn.Module):
+    """``[B, 3, 32, 32] -> [B, 6, 4, 4]``: one strided convolution (an encoder in one file)."""
+
+    image_size = 32
+    cache_name = "tiny-grid-test"
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 6, kernel_size=8, stride=8)
+
+    def forward(self, pixels):
+        return self.conv(pixels)
+
+
+register_image_encoder("tiny_grid_test")(lambda options: TinyGrid())
+
+
+def tiny_bert(folder):
+    """A random one-layer BERT with a word-level vocabulary of the test captions, saved as a
+    Hugging Face model folder."""
+    transformers = pytest.importorskip("transformers")
+    words = sorted({w.strip(",") for r in rows() for w in r["caption"].split()})
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]))
+    transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    config = transformers.BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_registered_image_encoder_gives_the_features(tmp_path):
+    folder = write_form("folder-csv", tmp_path / "c")
+    data = resolve_source(DataConfig(root=str(folder), image_encoder="tiny_grid_test"))
+    train = load_split(data, "train")
+    assert train.images.shape[1:] == (16, 6)
+    from mispair.data.sources.images import load_picture
+
+    name = train.image_ids[0]
+    pixels = (
+        torch.from_numpy(np.array(load_picture(folder / name, 32))).permute(2, 0, 1)[None].float() - 127
+    ) / 128
+    with torch.no_grad():
+        expected = TinyGrid()(pixels).flatten(2).transpose(1, 2)[0].numpy()
+    np.testing.assert_allclose(train.images[0].astype(np.float32), expected, atol=2e-2)
+
+
+def test_a_local_hugging_face_model_gives_each_caption_its_mean_pooled_vector(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    folder = tiny_bert(tmp_path / "bert")
+    captions = ["a red square number 0", "a blue disc number 2"]
+    got = caption_vectors("huggingface", {"path": str(folder)}, captions, tmp_path / "cache")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    for caption, vector in zip(captions, got):
+        ids = tokenizer(caption, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            expected = model(input_ids=ids).last_hidden_state[0].mean(dim=0).numpy()
+        np.testing.assert_allclose(vector, expected, atol=1e-5)
+    cached = list((tmp_path / "cache" / "captions").glob("*.npy"))
+    assert len(cached) == 1
+    np.testing.assert_array_equal(np.load(cached[0]), got)
+
+
+def test_a_collection_audits_through_plugged_encoders(tmp_path):
+    folder = write_form("folder-csv", tmp_path / "c")
+    bert = tiny_bert(tmp_path / "bert")
+    options = ["data.image_encoder=tiny_grid_test", "data.caption_encoder=huggingface",
+               f"data.caption_encoder_options={{path: {bert}}}"]  # fmt: skip
+    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False,
+                              log=lambda _: None)  # fmt: skip
+    assert len(result.pairs) == result.summary["pairs_scored"] == len(rows())
+    config = json.loads((tmp_path / "audit" / "run" / "config.json").read_text())
+    assert config["model"]["text_encoder"] == "precomputed"
+    assert "raw_similarity" not in result.pairs  # a CNN grid and a BERT are no matched pair
+
+
+def test_unknown_encoders_and_missing_weights_are_one_line_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"data\.image_encoder: unknown image encoder 'nope'"):
+        create_image_encoder("nope", {})
+    with pytest.raises(ConfigError, match=r"data\.caption_encoder_options\.path: a folder"):
+        caption_vectors("huggingface", {"path": str(tmp_path)}, ["x"], None)
+
+
+@pytest.mark.slow  # about 25 s on two busy cores
+def test_a_tiny_timm_model_with_local_weights_audits_and_bad_weights_are_refused(tmp_path):
+    timm = optional("timm")
+    model = timm.create_model("resnet10t", pretrained=False, num_classes=0)
+    torch.save(model.state_dict(), tmp_path / "resnet10t.pt")
+    torch.save(
+        timm.create_model("resnet18", pretrained=False, num_classes=0).state_dict(), tmp_path / "r18.pt"
+    )
+    with pytest.raises(ConfigError, match=r"r18\.pt does not fit timm's resnet10t"):
+        create_image_encoder("timm", {"model": "resnet10t", "checkpoint": str(tmp_path / "r18.pt")})
+    folder = write_form("folder-csv", tmp_path / "c")
+    weights = {"model": "resnet10t", "checkpoint": str(tmp_path / "resnet10t.pt")}
+    options = ["model.text_encoder=bigru", "model.word_dim=16", "data.image_encoder=timm",
+               f"data.image_encoder_options={json.dumps(weights)}"]  # fmt: skip
+    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False,
+                              log=lambda _: None)  # fmt: skip
+    assert result.summary["pairs_scored"] == len(rows())
+
+
+OPEN_CLIP_TINY = {
+    "embed_dim": 16,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+}
+
+
+@pytest.mark.slow  # about 30 s on two busy cores
+def test_a_tiny_open_clip_model_audits_with_its_raw_cosine_beside(tmp_path):
+    open_clip = optional("open_clip")
+    config = tmp_path / "tiny-clip-test.json"
+    config.write_text(json.dumps(OPEN_CLIP_TINY))
+    open_clip.add_model_config(config)
+    torch.manual_seed(0)
+    torch.save(open_clip.create_model("tiny-clip-test", pretrained=None).state_dict(), tmp_path / "clip.pt")
+    towers = {"config": str(config), "checkpoint": str(tmp_path / "clip.pt")}
+    folder = write_form("folder-csv", tmp_path / "c")
+    options = ["data.image_encoder=open_clip", "data.caption_encoder=open_clip",
+               f"data.image_encoder_options={json.dumps(towers)}",
+               f"data.caption_encoder_options={json.dumps(towers)}"]  # fmt: skip
+    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], plant=0.3,
+                              progress=False, log=lambda _: None)  # fmt: skip
+    assert result.summary["pairs_scored"] == len(rows())
+    assert result.pairs["raw_similarity"].between(-1, 1).all()
+    assert set(result.summary["raw_score"]["detection"]) == {"auc", "average_precision"}
