@@ -116,7 +116,7 @@ class Checkpoint:
             if not isinstance(payload.get(key), kind):
                 raise DataError(f"{path}: not a mispair run checkpoint (its {key!r} is missing or malformed)")
         models = payload["models"]
-        if not models or not all(
+        if not all(
             isinstance(w, dict) and all(isinstance(t, Tensor) for t in w.values()) for w in models
         ):
             raise DataError(f"{path}: a damaged checkpoint (its models are not name → tensor mappings)")
