@@ -28,6 +28,7 @@ from mispair.audit.raw_score import aligned, check_aligned, detection, raw_simil
 from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
+from mispair.audit.thumbs import THUMBS
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import load_split
@@ -44,7 +45,7 @@ from mispair.sanity import check_finite
 if TYPE_CHECKING:
     import pandas as pd
 
-AUDIT_OUTPUTS = (*OUTPUTS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
+AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 

@@ -24,8 +24,10 @@ from mispair.safe_io import refuse_planted
 from mispair.safe_parse import load_json
 
 RUN_OUTPUTS = ("config.json", INPUTS_FILE, "last.pt", "best.pt", "log.jsonl", "metrics.json",
-               PAIR_SCORES_FILE, str(Path(PAIR_SCORES_FILE).with_suffix(".folds")))  # fmt: skip
-"""What a run writes into its folder (and nothing else there is touched)."""
+               PAIR_SCORES_FILE, str(Path(PAIR_SCORES_FILE).with_suffix(".folds")),
+               "input.parquet")  # fmt: skip
+"""What a run writes into its folder (and nothing else there is touched; ``input.parquet``: the
+DataFrame ``mispair.train`` was given)."""
 
 
 def check_resume(out_dir: Path, config: RunConfig, resume: bool, inputs: dict[str, Any],
