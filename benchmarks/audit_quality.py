@@ -51,8 +51,9 @@ def ceiling(dataset: str, rate: float, seed: int) -> float | None:
     return json.loads(path.read_text())["auc"] if path.is_file() else None
 
 
-def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
-                       seed: int) -> dict[str, float]:  # fmt: skip
+def suggestion_quality(
+    result: AuditResult, data: str, out: Path, plant: float, seed: int
+) -> dict[str, float]:
     """How often the audit's suggestions undo a planted swap, over the swapped pairs: ``caption``,
     the share whose image's true caption is among its 3 suggested captions; ``image``, the share
     whose caption's true image is among its 3 suggested images; ``bound``, the model's R@3 on
@@ -67,8 +68,9 @@ def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
     swapped = pairs[pairs["truly_mismatched"].astype(bool)]
     true_captions = pairs.groupby("true_image_id")["caption"].agg(set)
     suggested = [f"suggested_caption_{n}" for n in (1, 2, 3)]
-    caption_hit = [bool(set(row[suggested]) & true_captions.get(row["image_id"], set()))
-                   for _, row in swapped.iterrows()]  # fmt: skip
+    caption_hit = [
+        bool(set(row[suggested]) & true_captions.get(row["image_id"], set())) for _, row in swapped.iterrows()
+    ]
     images = swapped[[f"suggested_image_id_{n}" for n in (1, 2, 3)]].to_numpy()
     image_hit = [true in row for true, row in zip(swapped["true_image_id"], images)]
     run = TrainedRun.best_of(audit_config(Path(data), out, plant=plant, seed=seed))
@@ -78,8 +80,12 @@ def suggestion_quality(result: AuditResult, data: str, out: Path, plant: float,
     sims = cross_similarities(run.models, audited.pairs, rows, np.arange(len(audited.pairs))).numpy()
     top = np.argsort(-sims, axis=1, kind="stable")[:, :3]
     bound = (audited.true_image[top] == rows[:, None]).any(axis=1)
-    return {"caption": float(np.mean(caption_hit)), "image": float(np.mean(image_hit)),
-            "bound": float(bound.mean()), "swapped": len(swapped)}  # fmt: skip
+    return {
+        "caption": float(np.mean(caption_hit)),
+        "image": float(np.mean(image_hit)),
+        "bound": float(bound.mean()),
+        "swapped": len(swapped),
+    }
 
 
 def user_collection(folder: Path, dirty: float, seed: int) -> dict[str, str]:
@@ -116,37 +122,51 @@ def user_collection(folder: Path, dirty: float, seed: int) -> dict[str, str]:
 def audit_user_collection(args: argparse.Namespace) -> None:
     from sklearn.metrics import roc_auc_score
 
-    lines = [f"# mispair audit of a dirty user collection (Tux Paint, {args.dirty:g} swapped, no split "
-             f"column) with --plant {args.plant}: the self-check against the truth", "",
-             "| seed | rows | scored | true AUC | self-check estimate | estimate − true | "
-             "measured on planted | originals mismatched: true | self-check | "
-             "all pairs mismatched: true | mixture (95% interval) | audit seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# mispair audit of a dirty user collection (Tux Paint, {args.dirty:g} swapped, no split "
+        f"column) with --plant {args.plant}: the self-check against the truth",
+        "",
+        "| seed | rows | scored | true AUC | self-check estimate | estimate − true | "
+        "measured on planted | originals mismatched: true | self-check | "
+        "all pairs mismatched: true | mixture (95% interval) | audit seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for seed in args.seeds:
         folder = Path(args.runs) / f"user_tuxpaint_d{args.dirty:g}_s{seed}"
         true_image = user_collection(folder / "collection", args.dirty, seed)
         started = time.time()
-        result = audit_collection(folder / "collection", folder / "audit", plant=args.plant, seed=seed,
-                                  progress=False, log=lambda _: None)  # fmt: skip
+        result = audit_collection(
+            folder / "collection",
+            folder / "audit",
+            plant=args.plant,
+            seed=seed,
+            progress=False,
+            log=lambda _: None,
+        )
         seconds, summary, pairs = time.time() - started, result.summary, result.pairs
         truth = np.array([true_image[p] != image for p, image in zip(pairs["pair_id"], pairs["image_id"])])
         planted = pairs["truly_mismatched"].to_numpy(dtype=bool)  # the audit knows only its own swaps
         auc = roc_auc_score(truth, -pairs["held_out_score"].to_numpy())
         check, (low, high) = summary["self_check"], summary["estimated_mismatched_share_interval"]
-        lines.append(f"| {seed} | {len(true_image)} | {summary['pairs_scored'] / len(true_image):.0%} | "
-                     f"{auc:.3f} | {check['estimated_auc']:.3f} | {check['estimated_auc'] - auc:+.3f} | "
-                     f"{check['measured_auc']:.3f} | {truth[~planted].mean():.3f} | "
-                     f"{check['originals_mismatched_share']:.3f} | {truth.mean():.3f} | "
-                     f"{summary['estimated_mismatched_share']:.3f} ({low:.3f}–{high:.3f}) | "
-                     f"{seconds:.0f} |")  # fmt: skip
+        lines.append(
+            f"| {seed} | {len(true_image)} | {summary['pairs_scored'] / len(true_image):.0%} | "
+            f"{auc:.3f} | {check['estimated_auc']:.3f} | {check['estimated_auc'] - auc:+.3f} | "
+            f"{check['measured_auc']:.3f} | {truth[~planted].mean():.3f} | "
+            f"{check['originals_mismatched_share']:.3f} | {truth.mean():.3f} | "
+            f"{summary['estimated_mismatched_share']:.3f} ({low:.3f}–{high:.3f}) | "
+            f"{seconds:.0f} |"
+        )
         print(lines[-1], flush=True)
-    lines += ["", "Rows: the rows of captions.csv; scored: the share of them in pairs.csv with a held-out "
-              "score. True AUC: the ranking's ROC-AUC on every truly mismatched pair (the collection's "
-              "own swaps and the planted ones) against the truly matched pairs. Originals mismatched: "
-              "the share of the collection's own pairs (all but the planted) that are swapped, and the "
-              "self-check's estimate of it from the planted swaps (Storey's estimator); all pairs: the "
-              "share over every pair, and the two-component mixture's estimate (the summary's "
-              "estimated_mismatched_share)."]  # fmt: skip
+    lines += [
+        "",
+        "Rows: the rows of captions.csv; scored: the share of them in pairs.csv with a held-out "
+        "score. True AUC: the ranking's ROC-AUC on every truly mismatched pair (the collection's "
+        "own swaps and the planted ones) against the truly matched pairs. Originals mismatched: "
+        "the share of the collection's own pairs (all but the planted) that are swapped, and the "
+        "self-check's estimate of it from the planted swaps (Storey's estimator); all pairs: the "
+        "share over every pair, and the two-component mixture's estimate (the summary's "
+        "estimated_mismatched_share).",
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
@@ -174,12 +194,18 @@ def embedding_table(path: Path, precomp: Path = Path("data/tuxpaint_precomp")) -
                 states = minilm_states(frozen_minilm(), tokens, lengths).half().float()
             mask = (torch.arange(tokens.shape[1])[None, :] < lengths[:, None]).float()[..., None]
             texts.append(((states * mask).sum(1) / mask.sum(1)).numpy())
-        frames.append(pd.DataFrame({
-            "pair_id": [f"{split}/{k}" for k in range(pairs.n_captions)],
-            "image": [pairs.image_ids[i] for i in pairs.image_of_caption],
-            "caption": pairs.captions, "split": split,
-            "img_emb": list(pairs.images[pairs.image_of_caption, 0]), "txt_emb": list(np.concatenate(texts)),
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "pair_id": [f"{split}/{k}" for k in range(pairs.n_captions)],
+                    "image": [pairs.image_ids[i] for i in pairs.image_of_caption],
+                    "caption": pairs.captions,
+                    "split": split,
+                    "img_emb": list(pairs.images[pairs.image_of_caption, 0]),
+                    "txt_emb": list(np.concatenate(texts)),
+                }
+            )
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
     return path
@@ -188,41 +214,62 @@ def embedding_table(path: Path, precomp: Path = Path("data/tuxpaint_precomp")) -
 def audit_embeddings(args: argparse.Namespace) -> None:
     table = embedding_table(Path(args.runs) / "tuxpaint_embeddings.parquet")
     columns = ["data.image_embedding_column=img_emb", "data.text_embedding_column=txt_emb"]
-    lines = [f"# mispair audit of Tux Paint with --plant {args.plant}: the built-in backbone beside its own "
-             "outputs given as embedding columns", "",
-             "| seed | pairs | AUC built-in | AUC embeddings | AP built-in | AP embeddings | largest score "
-             "difference | seconds built-in | seconds embeddings |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# mispair audit of Tux Paint with --plant {args.plant}: the built-in backbone beside its own "
+        "outputs given as embedding columns",
+        "",
+        "| seed | pairs | AUC built-in | AUC embeddings | AP built-in | AP embeddings | largest score "
+        "difference | seconds built-in | seconds embeddings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for seed in args.seeds:
         runs, seconds, scores = {}, {}, {}
-        for name, data, overrides in (("builtin", Path("data/tuxpaint_precomp"), []),
-                                      ("embeddings", table, columns)):  # fmt: skip
+        for name, data, overrides in (
+            ("builtin", Path("data/tuxpaint_precomp"), []),
+            ("embeddings", table, columns),
+        ):
             started = time.time()
-            result = audit_collection(data, Path(args.runs) / f"tuxpaint_{name}_p{args.plant:g}_s{seed}",
-                                      overrides=overrides, plant=args.plant, seed=seed, progress=False,
-                                      log=lambda _: None)  # fmt: skip
+            result = audit_collection(
+                data,
+                Path(args.runs) / f"tuxpaint_{name}_p{args.plant:g}_s{seed}",
+                overrides=overrides,
+                plant=args.plant,
+                seed=seed,
+                progress=False,
+                log=lambda _: None,
+            )
             seconds[name], runs[name] = time.time() - started, result.summary
             scores[name] = result.pairs.set_index("pair_id")["held_out_score"]
         gap = (scores["builtin"] - scores["embeddings"][scores["builtin"].index]).abs().max()
         b, e = runs["builtin"]["detection"], runs["embeddings"]["detection"]
-        lines.append(f"| {seed} | {runs['builtin']['pairs']} | {b['auc']:.3f} | {e['auc']:.3f} | "
-                     f"{b['average_precision']:.3f} | {e['average_precision']:.3f} | {gap:.1e} | "
-                     f"{seconds['builtin']:.0f} | {seconds['embeddings']:.0f} |")  # fmt: skip
+        lines.append(
+            f"| {seed} | {runs['builtin']['pairs']} | {b['auc']:.3f} | {e['auc']:.3f} | "
+            f"{b['average_precision']:.3f} | {e['average_precision']:.3f} | {gap:.1e} | "
+            f"{seconds['builtin']:.0f} | {seconds['embeddings']:.0f} |"
+        )
         print(lines[-1], flush=True)
-    lines += ["", "Largest score difference: the largest difference of a pair's held-out score between "
-              "the two audits. Seconds: wall time of each audit on this machine's 2 CPU cores (shared "
-              "with other jobs); 0–60 s when a finished run was reused."]  # fmt: skip
+    lines += [
+        "",
+        "Largest score difference: the largest difference of a pair's held-out score between "
+        "the two audits. Seconds: wall time of each audit on this machine's 2 CPU cores (shared "
+        "with other jobs); 0–60 s when a finished run was reused.",
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--user-collection", action="store_true",
-                        help="audit Tux Paint as a dirty user folder (see above)")
-    parser.add_argument("--embeddings", action="store_true",
-                        help="audit Tux Paint's built-in features given as embedding columns (see above)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--user-collection", action="store_true", help="audit Tux Paint as a dirty user folder (see above)"
+    )
+    parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="audit Tux Paint's built-in features given as embedding columns (see above)",
+    )
     parser.add_argument("--dirty", type=float, default=0.25, help="the user collection's own swapped share")
     parser.add_argument("--datasets", nargs="+", default=["tuxpaint"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -234,41 +281,56 @@ def main() -> None:
         return audit_user_collection(args)
     if args.embeddings:
         return audit_embeddings(args)
-    lines = [f"# mispair audit with --plant {args.plant}: detection against the ceiling", "",
-             "| dataset | seed | pairs | AUC | ceiling | ceiling − AUC | average precision | precision | "
-             "recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"# mispair audit with --plant {args.plant}: detection against the ceiling",
+        "",
+        "| dataset | seed | pairs | AUC | ceiling | ceiling − AUC | average precision | precision | "
+        "recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for dataset in args.datasets:
         gaps = []
         for seed in args.seeds:
             out = Path(args.runs) / f"{dataset}_p{args.plant:g}_s{seed}"
             started, reused = time.time(), (out / "run" / "best.pt").is_file()
-            result = audit_collection(f"data/{dataset}_precomp", out, plant=args.plant, seed=seed,
-                                      progress=False, log=lambda _: None)  # fmt: skip
+            result = audit_collection(
+                f"data/{dataset}_precomp",
+                out,
+                plant=args.plant,
+                seed=seed,
+                progress=False,
+                log=lambda _: None,
+            )
             seconds, summary = time.time() - started, result.summary
             hits = suggestion_quality(result, f"data/{dataset}_precomp", out, args.plant, seed)
             d, top = summary["detection"], ceiling(dataset, args.plant, seed)
             gap = "" if top is None else f"{top - d['auc']:.3f}"
             if top is not None:
                 gaps.append(top - d["auc"])
-            lines.append(f"| {dataset} | {seed} | {summary['pairs']} | {d['auc']:.3f} | "
-                         f"{'' if top is None else f'{top:.3f}'} | {gap} | {d['average_precision']:.3f} | "
-                         f"{d['precision']:.2f} | {d['recall']:.2f} | "
-                         f"{summary['estimated_mismatched_share']:.2f} | {hits['caption']:.3f} | "
-                         f"{hits['bound']:.3f} | {hits['image']:.3f} | {seconds:.0f}"
-                         f"{' (run reused)' if reused else ''} |")  # fmt: skip
+            lines.append(
+                f"| {dataset} | {seed} | {summary['pairs']} | {d['auc']:.3f} | "
+                f"{'' if top is None else f'{top:.3f}'} | {gap} | {d['average_precision']:.3f} | "
+                f"{d['precision']:.2f} | {d['recall']:.2f} | "
+                f"{summary['estimated_mismatched_share']:.2f} | {hits['caption']:.3f} | "
+                f"{hits['bound']:.3f} | {hits['image']:.3f} | {seconds:.0f}"
+                f"{' (run reused)' if reused else ''} |"
+            )
             print(lines[-1], flush=True)
         if gaps:
             lines.append(f"| {dataset} | mean | | | | {np.mean(gaps):.3f} | | | | | | | | |")
-    lines += ["", "Caption hit@3: the share of the planted swaps whose image's true caption is among the 3 "
-              "captions the audit suggests for it (pairs.csv suggested_caption_1..3); model R@3: the "
-              "same model's R@3 on the same images against every caption of the collection, the bound "
-              "of suggestions drawn from all captions (the audit draws them from the suspected pairs' "
-              "captions, where a swapped pair's true caption sits, so it can do better); image hit@3: "
-              "the share whose caption's true image is among its 3 suggested images.",
-              "", "Audit seconds: wall time of the whole audit (scoring, training, ranking, report) on this "
-              "machine's 2 CPU cores, with other jobs on them; much less when a finished run was "
-              "reused (the ranking, suggestions and report only)."]  # fmt: skip
+    lines += [
+        "",
+        "Caption hit@3: the share of the planted swaps whose image's true caption is among the 3 "
+        "captions the audit suggests for it (pairs.csv suggested_caption_1..3); model R@3: the "
+        "same model's R@3 on the same images against every caption of the collection, the bound "
+        "of suggestions drawn from all captions (the audit draws them from the suspected pairs' "
+        "captions, where a swapped pair's true caption sits, so it can do better); image hit@3: "
+        "the share whose caption's true image is among its 3 suggested images.",
+        "",
+        "Audit seconds: wall time of the whole audit (scoring, training, ranking, report) on this "
+        "machine's 2 CPU cores, with other jobs on them; much less when a finished run was "
+        "reused (the ranking, suggestions and report only).",
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -36,14 +36,30 @@ def epoch_seconds(recipe: str, dataset: str, nproc: int, threads: int, epochs: i
     command's wall-clock time including start-up."""
     warmup = 1 if recipe == "ncr" else 0
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "mispair", "train", f"configs/{recipe}/{dataset}.yaml", "--quiet",
-                   "--out", out, "--nproc", str(nproc), f"train.epochs={warmup + epochs}",
-                   f"train.threads={threads}", "train.seed=0"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "mispair",
+            "train",
+            f"configs/{recipe}/{dataset}.yaml",
+            "--quiet",
+            "--out",
+            out,
+            "--nproc",
+            str(nproc),
+            f"train.epochs={warmup + epochs}",
+            f"train.threads={threads}",
+            "train.seed=0",
+        ]
         if warmup:
             command.append(f"method.warmup_epochs={warmup}")
         began = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "OMP_NUM_THREADS": str(threads)})  # fmt: skip
+        subprocess.run(
+            command,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        )
         wall = time.perf_counter() - began
         rows = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()][warmup:]
     found = {part: statistics.mean(r[f"seconds/{part}"] for r in rows) for part in PARTS}
@@ -51,8 +67,9 @@ def epoch_seconds(recipe: str, dataset: str, nproc: int, threads: int, epochs: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="openclipart", choices=("tuxpaint", "openclipart"))
     parser.add_argument("--recipes", nargs="+", default=["vse", "ncr"])
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs (after ncr's warm-up)")
@@ -67,18 +84,24 @@ def main() -> None:
                 found.setdefault((recipe, name), []).append(seconds)
                 load.append(os.getloadavg()[0])
     warmup = " after a 1-epoch warm-up (ncr)" if "ncr" in args.recipes else ""
-    print(f"{args.dataset}, configs/<recipe>/{args.dataset}.yaml; median of {args.repeats} rounds, each "
-          f"the mean of {args.epochs} epoch(s){warmup}; {os.cpu_count()} CPU cores, load average "
-          f"{min(load):.1f}–{max(load):.1f} during the runs; ratio: epoch time vs 1 process, "
-          "1 thread")  # fmt: skip
-    print(f"{'recipe':>7} {'setting':>22} {'train s':>8} {'division s':>11} {'eval s':>7} {'epoch s':>8} "
-          f"{'ratio':>6} {'wall s':>7}")  # fmt: skip
+    print(
+        f"{args.dataset}, configs/<recipe>/{args.dataset}.yaml; median of {args.repeats} rounds, each "
+        f"the mean of {args.epochs} epoch(s){warmup}; {os.cpu_count()} CPU cores, load average "
+        f"{min(load):.1f}–{max(load):.1f} during the runs; ratio: epoch time vs 1 process, "
+        "1 thread"
+    )
+    print(
+        f"{'recipe':>7} {'setting':>22} {'train s':>8} {'division s':>11} {'eval s':>7} {'epoch s':>8} "
+        f"{'ratio':>6} {'wall s':>7}"
+    )
     for recipe in args.recipes:
         base = statistics.median(r["epoch"] for r in found[(recipe, next(iter(SETTINGS)))])
         for name in SETTINGS:
             m = {k: statistics.median(r[k] for r in found[(recipe, name)]) for k in (*PARTS, "epoch", "wall")}
-            print(f"{recipe:>7} {name:>22} {m['train']:8.2f} {m['division']:11.2f} {m['eval']:7.2f} "
-                  f"{m['epoch']:8.2f} {m['epoch'] / base:6.2f} {m['wall']:7.1f}")  # fmt: skip
+            print(
+                f"{recipe:>7} {name:>22} {m['train']:8.2f} {m['division']:11.2f} {m['eval']:7.2f} "
+                f"{m['epoch']:8.2f} {m['epoch'] / base:6.2f} {m['wall']:7.1f}"
+            )
 
 
 if __name__ == "__main__":

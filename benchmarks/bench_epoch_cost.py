@@ -31,9 +31,17 @@ def epoch_seconds(dataset: str, variant: str, args: argparse.Namespace) -> dict[
     ``log.jsonl`` (``seconds/train``, ``seconds/division``)."""
     recipe, overrides = VARIANTS[variant]
     with tempfile.TemporaryDirectory() as out:
-        config = load_config(f"configs/{recipe}/{dataset}.yaml", [
-            *overrides, f"data.noise.rate={args.noise}", "data.noise.protocol=pmp", "train.seed=0",
-            f"train.threads={args.threads}", f"output={out}"])  # fmt: skip
+        config = load_config(
+            f"configs/{recipe}/{dataset}.yaml",
+            [
+                *overrides,
+                f"data.noise.rate={args.noise}",
+                "data.noise.protocol=pmp",
+                "train.seed=0",
+                f"train.threads={args.threads}",
+                f"output={out}",
+            ],
+        )
         warmup = args.warmup if "warmup_epochs" in config.method else 0
         if warmup:
             config.method["warmup_epochs"] = warmup
@@ -45,11 +53,16 @@ def epoch_seconds(dataset: str, variant: str, args: argparse.Namespace) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="tuxpaint")
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS,
-                        default=["vse-triplet", "vse-infonce", "rcl-log", "rcl-gce", "l2rm", "ncr"])
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=["vse-triplet", "vse-infonce", "rcl-log", "rcl-gce", "l2rm", "ncr"],
+    )
     parser.add_argument("--noise", type=float, default=0.4)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after the warm-up")
@@ -63,14 +76,18 @@ def main() -> None:
             found[variant].append(epoch_seconds(args.dataset, variant, args))
     median = {v: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for v, runs in found.items()}
     base = median[args.variants[0]]["train"]
-    print(f"{args.dataset}, pmp {args.noise:g}, {args.threads} thread(s); median of {args.repeats} "
-          f"rounds, each the mean of {args.epochs} epoch(s) after {args.warmup} warm-up; "
-          f"ratios vs {args.variants[0]}")  # fmt: skip
+    print(
+        f"{args.dataset}, pmp {args.noise:g}, {args.threads} thread(s); median of {args.repeats} "
+        f"rounds, each the mean of {args.epochs} epoch(s) after {args.warmup} warm-up; "
+        f"ratios vs {args.variants[0]}"
+    )
     print(f"{'variant':>14} {'train s/epoch':>14} {'ratio':>6} {'division s':>11} {'total ratio':>12}")
     for variant, parts in median.items():
         train, division = parts["train"], parts["division"]
-        print(f"{variant:>14} {train:14.2f} {train / base:6.2f} {division:11.2f} "
-              f"{(train + division) / base:12.2f}")  # fmt: skip
+        print(
+            f"{variant:>14} {train:14.2f} {train / base:6.2f} {division:11.2f} "
+            f"{(train + division) / base:12.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -76,12 +76,21 @@ def timed_run(recipe: str, args, extra: list[str]) -> tuple[dict[str, float], fl
     pass and the division from the run's ``log.jsonl``, L2RM's cost step and OT from timers."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
-            f"recipe={recipe}", "data.source=synthetic", f"data.synthetic_images={args.images}",
-            "data.noise.rate=0.4", f"model.head={args.head}", f"model.embed_dim={args.embed}",
-            "model.word_dim=64", f"train.epochs={args.warmup + args.epochs}",
-            f"train.batch_size={args.batch}", "train.lr=2e-4", "train.lr_decay_epochs=[]",
-            f"train.threads={args.threads}", f"output={out}", *extra,
-        ]  # fmt: skip
+            f"recipe={recipe}",
+            "data.source=synthetic",
+            f"data.synthetic_images={args.images}",
+            "data.noise.rate=0.4",
+            f"model.head={args.head}",
+            f"model.embed_dim={args.embed}",
+            "model.word_dim=64",
+            f"train.epochs={args.warmup + args.epochs}",
+            f"train.batch_size={args.batch}",
+            "train.lr=2e-4",
+            "train.lr_decay_epochs=[]",
+            f"train.threads={args.threads}",
+            f"output={out}",
+            *extra,
+        ]
         if args.head != "cosine":  # the synthetic images have 12 fragments
             overrides.append("model.head_options={num_regions: 12}")
         config = load_config(None, overrides)
@@ -89,8 +98,10 @@ def timed_run(recipe: str, args, extra: list[str]) -> tuple[dict[str, float], fl
             summary = train_run(config, progress=False, log=lambda m: None)
         rows = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()]
     timed = rows[args.warmup :] or rows
-    parts = {"_train_epoch": float(np.mean([r["seconds/train"] for r in timed])),
-             "begin_epoch": float(np.mean([r["seconds/division"] for r in timed]))}  # fmt: skip
+    parts = {
+        "_train_epoch": float(np.mean([r["seconds/train"] for r in timed])),
+        "begin_epoch": float(np.mean([r["seconds/division"] for r in timed])),
+    }
     parts.update({k: v / len(timed) for k, v in spent.items()})
     return parts, summary["test"]["rsum"]
 
@@ -100,11 +111,11 @@ def drift(steps: int, batch: int = 128, lr: float = 2e-6, seed: int = 0) -> None
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     probe = torch.rand(batch, batch, generator=gen)
-    print(f"\ncost-function drift after {steps} Eq. 6 steps (Adam lr {lr}, batch {batch}, "
-          f"sims ~ U[0, 1]); |f_c(S) − relu(1 − S)| on a fresh S:")  # fmt: skip
     print(
-        f"{'cost':>13} {'mean |Δ|':>9} {'max |Δ|':>8} {'mean cost':>10} {'zero cost':>10} {'s':>6}"
+        f"\ncost-function drift after {steps} Eq. 6 steps (Adam lr {lr}, batch {batch}, "
+        f"sims ~ U[0, 1]); |f_c(S) − relu(1 − S)| on a fresh S:"
     )
+    print(f"{'cost':>13} {'mean |Δ|':>9} {'max |Δ|':>8} {'mean cost':>10} {'zero cost':>10} {'s':>6}")
     for label, module in (
         ("linear (ref)", LinearCost(batch)),
         ("exchangeable", ExchangeableCost()),
@@ -121,8 +132,10 @@ def drift(steps: int, batch: int = 128, lr: float = 2e-6, seed: int = 0) -> None
         with torch.no_grad():
             cost = module(probe)
             delta = (cost - torch.relu(1 - probe)).abs()
-        print(f"{label:>13} {delta.mean():9.4f} {delta.max():8.4f} {cost.mean():10.4f} "
-              f"{(cost == 0).float().mean():10.1%} {time.perf_counter() - began:6.1f}")  # fmt: skip
+        print(
+            f"{label:>13} {delta.mean():9.4f} {delta.max():8.4f} {cost.mean():10.4f} "
+            f"{(cost == 0).float().mean():10.1%} {time.perf_counter() - began:6.1f}"
+        )
 
 
 def main() -> None:
@@ -137,23 +150,27 @@ def main() -> None:
     parser.add_argument("--drift", type=int, default=0, help="cost-function steps to replay")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"synthetic {args.images} images × 5 captions, pmp noise 0.4, head {args.head}, embed "
-          f"{args.embed}, batch {args.batch}, {args.threads} thread(s); mean of {args.epochs} "
-          f"epoch(s) after {args.warmup} warm-up")  # fmt: skip
+    print(
+        f"synthetic {args.images} images × 5 captions, pmp noise 0.4, head {args.head}, embed "
+        f"{args.embed}, batch {args.batch}, {args.threads} thread(s); mean of {args.epochs} "
+        f"epoch(s) after {args.warmup} warm-up"
+    )
     vse, vse_rsum = timed_run("vse", args, [])
     base = vse["_train_epoch"]
     print(
         f"{'recipe':>22} {'train s/epoch':>14} {'× vse':>6} {'division s':>11} "
         f"{'+ division × vse':>17} {'cost step s':>12} {'OT s':>7} {'test rsum':>10}"
     )
-    print(f"{'vse':>22} {base:14.2f} {1:6.2f} {'-':>11} {1:17.2f} {'-':>12} {'-':>7} "
-          f"{vse_rsum:10.1f}")  # fmt: skip
+    print(f"{'vse':>22} {base:14.2f} {1:6.2f} {'-':>11} {1:17.2f} {'-':>12} {'-':>7} {vse_rsum:10.1f}")
     for label, extra in VARIANTS:
         parts, rsum = timed_run("l2rm", args, [f"method.warmup_epochs={args.warmup}", *extra])
         train, division = parts["_train_epoch"], parts["begin_epoch"]
-        print(f"{label:>22} {train:14.2f} {train / base:6.2f} {division:11.2f} "
-              f"{(train + division) / base:17.2f} {parts.get('update_cost', 0.0):12.3f} "
-              f"{parts['refined_alignment']:7.3f} {rsum:10.1f}", flush=True)  # fmt: skip
+        print(
+            f"{label:>22} {train:14.2f} {train / base:6.2f} {division:11.2f} "
+            f"{(train + division) / base:17.2f} {parts.get('update_cost', 0.0):12.3f} "
+            f"{parts['refined_alignment']:7.3f} {rsum:10.1f}",
+            flush=True,
+        )
     if args.drift:
         drift(args.drift, args.batch)
 

@@ -45,14 +45,31 @@ VARIANTS = [
 
 
 def config_for(args: argparse.Namespace, out: Path, extra: list[str]):
-    common = [f"data.noise.rate={args.noise}", f"data.noise.seed={args.seed}",
-              f"train.seed={args.seed}", "train.threads=1", f"output={out}", *extra]  # fmt: skip
+    common = [
+        f"data.noise.rate={args.noise}",
+        f"data.noise.seed={args.seed}",
+        f"train.seed={args.seed}",
+        "train.threads=1",
+        f"output={out}",
+        *extra,
+    ]
     if args.data == "tuxpaint":
         return load_config("configs/l2rm/tuxpaint.yaml", common)
-    return load_config(None, ["recipe=l2rm", "data.source=synthetic", "data.synthetic_images=400",
-                              "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32",
-                              "train.epochs=8", "train.batch_size=64", "method.warmup_epochs=2",
-                              *common])  # fmt: skip
+    return load_config(
+        None,
+        [
+            "recipe=l2rm",
+            "data.source=synthetic",
+            "data.synthetic_images=400",
+            "data.noise.protocol=pmp",
+            "model.embed_dim=64",
+            "model.word_dim=32",
+            "train.epochs=8",
+            "train.batch_size=64",
+            "method.warmup_epochs=2",
+            *common,
+        ],
+    )
 
 
 @torch.no_grad()
@@ -67,8 +84,7 @@ def compare_costs(config, out: Path) -> tuple[float, float]:
     if cost_fn is not None:
         cost_fn.load_state_dict(run.recipe_state["cost_fn"])
     data = load_run_data(config)
-    train = TrainingPairs(data.train, encode_captions(data.train, data.vocab),
-                          data.noise.image_of_caption)  # fmt: skip
+    train = TrainingPairs(data.train, encode_captions(data.train, data.vocab), data.noise.image_of_caption)
     mismatched = np.flatnonzero(run.clean_prob < 1 - options.threshold)
     drifts, moved = [], []
     for batch in train.batches(config.train.batch_size, seed=0, subset=mismatched):
@@ -77,8 +93,10 @@ def compare_costs(config, out: Path) -> tuple[float, float]:
         sims = model(batch.images, batch.tokens, batch.lengths)
         cost = cosine_cost(sims) if cost_fn is None else cost_fn(sims)
         mass = min(1.0, options.rho * len(batch) / options.rho_batch)
-        plans = [refined_alignment(c, options.reg, mass=mass, dummy_margin=options.dummy_margin)
-                 for c in (cost, cosine_cost(sims))]  # fmt: skip
+        plans = [
+            refined_alignment(c, options.reg, mass=mass, dummy_margin=options.dummy_margin)
+            for c in (cost, cosine_cost(sims))
+        ]
         drifts.append(float((cost - torch.relu(1 - sims)).abs().mean()))
         moved.append(float((plans[0] - plans[1]).abs().sum() / (2 * mass)))
     return float(np.mean(drifts)), float(np.mean(moved))
@@ -91,8 +109,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"l2rm on {args.data}, pmp noise {args.noise}, seed {args.seed}; costs scored on the "
-          "mismatched pairs of the last division")  # fmt: skip
+    print(
+        f"l2rm on {args.data}, pmp noise {args.noise}, seed {args.seed}; costs scored on the "
+        "mismatched pairs of the last division"
+    )
     print(f"{'cost':>32} {'drift':>7} {'plan Δ vs fixed':>16} {'log drift':>10} {'test rsum':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for k, (label, extra) in enumerate(VARIANTS):
@@ -102,9 +122,12 @@ def main() -> None:
             drift, moved = compare_costs(config, out)
             last = json.loads((out / "log.jsonl").read_text().splitlines()[-1])
             logged = last.get("cost/drift_mean")
-            print(f"{label:>32} {drift:7.4f} {moved:16.3f} "
-                  f"{'-' if logged is None else f'{logged:.4f}':>10} "
-                  f"{summary['test']['rsum']:10.1f}", flush=True)  # fmt: skip
+            print(
+                f"{label:>32} {drift:7.4f} {moved:16.3f} "
+                f"{'-' if logged is None else f'{logged:.4f}':>10} "
+                f"{summary['test']['rsum']:10.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

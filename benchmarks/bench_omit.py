@@ -64,8 +64,10 @@ def main() -> None:
     n_pairs = args.images * args.captions
     scale = "" if n_pairs == 1000 * 5000 else f" (scaled: {n_pairs / 5e6:.2%} of 1K×5K's pairs)"
     threads = torch.get_num_threads()
-    print(f"{args.images} images × {args.captions} captions{scale}, embed {EMBED}, "
-          f"{REGIONS} regions, {threads} threads, best of {args.repeats}")  # fmt: skip
+    print(
+        f"{args.images} images × {args.captions} captions{scale}, embed {EMBED}, "
+        f"{REGIONS} regions, {threads} threads, best of {args.repeats}"
+    )
     images, texts = inputs(args.images, args.captions)
     available = set(list_heads())
     rows = []

@@ -64,8 +64,9 @@ def pot_loop(cost, a, b, reg, n_iter, tol, sample):
     """POT's single-problem solver on the first ``sample`` problems: plans and mean iterations."""
     plans, iters = [], []
     for k in range(sample):
-        plan, log = ot.sinkhorn(a[k], b[k], cost[k], reg, method="sinkhorn_log", numItermax=n_iter,
-                                stopThr=tol, log=True)  # fmt: skip
+        plan, log = ot.sinkhorn(
+            a[k], b[k], cost[k], reg, method="sinkhorn_log", numItermax=n_iter, stopThr=tol, log=True
+        )
         plans.append(plan)
         iters.append(log["niter"] + 1)
     return torch.stack(plans), sum(iters) / len(iters)
@@ -78,9 +79,7 @@ def compare(label, cost, a, b, reg, n_iter, tol, args, pot_problem=None, ours_kw
     crop = (slice(None), slice(0, cost.shape[1]), slice(0, cost.shape[2]))
     kw = {"n_iter": n_iter, "tol": tol}
     auto, t_auto = timed(lambda: sinkhorn(cost, a, b, reg, **kw, **ours_kw), args.repeats)
-    log, t_log = timed(
-        lambda: sinkhorn(cost, a, b, reg, method="log", **kw, **ours_kw), args.repeats
-    )
+    log, t_log = timed(lambda: sinkhorn(cost, a, b, reg, method="log", **kw, **ours_kw), args.repeats)
     pot, t_pot = timed(
         lambda: ot.solve_batch(
             pc, reg, pa, pb, max_iter=n_iter, tol=tol or 0.0, method="log_sinkhorn", grad="detach"

@@ -70,8 +70,9 @@ def _render_times(result, folder: Path) -> tuple[float, float]:
     times = []
     for _ in range(2):
         started = time.perf_counter()
-        report = review_page(result.pairs, dict(result.summary), [], division, retrieval, folder / "pictures",
-                             folder / "timed")  # fmt: skip
+        report = review_page(
+            result.pairs, dict(result.summary), [], division, retrieval, folder / "pictures", folder / "timed"
+        )
         (folder / "timed" / "report.html").write_text(report.page, encoding="utf-8")
         (folder / "timed" / "pairs.js").write_text(report.data, encoding="utf-8")
         times.append(time.perf_counter() - started)
@@ -94,14 +95,19 @@ def _baseline(result, new: Path, page: Path, revision: str) -> float:
     data = _page_images(new, new.parent / "pictures", wanted)
     rows = []
     for row in result.pairs.head(100).to_dict("records"):
-        rows.append({**row, "suggested_caption": row["suggested_caption_1"],
-                     "suggested_caption_score": row["suggested_caption_score_1"],
-                     "suggested_image_id": row["suggested_image_id_1"],
-                     "suggested_image_score": row["suggested_image_score_1"],
-                     "thumbnail": data.get(row["image_id"], ""),
-                     "suggested_thumbnail": data.get(row["suggested_image_id_1"], ""),
-                     "suggested_caption_is_own": row["suggested_caption_1"] == row["caption"],
-                     "suggested_image_is_own": row["suggested_image_id_1"] == row["image_id"]})  # fmt: skip
+        rows.append(
+            {
+                **row,
+                "suggested_caption": row["suggested_caption_1"],
+                "suggested_caption_score": row["suggested_caption_score_1"],
+                "suggested_image_id": row["suggested_image_id_1"],
+                "suggested_image_score": row["suggested_image_score_1"],
+                "thumbnail": data.get(row["image_id"], ""),
+                "suggested_thumbnail": data.get(row["suggested_image_id_1"], ""),
+                "suggested_caption_is_own": row["suggested_caption_1"] == row["caption"],
+                "suggested_image_is_own": row["suggested_image_id_1"] == row["image_id"],
+            }
+        )
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(module.render_report(result.summary, rows, [], division, retrieval), encoding="utf-8")
     return time.perf_counter() - started
@@ -119,17 +125,22 @@ class _Template:
 
 
 def _git_show(revision: str, path: str) -> str:
-    return subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _page_images(folder: Path, pictures: Path, wanted: set[str]) -> dict[str, str]:
     """Image id → its thumbnail in ``folder/thumbs`` as a base64 ``data:`` URI (what the old
     report inlined), for the ``wanted`` images of ``pictures``."""
     inline = "data:image/jpeg;base64,"
-    return {image_id: inline + base64.b64encode((folder / THUMBS / thumbnail_name(pictures / image_id, 96))
-                                                .read_bytes()).decode("ascii")
-            for image_id in wanted}  # fmt: skip
+    return {
+        image_id: inline
+        + base64.b64encode((folder / THUMBS / thumbnail_name(pictures / image_id, 96)).read_bytes()).decode(
+            "ascii"
+        )
+        for image_id in wanted
+    }
 
 
 def _browse(page: Path, query: str, repeats: int, *, last: bool) -> dict[str, float]:
@@ -182,26 +193,40 @@ def _table(args, new, old, result, first, again, old_seconds, new_times, old_tim
 
     rows = [
         ("pairs in the report", f"{pairs:,} (every pair)", "100 (the top suspects)"),
-        ("report.html", f"{html / 1e6:.2f} MB = {html / pairs:.2f} B/pair", f"{old_html / 1e6:.2f} MB = "
-         f"{old_html / 100:.0f} B/shown pair"),
+        (
+            "report.html",
+            f"{html / 1e6:.2f} MB = {html / pairs:.2f} B/pair",
+            f"{old_html / 1e6:.2f} MB = {old_html / 100:.0f} B/shown pair",
+        ),
         ("pairs.js", f"{data / 1e6:.2f} MB = {data / pairs:.0f} B/pair", "-"),
-        ("thumbs/", f"{thumbs / 1e6:.2f} MB ({len(list((new / 'thumbs').iterdir())):,} files) = "
-         f"{thumbs / pairs:.0f} B/pair", "inlined in report.html"),
-        ("report folder (html + pairs.js + thumbs)", f"{folder / 1e6:.2f} MB = {folder / pairs:.0f} B/pair",
-         f"{old_html / 1e6:.2f} MB"),
+        (
+            "thumbs/",
+            f"{thumbs / 1e6:.2f} MB ({len(list((new / 'thumbs').iterdir())):,} files) = "
+            f"{thumbs / pairs:.0f} B/pair",
+            "inlined in report.html",
+        ),
+        (
+            "report folder (html + pairs.js + thumbs)",
+            f"{folder / 1e6:.2f} MB = {folder / pairs:.0f} B/pair",
+            f"{old_html / 1e6:.2f} MB",
+        ),
         ("write the report, every thumbnail written", f"{first:.2f} s", f"{old_seconds:.2f} s (top 100)"),
         ("write the report again, thumbnails reused", f"{again:.2f} s", "-"),
         ("Chromium: first render", seconds(new_times, "first render"), seconds(old_times, "first render")),
         ("Chromium: reach the last page", seconds(new_times, "last page"), "- (only the top 100 shown)"),
         ("Chromium: text search over the pairs", seconds(new_times, "search"), seconds(old_times, "search")),
-    ]  # fmt: skip
+    ]
     width = max(len(r[0]) for r in rows)
-    lines = [f"Report of a synthetic audit: {pairs:,} pairs, {args.images:,} images; median of "
-             f"{args.repeats} fresh pages in headless Chromium (Debian's, via playwright)",
-             f"{'':{width}}  {'this report':38}  report of {args.baseline} (top 100)"]  # fmt: skip
+    lines = [
+        f"Report of a synthetic audit: {pairs:,} pairs, {args.images:,} images; median of "
+        f"{args.repeats} fresh pages in headless Chromium (Debian's, via playwright)",
+        f"{'':{width}}  {'this report':38}  report of {args.baseline} (top 100)",
+    ]
     lines += [f"{name:{width}}  {a:38}  {b}" for name, a, b in rows]
-    lines.append(f"budget: report.html <= 1,500 B/pair: {html / pairs:.0f}; report folder <= 8,000 B/pair: "
-                 f"{folder / pairs:.0f}")  # fmt: skip
+    lines.append(
+        f"budget: report.html <= 1,500 B/pair: {html / pairs:.0f}; report folder <= 8,000 B/pair: "
+        f"{folder / pairs:.0f}"
+    )
     return lines
 
 

@@ -50,8 +50,13 @@ from mispair.search.backend import build_ann, faiss_module, search_ann, to_bytes
 from mispair.search.evaluation import list_ranks, ranked_lists
 
 OPENCLIPART_SPECS = ["ivf:nprobe=8", "ivf:nprobe=32", "hnsw:m=16,ef_search=32", "hnsw:m=32,ef_search=128"]
-DEFAULT_SPECS = ["ivf:nlist=1536,nprobe=8", "ivf:nlist=2048,nprobe=8", "hnsw:m=8,ef_search=12",
-                 "hnsw:m=8,ef_search=16", "hnsw:m=16,ef_construction=100,ef_search=32"]  # fmt: skip
+DEFAULT_SPECS = [
+    "ivf:nlist=1536,nprobe=8",
+    "ivf:nlist=2048,nprobe=8",
+    "hnsw:m=8,ef_search=12",
+    "hnsw:m=8,ef_search=16",
+    "hnsw:m=16,ef_construction=100,ef_search=32",
+]
 TARGET_RECALL, TARGET_SPEEDUP = 0.95, 10.0  # issue 21: recall@10 >= 0.95 of exact at >= 10× its QPS
 
 
@@ -71,19 +76,29 @@ def timed(fn, repeats: int) -> tuple[float, object]:
     return best, out
 
 
-def compare_indexes(label: str, vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray,
-                    specs: list[IndexSpec], args: argparse.Namespace) -> None:  # fmt: skip
+def compare_indexes(
+    label: str,
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    specs: list[IndexSpec],
+    args: argparse.Namespace,
+) -> None:
     """Build each index over ``vectors``, search ``queries`` (their ground truth ``truth``) with it
     and with the exact index in turn (so both meet the same load of a shared machine), and print
     one row per index; ``specs[0]`` is the exact one."""
     faiss = faiss_module()
     faiss.omp_set_num_threads(args.build_threads)
     exact_spec, exact = specs[0], build_ann(vectors, specs[0])
-    print(f"\n{label}: {len(vectors)} vectors of dimension {vectors.shape[1]}, {len(queries)} queries, "
-          f"top 10; built with {args.build_threads} FAISS thread(s), searched with {args.threads} (one batch "
-          f"of all queries, best of {args.repeats}, alternating with the exact index)")  # fmt: skip
-    print(f"{'index':<48} {'build s':>8} {'size MB':>8} {'QPS':>8} {'exact QPS':>9} {'speed-up':>8} "
-          f"{'recall@10':>9} {'R@10':>5}  target")  # fmt: skip
+    print(
+        f"\n{label}: {len(vectors)} vectors of dimension {vectors.shape[1]}, {len(queries)} queries, "
+        f"top 10; built with {args.build_threads} FAISS thread(s), searched with {args.threads} (one batch "
+        f"of all queries, best of {args.repeats}, alternating with the exact index)"
+    )
+    print(
+        f"{'index':<48} {'build s':>8} {'size MB':>8} {'QPS':>8} {'exact QPS':>9} {'speed-up':>8} "
+        f"{'recall@10':>9} {'R@10':>5}  target"
+    )
     exact_ids = search_ann(exact, queries, 10, exact_spec)[1]
     for spec in specs:
         faiss.omp_set_num_threads(args.build_threads)
@@ -98,28 +113,49 @@ def compare_indexes(label: str, vectors: np.ndarray, queries: np.ndarray, truth:
         r10 = 100 * float((ids == truth[:, None]).any(1).mean())
         met = recall >= TARGET_RECALL and qps >= TARGET_SPEEDUP * exact_qps
         verdict = "" if spec == exact_spec else ("met" if met else "not met")
-        print(f"{spec.describe():<48} {build_s:8.2f} {len(to_bytes(ann)) / 2**20:8.1f} {qps:8.0f} "
-              f"{exact_qps:9.0f} {qps / exact_qps:7.1f}× {recall:9.3f} {r10:5.1f}  {verdict}", flush=True)
+        print(
+            f"{spec.describe():<48} {build_s:8.2f} {len(to_bytes(ann)) / 2**20:8.1f} {qps:8.0f} "
+            f"{exact_qps:9.0f} {qps / exact_qps:7.1f}× {recall:9.3f} {r10:5.1f}  {verdict}",
+            flush=True,
+        )
 
 
 def synthetic_part(args: argparse.Namespace, specs: list[IndexSpec], work: Path) -> None:
     checkpoint = args.synthetic_checkpoint
     if checkpoint is None:  # a brief training on the synthetic world the collection is drawn from
-        config = load_config(None, ["data.source=synthetic", "model.head=cosine", "model.text_encoder=bigru",
-                                    "model.image_pooling=fragments", "model.embed_dim=256", "train.epochs=2",
-                                    f"output={work / 'synthetic_run'}"])  # fmt: skip
+        config = load_config(
+            None,
+            [
+                "data.source=synthetic",
+                "model.head=cosine",
+                "model.text_encoder=bigru",
+                "model.image_pooling=fragments",
+                "model.embed_dim=256",
+                "train.epochs=2",
+                f"output={work / 'synthetic_run'}",
+            ],
+        )
         train_run(config, progress=False, log=lambda _: None)
         checkpoint = work / "synthetic_run" / "best.pt"
     pairs = make_synthetic(args.synthetic_images, 1, seed=7)
     write_precomp(pairs, work / "synthetic_100k", "test")
     began = time.perf_counter()
     index = Index.build(checkpoint, work / "synthetic_100k", split="test")
-    print(f"\nsynthetic: embedded {index.n_images} images and {index.n_captions} captions with {checkpoint} "
-          f"in {time.perf_counter() - began:.1f} s (the same for every kind of index)")  # fmt: skip
-    chosen = np.random.default_rng(0).choice(index.n_captions, size=min(args.queries, index.n_captions),
-                                             replace=False)  # fmt: skip
-    compare_indexes("synthetic collection", index.vectors("images"), index.vectors("captions")[chosen],
-                    index.image_of_caption[chosen], specs, args)  # fmt: skip
+    print(
+        f"\nsynthetic: embedded {index.n_images} images and {index.n_captions} captions with {checkpoint} "
+        f"in {time.perf_counter() - began:.1f} s (the same for every kind of index)"
+    )
+    chosen = np.random.default_rng(0).choice(
+        index.n_captions, size=min(args.queries, index.n_captions), replace=False
+    )
+    compare_indexes(
+        "synthetic collection",
+        index.vectors("images"),
+        index.vectors("captions")[chosen],
+        index.image_of_caption[chosen],
+        specs,
+        args,
+    )
 
 
 def openclipart_part(args: argparse.Namespace, specs: list[IndexSpec]) -> None:
@@ -127,30 +163,47 @@ def openclipart_part(args: argparse.Namespace, specs: list[IndexSpec]) -> None:
     test_images = np.flatnonzero(np.array(index.image_splits) == "test")
     queries = np.flatnonzero(np.isin(index.image_of_caption, test_images))
     splits = ", ".join(index.manifest["collection"]["splits"])
-    print(f"\nOpenClipart ({args.data}, splits {splits}), checkpoint {args.checkpoint}; "
-          "the test captions search")  # fmt: skip
-    compare_indexes("OpenClipart, all splits", index.vectors("images"), index.vectors("captions")[queries],
-                    index.image_of_caption[queries], specs, args)  # fmt: skip
+    print(
+        f"\nOpenClipart ({args.data}, splits {splits}), checkpoint {args.checkpoint}; "
+        "the test captions search"
+    )
+    compare_indexes(
+        "OpenClipart, all splits",
+        index.vectors("images"),
+        index.vectors("captions")[queries],
+        index.image_of_caption[queries],
+        specs,
+        args,
+    )
 
 
 def rerank_part(args: argparse.Namespace) -> None:
     index = Index.build(args.rerank_checkpoint, args.data, split="test")
     model, pairs = index.model, read_precomp(args.data, "test")
     tokens = model.tokens(pairs)
-    matrix = lambda: similarity_matrix(model.models, model_pairs(model.config.model, pairs), tokens,  # noqa: E731
-                                       device=model.device).numpy()  # fmt: skip
+
+    def matrix():
+        return similarity_matrix(
+            model.models, model_pairs(model.config.model, pairs), tokens, device=model.device
+        ).numpy()
+
     full_s, full = timed(matrix, 1)
     images, texts = model.encode_images(pairs), model.encode_texts(tokens)
     captions, pictures = (np.linspace(0, n - 1, 20).astype(int) for n in (len(tokens), pairs.n_images))
-    one = {"images": lambda: [model.pair_scores(images, [t[[q]] for t in texts]) for q in captions],
-           "captions": lambda: [model.pair_scores([i[[q]] for i in images], texts)
-                                for q in pictures]}  # fmt: skip
+    one = {
+        "images": lambda: [model.pair_scores(images, [t[[q]] for t in texts]) for q in captions],
+        "captions": lambda: [model.pair_scores([i[[q]] for i in images], texts) for q in pictures],
+    }
     head = model.config.model.head
-    print(f"\nreranking on {args.data}/test ({index.n_images} images, {index.n_captions} captions): the "
-          f"{head} head of {args.rerank_checkpoint}; first stage: its pooled embeddings, exact; "
-          f"top {args.rerank} reranked")  # fmt: skip
-    print(f"the head's full matrix (the reference ranking; every item encoded once, then all "
-          f"{full.size} pairs scored): {full_s:.1f} s")  # fmt: skip
+    print(
+        f"\nreranking on {args.data}/test ({index.n_images} images, {index.n_captions} captions): the "
+        f"{head} head of {args.rerank_checkpoint}; first stage: its pooled embeddings, exact; "
+        f"top {args.rerank} reranked"
+    )
+    print(
+        f"the head's full matrix (the reference ranking; every item encoded once, then all "
+        f"{full.size} pairs scored): {full_s:.1f} s"
+    )
     for target in ("images", "captions"):
         whole_ms = 1000 * timed(one[target], 1)[0] / 20  # one query against the whole collection
         report_rerank(index, target, full, whole_ms, args.rerank)
@@ -170,11 +223,15 @@ def report_rerank(index: Index, target: str, full: np.ndarray, whole_ms: float, 
     lists = {"first stage": first, "reranked": reranked, "full head": whole}
     direction = "t2i" if target == "images" else "i2t"
     cold, warm = 1000 * cold_s / len(queries), 1000 * warm_s / len(queries)
-    print(f"{direction} ({len(queries)} queries): rerank {cold:.1f} ms per query on the first pass, "
-          f"{warm:.1f} ms on the second; one query against all {sims.shape[1]} candidates {whole_ms:.1f} ms "
-          f"({whole_ms / warm:.1f}× the second pass)")  # fmt: skip
-    print(f"    reranked top 10 ∩ head's top 10: {_overlap(reranked[1][:, :10], order[:, :10]):.3f}; head's "
-          f"top 10 within the first stage's top {k}: {_overlap(first[1], order[:, :10]):.3f}")  # fmt: skip
+    print(
+        f"{direction} ({len(queries)} queries): rerank {cold:.1f} ms per query on the first pass, "
+        f"{warm:.1f} ms on the second; one query against all {sims.shape[1]} candidates {whole_ms:.1f} ms "
+        f"({whole_ms / warm:.1f}× the second pass)"
+    )
+    print(
+        f"    reranked top 10 ∩ head's top 10: {_overlap(reranked[1][:, :10], order[:, :10]):.3f}; head's "
+        f"top 10 within the first stage's top {k}: {_overlap(first[1], order[:, :10]):.3f}"
+    )
     for name, (scores, ids) in lists.items():
         correct = owner[:, None] == ids if target == "images" else owner[ids] == queries[:, None]
         values = rank_metrics(direction, list_ranks(scores, ids, correct))
@@ -193,10 +250,15 @@ def main() -> None:
     parser.add_argument("--data", default="data/openclipart_precomp")
     parser.add_argument("--synthetic-checkpoint", help="default: train one briefly (2 epochs)")
     parser.add_argument("--synthetic-images", type=int, default=100_000)
-    parser.add_argument("--specs", nargs="+", default=DEFAULT_SPECS,
-                        help="approximate indexes, kind:key=value,...")
-    parser.add_argument("--openclipart-specs", nargs="+", default=OPENCLIPART_SPECS,
-                        help="the same for OpenClipart (IVF without nlist: 4·√n cells)")
+    parser.add_argument(
+        "--specs", nargs="+", default=DEFAULT_SPECS, help="approximate indexes, kind:key=value,..."
+    )
+    parser.add_argument(
+        "--openclipart-specs",
+        nargs="+",
+        default=OPENCLIPART_SPECS,
+        help="the same for OpenClipart (IVF without nlist: 4·√n cells)",
+    )
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--rerank", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="FAISS threads searching (default 1)")

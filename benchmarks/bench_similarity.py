@@ -99,18 +99,23 @@ def low_precision_row(head, images, texts, ref, ref_s, dtype, repeats) -> str:
     low_s, out = timed(partial(all_pair_similarities, low, images, texts, dtype=dtype), repeats)
     diff = (ref - out).abs().max().item()
     kept = (ref.argmax(1) == out.argmax(1)).float().mean().item()
-    return (f"{str(dtype).removeprefix('torch.'):>4} engine: {low_s:.2f} s, {ref_s / low_s:.2f}× "
-            f"the reference, max |diff| {diff:.2e} (similarity std {ref.std():.2e}), "
-            f"top-1 kept {kept:.0%}")  # fmt: skip
+    return (
+        f"{str(dtype).removeprefix('torch.'):>4} engine: {low_s:.2f} s, {ref_s / low_s:.2f}× "
+        f"the reference, max |diff| {diff:.2e} (similarity std {ref.std():.2e}), "
+        f"top-1 kept {kept:.0%}"
+    )
 
 
-def speed_table(sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dtype | None,
-                device: str) -> None:  # fmt: skip
+def speed_table(
+    sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dtype | None, device: str
+) -> None:
     rate = gemm_macs_per_second(device)
     print(f"dense throughput {2 * rate / 1e9:.1f} GFLOP/s")
-    print(f"{'head':>4} {'images×captions':>16} {'shard':>5} {'reference s':>11} "
-          f"{'engine s':>9} {'ratio':>6} {'floor s':>8} {'engine/floor':>12} "
-          f"{'max |diff|':>11}")  # fmt: skip
+    print(
+        f"{'head':>4} {'images×captions':>16} {'shard':>5} {'reference s':>11} "
+        f"{'engine s':>9} {'ratio':>6} {'floor s':>8} {'engine/floor':>12} "
+        f"{'max |diff|':>11}"
+    )
     for name in ("sgr", "saf"):
         torch.manual_seed(0)
         head = create_head(name, EMBED, num_regions=REGIONS).eval().to(device)
@@ -120,9 +125,12 @@ def speed_table(sizes: list[tuple[int, int, int]], repeats: int, dtype: torch.dt
             eng_s, eng = timed(partial(all_pair_similarities, head, images, texts), repeats)
             diff = (ref - eng).abs().max().item()
             floor = floor_seconds(head, n_images, texts, rate)
-            print(f"{name:>4} {f'{n_images}×{n_captions}':>16} {shard:>5} {ref_s:>11.2f} "
-                  f"{eng_s:>9.2f} {ref_s / eng_s:>5.2f}× {floor:>8.2f} {eng_s / floor:>11.2f}× "
-                  f"{diff:>11.2e}", flush=True)  # fmt: skip
+            print(
+                f"{name:>4} {f'{n_images}×{n_captions}':>16} {shard:>5} {ref_s:>11.2f} "
+                f"{eng_s:>9.2f} {ref_s / eng_s:>5.2f}× {floor:>8.2f} {eng_s / floor:>11.2f}× "
+                f"{diff:>11.2e}",
+                flush=True,
+            )
             if dtype is not None:
                 print("     ", low_precision_row(head, images, texts, ref, ref_s, dtype, repeats))
 
@@ -142,8 +150,10 @@ def gemm_share(n_images: int = 200, n_captions: int = 100, device: str = "cpu") 
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS)
-    print(f"engine, SGR {n_images}×{n_captions}: {gemm / total:.0%} of the CPU time in "
-          f"{'/'.join(op.removeprefix('aten::') for op in GEMM_OPS)}")  # fmt: skip
+    print(
+        f"engine, SGR {n_images}×{n_captions}: {gemm / total:.0%} of the CPU time in "
+        f"{'/'.join(op.removeprefix('aten::') for op in GEMM_OPS)}"
+    )
 
 
 def _rss_mib(field: str) -> int:
@@ -174,8 +184,10 @@ def memory_report() -> None:
         result = subprocess.run(command, capture_output=True, text=True, check=True)
         base, peak = result.stdout.split()
         print(f"  {strategy:>9}: inputs {base} MiB, peak {peak} MiB (+{int(peak) - int(base)} MiB)")
-    print("  engine: measured on a 16-image slice against all 5K captions (blocks are capped by "
-          "max_block_bytes=64 MiB, so more images add only the 20 MiB output);")  # fmt: skip
+    print(
+        "  engine: measured on a 16-image slice against all 5K captions (blocks are capped by "
+        "max_block_bytes=64 MiB, so more images add only the 20 MiB output);"
+    )
     print("  reference: one 1000-image shard, 8 captions (its working set is per caption)")
 
 
@@ -192,8 +204,10 @@ def main() -> None:
     if args.memory_child:
         memory_child(args.memory_child)
         return
-    print(f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, embed {EMBED}, "
-          f"{REGIONS} regions, sim_dim 256; best of {args.repeats}")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, embed {EMBED}, "
+        f"{REGIONS} regions, sim_dim 256; best of {args.repeats}"
+    )
     sizes = [(100, 500, 100)] + ([] if args.quick else [(1000, 100, 1000)])
     if args.profile:
         gemm_share(device=args.device)

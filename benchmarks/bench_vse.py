@@ -51,8 +51,10 @@ def main() -> None:
     sizes = [(36, 256), (36, 1024)] if args.quick else [(36, 256), (36, 1024), (49, 1280)]
     n_images = 200 if args.quick else 1000
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"{n_images} images × 5 captions; median of {repeats}")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"{n_images} images × 5 captions; median of {repeats}"
+    )
     eval_label = f"eval s ({n_images}×{5 * n_images})"
     print(f"{'fragments×dim':>14} {'embed':>6} {'train pairs/s':>14} {eval_label:>17}")
     for fragments, dim in sizes:
@@ -63,8 +65,10 @@ def main() -> None:
             cfg = ModelConfig(embed_dim=embed)
             train = [train_pairs_per_second(pairs, tokens, cfg, 128, 10) for _ in range(repeats)]
             evals = [eval_seconds(pairs, tokens, cfg) for _ in range(repeats)]
-            print(f"{f'{fragments}×{dim}':>14} {embed:>6} {statistics.median(train):14.0f} "
-                  f"{statistics.median(evals):17.2f}")  # fmt: skip
+            print(
+                f"{f'{fragments}×{dim}':>14} {embed:>6} {statistics.median(train):14.0f} "
+                f"{statistics.median(evals):17.2f}"
+            )
 
 
 if __name__ == "__main__":

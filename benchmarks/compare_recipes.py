@@ -52,13 +52,24 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     # PC² Table 3 ablations (ncr = none of the three components)
     "pc2-no-pcap": ("pc2", ["method.pseudo_captioning=false"]),
     "pc2-no-rect": ("pc2", ["method.rectification=false"]),
-    "pc2-pcap-only": ("pc2", ["method.pseudo_classification=false", "method.rectification=false",
-                              "method.caption_by=embedding"]),
+    "pc2-pcap-only": (
+        "pc2",
+        ["method.pseudo_classification=false", "method.rectification=false", "method.caption_by=embedding"],
+    ),
     "pc2-embedding": ("pc2", ["method.caption_by=embedding"]),
     # the SGR head in the plain recipe (issue 3): the reference's lr 2e-4 and gradient clipping 2,
     # 12 epochs to fit a CPU budget; vse-cosine-12 is the cosine head on the same schedule
-    "vse-sgr-12": ("vse", ["model.head=sgr", "model.head_options={num_regions: 49}", "train.lr=2e-4",
-                           "train.grad_clip=2.0", "train.epochs=12", "train.lr_decay_epochs=[8]"]),
+    "vse-sgr-12": (
+        "vse",
+        [
+            "model.head=sgr",
+            "model.head_options={num_regions: 49}",
+            "train.lr=2e-4",
+            "train.grad_clip=2.0",
+            "train.epochs=12",
+            "train.lr_decay_epochs=[8]",
+        ],
+    ),
     "vse-cosine-12": ("vse", ["train.epochs=12", "train.lr_decay_epochs=[8]"]),
     # OMIT and its baselines (issue 4)
     "omit": ("omit", []),
@@ -85,17 +96,30 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 }
 # the backbone of the papers (issue 16's "before"): BiGRU text encoder, mean of projected fragments
 BIGRU = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.word_dim=300"]
-VARIANTS.update({f"{name}-bigru": (VARIANTS[name][0], [*VARIANTS[name][1], *BIGRU])
-                 for name in ("vse-triplet", "vse-infonce", "rcl-log", "ncr", "asl", "pc2", "l2rm")})
+VARIANTS.update(
+    {
+        f"{name}-bigru": (VARIANTS[name][0], [*VARIANTS[name][1], *BIGRU])
+        for name in ("vse-triplet", "vse-infonce", "rcl-log", "ncr", "asl", "pc2", "l2rm")
+    }
+)
 # the same image path as the pretrained backbone with the BiGRU text encoder (the epoch-cost comparison)
 VARIANTS["asl-bigru-pooled"] = ("asl", ["model.text_encoder=bigru", "model.word_dim=300"])
 # the seed recipes dividing on out-of-fold scores (holdout's division) instead of their own losses
-HELD_OUT = ["division.scored_by=out_of_fold", "division.rounds=2", "division.pair_score=contrast",
-            "division.epochs=5"]
+HELD_OUT = [
+    "division.scored_by=out_of_fold",
+    "division.rounds=2",
+    "division.pair_score=contrast",
+    "division.epochs=5",
+]
 VARIANTS.update({f"{r}-oof": (r, HELD_OUT) for r in ("ncr", "asl", "pc2", "l2rm")})
 # ASL's hyperparameter analysis: z × λ
-VARIANTS.update({f"asl-z{z:g}-l{lam}": ("asl", [f"method.z={z}", f"method.scale={lam}"])
-                 for z in (2.0, 3.0, 5.0) for lam in (32, 64, 96)})
+VARIANTS.update(
+    {
+        f"asl-z{z:g}-l{lam}": ("asl", [f"method.z={z}", f"method.scale={lam}"])
+        for z in (2.0, 3.0, 5.0)
+        for lam in (32, 64, 96)
+    }
+)
 
 
 def run_key(dataset: str, variant: str, noise: float, seed: int, extra: list[str]) -> str:
@@ -117,22 +141,43 @@ def detection_ceiling(dataset: str, noise: float, seed: int, extra: list[str]) -
     from mispair.engine.assembly import load_run_data, pick_device, prepare_text_encoder
     from mispair.engine.pair_scores import out_of_fold_scores, scorer_config
 
-    config = load_config(f"configs/holdout/{dataset}.yaml", [
-        f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}",
-        "data.noise.protocol=pmp", *extra])  # fmt: skip
+    config = load_config(
+        f"configs/holdout/{dataset}.yaml",
+        [
+            f"data.noise.rate={noise}",
+            f"data.noise.seed={seed}",
+            f"train.seed={seed}",
+            "data.noise.protocol=pmp",
+            *extra,
+        ],
+    )
     torch.set_num_threads(config.train.threads)
     began = time.perf_counter()
     data = load_run_data(config)
     prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
     train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
     clean = ~data.noise.is_noisy
-    scores = out_of_fold_scores(scorer_config(config), data, train, folds=config.division.folds,
-                                repeats=config.division.repeats,
-                                trusted=clean, score_kind=config.division.pair_score, tau=config.division.tau,
-                                device=pick_device(config.train.device)).score  # fmt: skip
+    scores = out_of_fold_scores(
+        scorer_config(config),
+        data,
+        train,
+        folds=config.division.folds,
+        repeats=config.division.repeats,
+        trusted=clean,
+        score_kind=config.division.pair_score,
+        tau=config.division.tau,
+        device=pick_device(config.train.device),
+    ).score
     seconds = round(time.perf_counter() - began, 1)
-    return {"dataset": dataset, "variant": CEILING, "noise": noise, "seed": seed, "extra": extra,
-            "auc": float(roc_auc_score(clean, scores)), "seconds": seconds}  # fmt: skip
+    return {
+        "dataset": dataset,
+        "variant": CEILING,
+        "noise": noise,
+        "seed": seed,
+        "extra": extra,
+        "auc": float(roc_auc_score(clean, scores)),
+        "seconds": seconds,
+    }
 
 
 def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str], runs: Path) -> dict:
@@ -142,26 +187,47 @@ def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str
     key = run_key(dataset, variant, noise, seed, extra)
     config = load_config(
         f"configs/{recipe}/{dataset}.yaml",
-        [*overrides, f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}",
-         "data.noise.protocol=pmp", f"output={runs / key}", *extra],
-    )  # fmt: skip
+        [
+            *overrides,
+            f"data.noise.rate={noise}",
+            f"data.noise.seed={seed}",
+            f"train.seed={seed}",
+            "data.noise.protocol=pmp",
+            f"output={runs / key}",
+            *extra,
+        ],
+    )
     began = time.perf_counter()
     summary = train_run(config, resume=True, progress=False, log=lambda m: None)
     log = [json.loads(x) for x in (runs / key / "log.jsonl").read_text().splitlines()]
     first, last = division_records(log)
-    return {"dataset": dataset, "variant": variant, "noise": noise, "seed": seed, "extra": extra,
-            "test": summary["test"], "best_epoch": summary["best_epoch"],
-            "detection_first": first, "detection": last,
-            "seconds": round(time.perf_counter() - began, 1),
-            "seconds_per_epoch": statistics.median(r["seconds"] for r in log)}  # fmt: skip
+    return {
+        "dataset": dataset,
+        "variant": variant,
+        "noise": noise,
+        "seed": seed,
+        "extra": extra,
+        "test": summary["test"],
+        "best_epoch": summary["best_epoch"],
+        "detection_first": first,
+        "detection": last,
+        "seconds": round(time.perf_counter() - began, 1),
+        "seconds_per_epoch": statistics.median(r["seconds"] for r in log),
+    }
 
 
 def division_records(log: list[dict]) -> tuple[dict, dict]:
     """The first and last epoch's ``division/`` values of a run log, keyed as the co-training
     recipes log them (``division/0/auc``; a single-model recipe's ``division/auc`` counts as
     model 0's)."""
-    rows = [{k.replace("division/", "division/0/", 1) if k.count("/") == 1 else k: v
-             for k, v in r.items() if k.startswith("division/")} for r in log]  # fmt: skip
+    rows = [
+        {
+            k.replace("division/", "division/0/", 1) if k.count("/") == 1 else k: v
+            for k, v in r.items()
+            if k.startswith("division/")
+        }
+        for r in log
+    ]
     divided = [r for r in rows if "division/0/clean_fraction" in r] or [{}]
     return divided[0], divided[-1]
 
@@ -188,11 +254,15 @@ def print_table(results: list[dict]) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((r["dataset"], r["variant"], r["noise"]), []).append(r)
-    print(f"gap closed = (rSum − {BASELINE}) / ({ORACLE} − {BASELINE}); gap closed, InfoNCE: the same with "
-          f"{STRONG_BASELINE} and {STRONG_ORACLE}; AUC beside the detection ceiling "
-          "(out-of-fold scorers trained on the truly clean pairs)")
-    print("| dataset | variant | noise | seeds | rSum | i2t R@1 | t2i R@1 | rSum kept | gap closed "
-          "| gap closed, InfoNCE | eq. rSum | AUC first division | AUC last (ceiling) | s/epoch |")
+    print(
+        f"gap closed = (rSum − {BASELINE}) / ({ORACLE} − {BASELINE}); gap closed, InfoNCE: the same with "
+        f"{STRONG_BASELINE} and {STRONG_ORACLE}; AUC beside the detection ceiling "
+        "(out-of-fold scorers trained on the truly clean pairs)"
+    )
+    print(
+        "| dataset | variant | noise | seeds | rSum | i2t R@1 | t2i R@1 | rSum kept | gap closed "
+        "| gap closed, InfoNCE | eq. rSum | AUC first division | AUC last (ceiling) | s/epoch |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (dataset, variant, noise), rs in sorted(groups.items()):
         if variant == CEILING:
@@ -205,18 +275,26 @@ def print_table(results: list[dict]) -> None:
         strong = gap_closed(statistics.mean(r["test"]["rsum"] for r in rs), *strong_bounds)
         rsum = [r["test"]["rsum"] for r in rs]
         clean = groups.get((dataset, variant, 0.0))
-        kept = f"{100 * statistics.mean(rsum) / statistics.mean(c['test']['rsum'] for c in clean):.0f}%" \
-            if clean and noise > 0 else ""
+        kept = (
+            f"{100 * statistics.mean(rsum) / statistics.mean(c['test']['rsum'] for c in clean):.0f}%"
+            if clean and noise > 0
+            else ""
+        )
         eq = [r["test"]["eq_rsum"] for r in rs if "eq_rsum" in r["test"]]
         auc = [r["detection"]["division/0/auc"] for r in rs if "division/0/auc" in r["detection"]]
-        first = [r["detection_first"]["division/0/auc"] for r in rs
-                 if "division/0/auc" in r.get("detection_first", {})]  # fmt: skip
-        print(f"| {dataset} | {variant} | {noise:g} | {len(rs)} | {_mean_std(rsum)} "
-              f"| {_mean_std([r['test']['i2t_r1'] for r in rs])} "
-              f"| {_mean_std([r['test']['t2i_r1'] for r in rs])} | {kept} | {gap} | {strong} "
-              f"| {_mean_std(eq) if eq else ''} | {f'{statistics.mean(first):.3f}' if first else ''} "
-              f"| {f'{statistics.mean(auc):.3f}' if auc else ''}{ceiling_text} "
-              f"| {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} |")
+        first = [
+            r["detection_first"]["division/0/auc"]
+            for r in rs
+            if "division/0/auc" in r.get("detection_first", {})
+        ]
+        print(
+            f"| {dataset} | {variant} | {noise:g} | {len(rs)} | {_mean_std(rsum)} "
+            f"| {_mean_std([r['test']['i2t_r1'] for r in rs])} "
+            f"| {_mean_std([r['test']['t2i_r1'] for r in rs])} | {kept} | {gap} | {strong} "
+            f"| {_mean_std(eq) if eq else ''} | {f'{statistics.mean(first):.3f}' if first else ''} "
+            f"| {f'{statistics.mean(auc):.3f}' if auc else ''}{ceiling_text} "
+            f"| {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} |"
+        )
 
 
 def _claim(result: Path) -> bool:
@@ -233,21 +311,27 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--datasets", nargs="+", default=["tuxpaint"])
-    parser.add_argument("--variants", nargs="+", default=["vse-triplet", "rcl-log"],
-                        choices=[*VARIANTS, CEILING])
+    parser.add_argument(
+        "--variants", nargs="+", default=["vse-triplet", "rcl-log"], choices=[*VARIANTS, CEILING]
+    )
     parser.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.4, 0.7])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--set", nargs="*", default=[], help="extra key=value overrides for every run")
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/pretrained"))
     parser.add_argument("--runs", type=Path, default=Path("runs/compare"))
-    parser.add_argument("--shard", default="0/1", help="i/n: run every n-th job starting at i "
-                        "(workers on the same jobs also skip the ones another has claimed)")
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        help="i/n: run every n-th job starting at i "
+        "(workers on the same jobs also skip the ones another has claimed)",
+    )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
     index, count = (int(x) for x in args.shard.split("/"))
     args.results.mkdir(parents=True, exist_ok=True)
-    jobs = [(d, v, n, s) for d in args.datasets for v in args.variants for n in args.noise
-            for s in args.seeds]  # fmt: skip
+    jobs = [
+        (d, v, n, s) for d in args.datasets for v in args.variants for n in args.noise for s in args.seeds
+    ]
     for d, v, n, s in jobs[index::count]:
         path = args.results / f"{run_key(d, v, n, s, args.set)}.json"
         if args.table_only or path.is_file() or not _claim(path):

@@ -28,8 +28,10 @@ MIXTURES = {"gmm": fit_gmm, "bmm": fit_bmm, "vbgmm": fit_vbgmm}
 def warmed_up_scores(
     dataset: str, noise: float, seed: int, runs: Path, warmup: int | None
 ) -> dict[str, list[dict]]:
-    config = load_config(f"configs/ncr/{dataset}.yaml", [
-        f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"])  # fmt: skip
+    config = load_config(
+        f"configs/ncr/{dataset}.yaml",
+        [f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"],
+    )
     config.train.epochs = warmup or config.method.get("warmup_epochs", 1)
     config.output = str(runs / f"{dataset}_warmup{config.train.epochs}_n{noise:g}_s{seed}")
     train_run(config, progress=False, log=lambda m: None)
@@ -38,8 +40,12 @@ def warmed_up_scores(
     paired = data.noise.image_of_caption
     train = TrainingPairs(data.train, encode_captions(data.train, data.vocab), paired)
     losses = per_sample_losses(models, train, batch_size=config.train.eval_batch_size, seed=seed)
-    return {name: [detection_metrics(fit(min_max_normalize(row)).clean_prob, data.noise.is_noisy)
-                   for row in losses] for name, fit in MIXTURES.items()}  # fmt: skip
+    return {
+        name: [
+            detection_metrics(fit(min_max_normalize(row)).clean_prob, data.noise.is_noisy) for row in losses
+        ]
+        for name, fit in MIXTURES.items()
+    }
 
 
 def main() -> None:

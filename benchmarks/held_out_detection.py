@@ -37,8 +37,10 @@ from mispair.engine.pair_scores import (
 
 
 def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
-    config = load_config(f"configs/holdout/{dataset}.yaml", [
-        f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"])  # fmt: skip
+    config = load_config(
+        f"configs/holdout/{dataset}.yaml",
+        [f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"],
+    )
     data = load_run_data(config)
     prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
     train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
@@ -46,8 +48,9 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
     scoring, folds = scorer_config(config), config.division.folds
 
     def oof(kind: str, trusted=None, repeats: int = 1) -> np.ndarray:
-        return out_of_fold_scores(scoring, data, train, folds=folds, repeats=repeats, trusted=trusted,
-                                  score_kind=kind).score  # fmt: skip
+        return out_of_fold_scores(
+            scoring, data, train, folds=folds, repeats=repeats, trusted=trusted, score_kind=kind
+        ).score
 
     found = {}
     for epochs in (1, 2, 3):
@@ -66,7 +69,8 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
     found[f"ceiling, {repeats} repeats"] = roc_auc_score(clean, oof("contrast", clean, repeats))
     model = train_scorer(scoring, data, train, torch.device("cpu"))
     found["in-sample, after the scorer's epochs"] = roc_auc_score(
-        clean, pair_similarities([model], train, 256, torch.device("cpu")))  # fmt: skip
+        clean, pair_similarities([model], train, 256, torch.device("cpu"))
+    )
     return found
 
 

@@ -891,8 +891,13 @@ def run_case(argv: list[str], cwd: Path) -> Outcome:
     """Run ``argv``; its exit status, stderr (notes left out), wall time and peak resident memory."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, *argv], stdout=subprocess.PIPE,
-                                   stderr=err, cwd=cwd, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCHER, *argv],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=cwd,
+            start_new_session=True,
+        )
         timer = threading.Timer(TIMEOUT, lambda: os.killpg(process.pid, 9))
         timer.start()
         peak_kb = process.communicate()[0].decode().strip()

@@ -34,15 +34,19 @@ def epoch_matches(log: Path) -> list[float]:
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     out = []
     for row in rows:
-        values = [v for k, v in row.items() if k.startswith("pseudo_caption/") and
-                  k.endswith("/category_match") and not math.isnan(v)]  # fmt: skip
+        values = [
+            v
+            for k, v in row.items()
+            if k.startswith("pseudo_caption/") and k.endswith("/category_match") and not math.isnan(v)
+        ]
         out.append(statistics.mean(values) if values else math.nan)
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs/compare"))
     parser.add_argument("--variants", nargs="+", default=["pc2"])
     parser.add_argument("--noise", nargs="+", type=float, default=[0.4, 0.7])
@@ -53,8 +57,11 @@ def main() -> None:
     columns, series = [], []
     for variant in args.variants:
         for noise in args.noise:
-            per_seed = [epoch_matches(log) for s in args.seeds
-                        if (log := args.runs / f"tuxpaint_{variant}_n{noise:g}_s{s}" / "log.jsonl").is_file()]
+            per_seed = [
+                epoch_matches(log)
+                for s in args.seeds
+                if (log := args.runs / f"tuxpaint_{variant}_n{noise:g}_s{s}" / "log.jsonl").is_file()
+            ]
             if per_seed:
                 columns.append(f"{variant} {noise:g} ({len(per_seed)} seeds)")
                 series.append(per_seed)

@@ -7,8 +7,13 @@ import pytest
 
 from mispair import config
 
-SMALL_MODEL = {"head": "cosine", "text_encoder": "bigru", "image_pooling": "fragments", "embed_dim": 256,
-               "word_dim": 300}  # fmt: skip
+SMALL_MODEL = {
+    "head": "cosine",
+    "text_encoder": "bigru",
+    "image_pooling": "fragments",
+    "embed_dim": 256,
+    "word_dim": 300,
+}
 
 
 @pytest.fixture(autouse=True)

@@ -67,8 +67,17 @@ def test_a_second_training_into_a_busy_folder_is_one_line_and_exit_2(tmp_path, c
 
     (tmp_path / "run").mkdir()
     with folder_lock(tmp_path / "run"):
-        status = main(["train", "data.source=synthetic", "data.synthetic_images=50", "train.epochs=1",
-                       "--out", str(tmp_path / "run"), "--quiet"])  # fmt: skip
+        status = main(
+            [
+                "train",
+                "data.source=synthetic",
+                "data.synthetic_images=50",
+                "train.epochs=1",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+            ]
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and err[-1].startswith("mispair: error: ") and "in use by another" in err[-1]
     assert not (tmp_path / "run" / "config.json").exists()

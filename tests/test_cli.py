@@ -28,8 +28,15 @@ from mispair.nn.heads import list_heads
 from mispair.nn.text import list_text_encoders
 from tests.cli_errors import one_line_error
 
-TINY = ["data.source=synthetic", "data.synthetic_images=100", "model.embed_dim=16",
-        "model.word_dim=8", "train.epochs=1", "train.batch_size=50", "train.threads=1"]  # fmt: skip
+TINY = [
+    "data.source=synthetic",
+    "data.synthetic_images=100",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "train.batch_size=50",
+    "train.threads=1",
+]
 
 
 def parse_table(text: str) -> dict[str, float]:
@@ -85,16 +92,29 @@ def test_recipes_lists_every_registered_name(capsys):
 
 def test_inject_noise_writes_the_librarys_record(tmp_path, capsys):
     out = tmp_path / "noise.npy"
-    argv = ["inject-noise", "--images", "20", "--captions-per-image", "5", "--rate", "0.4",
-            "--protocol", "pmp", "--out", str(out)]  # fmt: skip
+    argv = [
+        "inject-noise",
+        "--images",
+        "20",
+        "--captions-per-image",
+        "5",
+        "--rate",
+        "0.4",
+        "--protocol",
+        "pmp",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     record, expected = NoiseRecord.load(out), inject_noise(20, 5, 0.4, "pmp", 0)
     assert np.array_equal(record.image_of_caption, expected.image_of_caption)
     assert np.array_equal(record.true_image, expected.true_image)
     assert np.array_equal(record.is_noisy, expected.is_noisy) and 0 < expected.is_noisy.sum() < 100
     printed = capsys.readouterr().out.strip()
-    assert printed == (f"wrote {out}: 100 captions, {expected.is_noisy.sum()} truly mismatched "
-                       f"({100 * expected.noise_rate:.1f}%)")  # fmt: skip
+    assert printed == (
+        f"wrote {out}: 100 captions, {expected.is_noisy.sum()} truly mismatched "
+        f"({100 * expected.noise_rate:.1f}%)"
+    )
 
 
 def test_prepare_synthetic_then_inject_noise_from_the_folder(tmp_path, capsys):
@@ -106,8 +126,21 @@ def test_prepare_synthetic_then_inject_noise_from_the_folder(tmp_path, capsys):
         assert pairs.n_images == n and pairs.captions == expected.captions
         assert np.allclose(np.asarray(pairs.images), expected.images)
     out = tmp_path / "dev_noise.npy"
-    argv = ["inject-noise", "--data", str(folder), "--split", "dev", "--rate", "0.2",
-            "--protocol", "ncr", "--seed", "3", "--out", str(out)]  # fmt: skip
+    argv = [
+        "inject-noise",
+        "--data",
+        str(folder),
+        "--split",
+        "dev",
+        "--rate",
+        "0.2",
+        "--protocol",
+        "ncr",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     expected = inject_noise(100, 5, 0.2, "ncr", 3)
     assert np.array_equal(NoiseRecord.load(out).image_of_caption, expected.image_of_caption)
@@ -162,16 +195,18 @@ def _write_bad_yaml(tmp_path):
     return str(path)
 
 
-@pytest.mark.parametrize(("argv", "named"), [
-    (lambda d: ["train", "bogus.key=1", *TINY, "--out", f"{d}/run", "--quiet"], "bogus"),
-    (lambda d: ["train", f"{d}/none.yaml", "--out", f"{d}/run", "--quiet"], "none.yaml"),
-    (lambda d: ["train", _write_bad_yaml(d), "--out", f"{d}/run", "--quiet"], "trian"),
-    (lambda d: ["train", "recipe=rcl", "method.loss=hinge", *TINY, "--out", f"{d}/run"], "method.loss"),
-    (lambda d: ["inject-noise", "--rate", "0.4", "--out", f"{d}/n.npy"], "--images"),
-    (lambda d: ["inject-noise", "--images", "9", "--rate", "1.5", "--out", f"{d}/n.npy"], "1.5"),
-])  # fmt: skip
-def test_a_user_mistake_is_one_line_exit_2_and_writes_nothing(argv, named, tmp_path, capsys,
-                                                              monkeypatch):  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (lambda d: ["train", "bogus.key=1", *TINY, "--out", f"{d}/run", "--quiet"], "bogus"),
+        (lambda d: ["train", f"{d}/none.yaml", "--out", f"{d}/run", "--quiet"], "none.yaml"),
+        (lambda d: ["train", _write_bad_yaml(d), "--out", f"{d}/run", "--quiet"], "trian"),
+        (lambda d: ["train", "recipe=rcl", "method.loss=hinge", *TINY, "--out", f"{d}/run"], "method.loss"),
+        (lambda d: ["inject-noise", "--rate", "0.4", "--out", f"{d}/n.npy"], "--images"),
+        (lambda d: ["inject-noise", "--images", "9", "--rate", "1.5", "--out", f"{d}/n.npy"], "1.5"),
+    ],
+)
+def test_a_user_mistake_is_one_line_exit_2_and_writes_nothing(argv, named, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a default output (runs/...) would land here too
     args = argv(tmp_path)
     before = sorted(tmp_path.rglob("*"))
@@ -209,10 +244,16 @@ def test_format_metrics_shows_the_numbers_it_is_given():
     assert format_metrics(metrics).splitlines()[0].split()[-1] == "rsum"  # no title line
 
 
-@pytest.mark.parametrize("argv", [
-    ["eval", "run/best.pt", "--folds", "0"], ["eval", "run/best.pt", "--folds", "five"],
-    ["train", "--no-such-flag"], ["prepare", "not-a-dataset"], [],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "run/best.pt", "--folds", "0"],
+        ["eval", "run/best.pt", "--folds", "five"],
+        ["train", "--no-such-flag"],
+        ["prepare", "not-a-dataset"],
+        [],
+    ],
+)
 def test_a_usage_mistake_is_one_line_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -229,8 +270,7 @@ def test_overrides_may_follow_the_options(tmp_path):
     assert args.out == str(tmp_path) and args.quiet
 
 
-@pytest.mark.parametrize("case", ["out_is_a_file", "out_under_a_file", "empty_noise_file",
-                                  "empty_features"])  # fmt: skip
+@pytest.mark.parametrize("case", ["out_is_a_file", "out_under_a_file", "empty_noise_file", "empty_features"])
 def test_bad_paths_are_one_line_and_exit_2(tmp_path, capsys, case):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "empty.npy").write_bytes(b"")
@@ -254,10 +294,13 @@ def test_bad_paths_are_one_line_and_exit_2(tmp_path, capsys, case):
     assert (tmp_path / "afile").read_text() == "x"
 
 
-@pytest.mark.parametrize(("argv", "named", "not_named"), [
-    (["search"], ["index", "`mispair search --help`"], ["COMMAND"]),
-    (["audit"], ["data", "--out", "`mispair audit --help`"], ["overrides"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "named", "not_named"),
+    [
+        (["search"], ["index", "`mispair search --help`"], ["COMMAND"]),
+        (["audit"], ["data", "--out", "`mispair audit --help`"], ["overrides"]),
+    ],
+)
 def test_a_missing_argument_names_it_and_the_commands_own_help(argv, named, not_named, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

@@ -8,8 +8,11 @@ DOC = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text(encoding
 
 
 def test_every_limit_is_documented_with_its_default():
-    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in DOC.splitlines()
-            if line.startswith("| `MISPAIR_LIMIT_")}  # fmt: skip
+    rows = {
+        line.split("|")[1].strip(" `"): line.split("|")[2].strip()
+        for line in DOC.splitlines()
+        if line.startswith("| `MISPAIR_LIMIT_")
+    }
     assert rows == {f"MISPAIR_LIMIT_{name}": f"{value:,}" for name, value in DEFAULTS.items()}
 
 

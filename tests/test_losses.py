@@ -33,17 +33,23 @@ def _probs(S, i, tau, rows):
 
 
 def loop_info_nce(S, tau):
-    return torch.stack([-_log_probs(S, i, tau, True)[i] - _log_probs(S, i, tau, False)[i]
-                        for i in range(len(S))])  # fmt: skip
+    return torch.stack(
+        [-_log_probs(S, i, tau, True)[i] - _log_probs(S, i, tau, False)[i] for i in range(len(S))]
+    )
 
 
 def loop_rce(S, tau, eps):
     y = lambda i, j: 1 - eps if i == j else eps  # noqa: E731 - the bounded one-hot target
-    return torch.stack([
-        sum(-p * math.log(y(i, j)) for rows in (True, False)
-            for j, p in enumerate(_probs(S, i, tau, rows)))
-        for i in range(len(S))
-    ])  # fmt: skip
+    return torch.stack(
+        [
+            sum(
+                -p * math.log(y(i, j))
+                for rows in (True, False)
+                for j, p in enumerate(_probs(S, i, tau, rows))
+            )
+            for i in range(len(S))
+        ]
+    )
 
 
 def _close(a, b):
@@ -51,17 +57,24 @@ def _close(a, b):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 6), seed=st.integers(0, 10**6), scale=st.sampled_from([0.3, 1.0, 5.0]),
-       per_sample=st.booleans(), tau=st.sampled_from([0.05, 0.5]))  # fmt: skip
+@given(
+    n=st.integers(1, 6),
+    seed=st.integers(0, 10**6),
+    scale=st.sampled_from([0.3, 1.0, 5.0]),
+    per_sample=st.booleans(),
+    tau=st.sampled_from([0.05, 0.5]),
+)
 def test_losses_match_loops(n, seed, scale, per_sample, tau):
     gen = torch.Generator().manual_seed(seed)
     sims = (scale * torch.randn(n, n, generator=gen, dtype=torch.float64)).requires_grad_()
     margin = torch.rand(n, generator=gen, dtype=torch.float64) if per_sample else 0.2
     m = margin if per_sample else torch.full((n,), 0.2, dtype=torch.float64)
-    cases = [(lambda S: triplet_loss(S, margin), lambda S: loop_triplet(S, m, False)),
-             (lambda S: triplet_loss(S, margin, negatives="hardest"), lambda S: loop_triplet(S, m, True)),
-             (lambda S: info_nce_loss(S, tau), lambda S: loop_info_nce(S, tau)),
-             (lambda S: reverse_cross_entropy(S, tau, 1e-3), lambda S: loop_rce(S, tau, 1e-3))]  # fmt: skip
+    cases = [
+        (lambda S: triplet_loss(S, margin), lambda S: loop_triplet(S, m, False)),
+        (lambda S: triplet_loss(S, margin, negatives="hardest"), lambda S: loop_triplet(S, m, True)),
+        (lambda S: info_nce_loss(S, tau), lambda S: loop_info_nce(S, tau)),
+        (lambda S: reverse_cross_entropy(S, tau, 1e-3), lambda S: loop_rce(S, tau, 1e-3)),
+    ]
     for fast, slow in cases:
         got, want = fast(sims), slow(sims)
         _close(got, want)
@@ -72,8 +85,15 @@ def test_losses_match_loops(n, seed, scale, per_sample, tau):
         _close(g_fast, torch.zeros_like(sims) if g_slow is None else g_slow)
 
 
-@pytest.mark.parametrize("loss", [lambda S: triplet_loss(S), lambda S: triplet_loss(S, negatives="hardest"),
-                                  lambda S: triplet_loss(S, torch.tensor([0.5])), info_nce_loss])  # fmt: skip
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda S: triplet_loss(S),
+        lambda S: triplet_loss(S, negatives="hardest"),
+        lambda S: triplet_loss(S, torch.tensor([0.5])),
+        info_nce_loss,
+    ],
+)
 def test_batch_of_one_is_zero_and_differentiable(loss):
     sims = torch.tensor([[0.7]], requires_grad=True)
     out = loss(sims)

@@ -18,8 +18,14 @@ from mispair.errors import ConfigError
 from mispair.progress import progress_bar, set_quiet
 from tests.cli_errors import one_line_error
 
-TINY = ["data.synthetic_images=60", "model.embed_dim=16", "model.word_dim=8", "train.epochs=1",
-        "train.batch_size=30", "train.threads=1"]  # fmt: skip
+TINY = [
+    "data.synthetic_images=60",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "train.batch_size=30",
+    "train.threads=1",
+]
 
 
 def run_cli(*argv) -> tuple[int, str]:
@@ -71,9 +77,17 @@ def test_a_checkpoint_whose_weights_do_not_fit_its_model(trained, tmp_path, edit
 @pytest.mark.parametrize(("head", "regions"), [("sgr", 36), ("saf", 36), ("sgr", 10)])
 def test_a_head_sized_for_another_number_of_regions(tmp_path, head, regions):
     _precomp(tmp_path / "grid_precomp", 49, 32)
-    code, err = run_cli("train", "data.source=precomp", f"data.root={tmp_path / 'grid_precomp'}",
-                        f"model.head={head}", f"model.head_options={{num_regions: {regions}}}", *TINY,
-                        "--out", tmp_path / "out", "--quiet")  # fmt: skip
+    code, err = run_cli(
+        "train",
+        "data.source=precomp",
+        f"data.root={tmp_path / 'grid_precomp'}",
+        f"model.head={head}",
+        f"model.head_options={{num_regions: {regions}}}",
+        *TINY,
+        "--out",
+        tmp_path / "out",
+        "--quiet",
+    )
     one_line_error(code, err, f"sized for {regions} fragments per image", "num_regions=49")
 
 
@@ -85,8 +99,12 @@ def test_a_pickled_checkpoint_is_refused_without_suggesting_to_unpickle_it(tmp_p
     assert "weights_only" not in err
 
 
-DEVICES = [("tpu", "unknown device"), ("cuda:0", "not available"), ("meta", "not supported"),
-           ("gpu!", "unknown device")]
+DEVICES = [
+    ("tpu", "unknown device"),
+    ("cuda:0", "not available"),
+    ("meta", "not supported"),
+    ("gpu!", "unknown device"),
+]
 
 
 @pytest.mark.parametrize(("name", "fragment"), DEVICES)

@@ -32,8 +32,14 @@ def test_every_ranged_option_states_its_range_in_the_help():
         assert f"{flag.upper().lstrip('-').replace('-', '_')} " in help_text or flag in help_text
         assert f"(range {action.type.bounds})" in help_text, (name, flag)
         seen.add((name, flag))
-    assert {("train", "--nproc"), ("index", "--nlist"), ("index", "--hnsw-m"), ("search", "--top-k"),
-            ("audit", "--seed"), ("index", "--ef-search")} <= seen  # fmt: skip
+    assert {
+        ("train", "--nproc"),
+        ("index", "--nlist"),
+        ("index", "--hnsw-m"),
+        ("search", "--top-k"),
+        ("audit", "--seed"),
+        ("index", "--ef-search"),
+    } <= seen
 
 
 @pytest.mark.parametrize(
@@ -67,9 +73,13 @@ def test_an_out_of_range_number_is_one_line_before_any_work(tmp_path, capsys, mo
 
 @pytest.mark.parametrize(
     ("fields", "flag"),
-    [({"m": 10**9}, "--hnsw-m"), ({"nlist": 0}, "--nlist"), ({"ef_search": -1}, "--ef-search"),
-     ({"nprobe": 2_000_000}, "--nprobe")],
-)  # fmt: skip
+    [
+        ({"m": 10**9}, "--hnsw-m"),
+        ({"nlist": 0}, "--nlist"),
+        ({"ef_search": -1}, "--ef-search"),
+        ({"nprobe": 2_000_000}, "--nprobe"),
+    ],
+)
 def test_a_tampered_index_spec_is_refused(fields, flag):
     low, high = RANGES[flag.lstrip("-").replace("-", "_").replace("hnsw_m", "m")]
     with pytest.raises(ConfigError, match=f"{flag}: a whole number in \\[{low}, {high:,}\\]"):

@@ -26,24 +26,42 @@ class _Example:
     root: str | None = None
 
 
-@pytest.mark.parametrize(("value", "hint", "expected"), [
-    ("1e-3", float, 1e-3), (2, float, 2.0), (3, int, 3), ("b", Literal["a", "b"], "b"),
-    (True, bool | Literal["auto"], True), ("auto", bool | Literal["auto"], "auto"),
-    ([1, 2], list[int], [1, 2]), (None, str | None, None), ("x", str | None, "x"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "hint", "expected"),
+    [
+        ("1e-3", float, 1e-3),
+        (2, float, 2.0),
+        (3, int, 3),
+        ("b", Literal["a", "b"], "b"),
+        (True, bool | Literal["auto"], True),
+        ("auto", bool | Literal["auto"], "auto"),
+        ([1, 2], list[int], [1, 2]),
+        (None, str | None, None),
+        ("x", str | None, "x"),
+    ],
+)
 def test_values_that_fit_are_coerced(value, hint, expected):
     result = coerce(value, hint, "k")
     assert result == expected and type(result) is type(expected)
 
 
-@pytest.mark.parametrize(("value", "hint", "message"), [
-    ("abc", float, "k: expected a number, got 'abc'"), (float("nan"), float, "got nan"),
-    (True, float, "expected a number"), (1.5, int, "expected an integer"),
-    (True, int, "expected an integer"), (1, bool, "expected true or false"),
-    ("c", Literal["a", "b"], "k: one of a, b, got 'c'"), ("yes", bool | Literal["auto"], "auto"),
-    ([1, "x"], list[int], r"k\[1\]: expected an integer"), (5, list[int], "expected a list"),
-    (None, float, "expected a number"), ({"a": 1}, str, "expected a string"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "hint", "message"),
+    [
+        ("abc", float, "k: expected a number, got 'abc'"),
+        (float("nan"), float, "got nan"),
+        (True, float, "expected a number"),
+        (1.5, int, "expected an integer"),
+        (True, int, "expected an integer"),
+        (1, bool, "expected true or false"),
+        ("c", Literal["a", "b"], "k: one of a, b, got 'c'"),
+        ("yes", bool | Literal["auto"], "auto"),
+        ([1, "x"], list[int], r"k\[1\]: expected an integer"),
+        (5, list[int], "expected a list"),
+        (None, float, "expected a number"),
+        ({"a": 1}, str, "expected a string"),
+    ],
+)
 def test_values_that_do_not_fit_name_the_key(value, hint, message):
     with pytest.raises(ConfigError, match=message):
         coerce(value, hint, "k")
@@ -56,7 +74,6 @@ def test_dataclass_unknown_key_and_defaults():
         build_dataclass(_Example, {"speed": 1}, "section")
     with pytest.raises(ConfigError, match="section: expected a mapping"):
         build_dataclass(_Example, [1], "section")
-
 
 
 @pytest.mark.parametrize("recipe", list_recipes())
@@ -86,10 +103,17 @@ def test_every_head_option_is_typed(head):
         create_head(head, 16, bogus=1)
 
 
-@pytest.mark.parametrize("override", [
-    "method.margin=abc", "method.hardest=maybe", "method.loss=hinge", "train.lr=fast",
-    "model.head_options={sim_dim: big}", "data.noise.rate=[1]",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "override",
+    [
+        "method.margin=abc",
+        "method.hardest=maybe",
+        "method.loss=hinge",
+        "train.lr=fast",
+        "model.head_options={sim_dim: big}",
+        "data.noise.rate=[1]",
+    ],
+)
 def test_a_bad_value_on_the_command_line_is_one_line_and_exit_2(override, capsys, tmp_path):
     key = override.split("=")[0].replace("={", "").split("={")[0]
     status = main(["train", "model.head=sgr", override, "--out", str(tmp_path / "run")])

@@ -17,8 +17,16 @@ from tests.audit.test_audit_errors import TINY as AUDIT_TINY
 from tests.audit.test_audit_errors import _collection, _good_rows
 from tests.cli_errors import one_line_error
 
-TINY = ["data.source=synthetic", "data.synthetic_images=40", "model.embed_dim=16", "model.word_dim=8",
-        "model.text_encoder=bigru", "train.epochs=1", "train.batch_size=20", "train.threads=1"]  # fmt: skip
+TINY = [
+    "data.source=synthetic",
+    "data.synthetic_images=40",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "model.text_encoder=bigru",
+    "train.epochs=1",
+    "train.batch_size=20",
+    "train.threads=1",
+]
 
 
 def _leftovers(folder) -> list[str]:
@@ -82,8 +90,10 @@ def test_impossible_image_paths_are_refused_rows(tmp_path):
     data, out = _collection(tmp_path / "c", rows), tmp_path / "out"
     assert main(["audit", str(data), "--out", str(out), "--quiet", *AUDIT_TINY]) == 0
     refused = pd.read_csv(out / "refused.csv", dtype=str, keep_default_na=False)
-    assert refused["reason"].tolist() == ["an image path longer than the file system allows (4096 bytes, "
-                                          "255 per name)"] * 2  # fmt: skip
+    assert (
+        refused["reason"].tolist()
+        == ["an image path longer than the file system allows (4096 bytes, 255 per name)"] * 2
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,16 @@ from mispair.errors import DataError
 from mispair.safe_io import open_append, open_lock
 from tests.cli_errors import one_line_error
 
-TINY = ["data.source=synthetic", "data.synthetic_images=40", "model.embed_dim=16", "model.word_dim=8",
-        "model.text_encoder=bigru", "train.epochs=1", "train.batch_size=20", "train.threads=1"]  # fmt: skip
+TINY = [
+    "data.source=synthetic",
+    "data.synthetic_images=40",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "model.text_encoder=bigru",
+    "train.epochs=1",
+    "train.batch_size=20",
+    "train.threads=1",
+]
 
 
 @pytest.fixture

@@ -10,9 +10,17 @@ from mispair.api import training_config
 from mispair.cli import main
 from tests.cli_errors import one_line_error
 
-TINY = ["recipe=vse", "model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=32",
-        "model.word_dim=16", "train.epochs=1", "train.batch_size=16", "train.threads=1",
-        "data.min_word_count=1"]  # fmt: skip
+TINY = [
+    "recipe=vse",
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=32",
+    "model.word_dim=16",
+    "train.epochs=1",
+    "train.batch_size=16",
+    "train.threads=1",
+    "data.min_word_count=1",
+]
 WORDS = ["red", "blue", "green", "small", "large", "round", "square", "bright"]
 
 

@@ -12,9 +12,15 @@ from tests.audit.test_audit_errors import TINY as AUDIT_TINY
 from tests.audit.test_audit_errors import _collection
 from tests.cli_errors import one_line_error
 
-SMALL = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=16",
-         "model.word_dim=8",
-         "train.epochs=1", "train.batch_size=20", "train.threads=1"]  # fmt: skip
+SMALL = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "train.batch_size=20",
+    "train.threads=1",
+]
 
 
 @pytest.fixture

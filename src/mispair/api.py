@@ -26,9 +26,16 @@ if TYPE_CHECKING:
     from mispair.search.model import SearchModel
 
 
-def train(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, recipe: str | None = None,
-          config: str | Path | None = None, overrides: Sequence[str] = (), progress: bool = True,
-          **options: Any) -> TrainedModel:  # fmt: skip
+def train(
+    source: str | Path | pd.DataFrame,
+    out: str | Path | None = None,
+    *,
+    recipe: str | None = None,
+    config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool = True,
+    **options: Any,
+) -> TrainedModel:
     """Train on ``source`` (as :func:`mispair.audit.notebook.audit` reads it) into ``out``
     (default: a new temporary folder) and return the :class:`TrainedModel`: by default the robust
     run (``holdout`` on the pretrained backbone, :data:`~mispair.config.ROBUST_RUN`); ``recipe``
@@ -40,15 +47,17 @@ def train(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, r
     with quiet_unless(progress):
         data, reading = source_path(source, out, options)
         extra = [*reading, *keyword_overrides(options), *overrides] + ([f"recipe={recipe}"] if recipe else [])
-        run = training_config(None if config is None else str(config), extra, data=str(data),
-                              log=print if progress else silent)  # fmt: skip
+        run = training_config(
+            None if config is None else str(config), extra, data=str(data), log=print if progress else silent
+        )
         run.output = str(out)
         summary = train_run(run, progress=progress, log=print if progress else silent)
     return TrainedModel(out / "best.pt", summary)
 
 
-def training_config(path: str | None, overrides: Sequence[str], *, data: str | None = None,
-                    log: Callable[[str], None] = print) -> RunConfig:  # fmt: skip
+def training_config(
+    path: str | None, overrides: Sequence[str], *, data: str | None = None, log: Callable[[str], None] = print
+) -> RunConfig:
     """The run ``mispair train`` trains: the YAML at ``path`` (or, on a user's collection ``data``
     with no file, the audit's robust run; else the embedded default) with the ``overrides``.
 
@@ -66,8 +75,10 @@ def training_config(path: str | None, overrides: Sequence[str], *, data: str | N
     pointed = data is not None or "data.root" in keys
     asked = any(k.startswith("data.noise") for k in keys)
     if pointed and path is not None and not asked and (config.data.noise.rate > 0 or config.data.noise.file):
-        log(f"note: {path} plants noise into its own collection (data.noise); none is planted into "
-            f"{config.data.root} (set data.noise.rate=R to plant some)")  # fmt: skip
+        log(
+            f"note: {path} plants noise into its own collection (data.noise); none is planted into "
+            f"{config.data.root} (set data.noise.rate=R to plant some)"
+        )
         config.data.noise.rate, config.data.noise.file = 0.0, None
     return config
 
@@ -105,13 +116,16 @@ class TrainedModel:
 
         data = self.model.config.data
         if data.image_embedding_column:
-            raise ConfigError(f"{self.checkpoint}: its images were given as vectors "
-                              f"({data.image_embedding_column}); it cannot encode picture files")  # fmt: skip
+            raise ConfigError(
+                f"{self.checkpoint}: its images were given as vectors "
+                f"({data.image_embedding_column}); it cannot encode picture files"
+            )
         files = [Path(p).resolve() for p in paths]
         cache = self.checkpoint.parent / ".mispair_cache"
         encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
-        features, valid = extract_folder_features(Path("/"), [str(f)[1:] for f in files], progress=False,
-                                                  cache_dir=cache, encoder=encoder)  # fmt: skip
+        features, valid = extract_folder_features(
+            Path("/"), [str(f)[1:] for f in files], progress=False, cache_dir=cache, encoder=encoder
+        )
         if not valid.all():
             raise ConfigError(f"{files[int(np.argmin(valid))]}: not a picture mispair can read")
         return self.model.image_vectors(PairSet(features, [], np.zeros(0, dtype=np.int64)))
@@ -119,5 +133,3 @@ class TrainedModel:
     def similarity(self, paths: Sequence[str | Path], texts: Sequence[str]) -> np.ndarray:
         """``[len(paths), len(texts)]`` cosine similarities of pictures and texts."""
         return self.encode_images(paths) @ self.encode_texts(texts).T
-
-

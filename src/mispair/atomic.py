@@ -40,8 +40,9 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
-def atomic_directory(path: str | Path, write: Callable[[Path], object], *, what: str,
-                     replaceable: Callable[[Path], bool]) -> None:  # fmt: skip
+def atomic_directory(
+    path: str | Path, write: Callable[[Path], object], *, what: str, replaceable: Callable[[Path], bool]
+) -> None:
     """Call ``write`` on a new, empty folder beside ``path``, then rename it to ``path``.
 
     A reader sees the previous folder or the complete new one, never a half-written one. An
@@ -114,8 +115,10 @@ def folder_lock(folder: str | Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
-            raise DataError(f"{folder}: in use by another mispair run (process {holder}); wait for it "
-                            "or choose another --out") from None  # fmt: skip
+            raise DataError(
+                f"{folder}: in use by another mispair run (process {holder}); wait for it "
+                "or choose another --out"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

@@ -55,20 +55,31 @@ def format_metrics(metrics: dict[str, float], title: str = "") -> str:
         if f"{prefix}rsum" in metrics:
             row = " ".join(f"{metrics[prefix + k]:8.1f}" for k in _METRIC_ORDER)
             lines.append(f"{label:>6} {row}")
-    ranks = [f"{name} i2t {metrics[f'i2t_{name}']:.{places}f} t2i {metrics[f't2i_{name}']:.{places}f}"
-             for name, places in (("medr", 0), ("meanr", 1))
-             if f"i2t_{name}" in metrics and f"t2i_{name}" in metrics]  # fmt: skip
+    ranks = [
+        f"{name} i2t {metrics[f'i2t_{name}']:.{places}f} t2i {metrics[f't2i_{name}']:.{places}f}"
+        for name, places in (("medr", 0), ("meanr", 1))
+        if f"i2t_{name}" in metrics and f"t2i_{name}" in metrics
+    ]
     lines.append("; ".join(ranks) or "medr, meanr: beyond the top-k lists")
     return "\n".join(lines)
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
-OVERWRITE_HELP = ("write into a non-empty --out that mispair did not create (only mispair's own files there "
-                  "are replaced)")  # fmt: skip
+OVERWRITE_HELP = (
+    "write into a non-empty --out that mispair did not create (only mispair's own files there are replaced)"
+)
 
 
-DATA_OPTIONS = ("image_column", "caption_column", "id_column", "split_column", "image_root",
-                "image_embedding_column", "text_embedding_column", "embeddings_aligned")  # fmt: skip
+DATA_OPTIONS = (
+    "image_column",
+    "caption_column",
+    "id_column",
+    "split_column",
+    "image_root",
+    "image_embedding_column",
+    "text_embedding_column",
+    "embeddings_aligned",
+)
 
 
 def _data_options(args: argparse.Namespace) -> dict[str, str]:
@@ -91,8 +102,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
         path, overrides = None, [path, *overrides]
     data = args.data
     if path and not _exists(path):
-        raise ConfigError(f"{path}: no such config file or collection (give a YAML config from configs/, "
-                          "or the path of your collection: a folder, a table file, shards)")  # fmt: skip
+        raise ConfigError(
+            f"{path}: no such config file or collection (give a YAML config from configs/, "
+            "or the path of your collection: a folder, a table file, shards)"
+        )
     if path and (Path(path).is_dir() or Path(path).suffix.lower() not in CONFIG_SUFFIXES):
         if data:
             raise ConfigError(f"{path} and --data {data}: two collections; give one (`mispair train PATH`)")
@@ -106,14 +119,21 @@ def _cmd_train(args: argparse.Namespace) -> None:
     if args.nproc > 1 and not distributed.launched():  # this command again, in each of nproc processes
         distributed.launch(args.nproc, args.argv)
         return
-    summary = train_run(config, resume=not args.no_resume, progress=not args.quiet,
-                        log=lambda m: print(m, file=sys.stderr),
-                        timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
-                        overwrite=args.overwrite)  # fmt: skip
+    summary = train_run(
+        config,
+        resume=not args.no_resume,
+        progress=not args.quiet,
+        log=lambda m: print(m, file=sys.stderr),
+        timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
+        overwrite=args.overwrite,
+    )
     if not distributed.is_main_process():
         return
-    print(format_metrics(summary["test"], f"test ({config.output_dir / 'best.pt'}, "
-                                          f"best epoch {summary['best_epoch'] + 1})"))  # fmt: skip
+    print(
+        format_metrics(
+            summary["test"], f"test ({config.output_dir / 'best.pt'}, best epoch {summary['best_epoch'] + 1})"
+        )
+    )
     if export is not None:
         _export_pairs(config, export)
 
@@ -137,11 +157,21 @@ def _export_pairs(config, path: Path) -> None:
 def _cmd_audit(args: argparse.Namespace) -> None:
     from mispair.audit import audit_collection
 
-    result = audit_collection(args.data, args.out, config_path=args.config,
-                              overrides=[*args.overrides, *_column_overrides(args)], plant=args.plant,
-                              seed=args.seed, clean_run=args.clean_run, images=args.images, top=args.top,
-                              resume=not args.no_resume, progress=not args.quiet,
-                              log=lambda m: print(m, file=sys.stderr), overwrite=args.overwrite)  # fmt: skip
+    result = audit_collection(
+        args.data,
+        args.out,
+        config_path=args.config,
+        overrides=[*args.overrides, *_column_overrides(args)],
+        plant=args.plant,
+        seed=args.seed,
+        clean_run=args.clean_run,
+        images=args.images,
+        top=args.top,
+        resume=not args.no_resume,
+        progress=not args.quiet,
+        log=lambda m: print(m, file=sys.stderr),
+        overwrite=args.overwrite,
+    )
     print(format_audit(result.summary, Path(args.out)))
 
 
@@ -149,50 +179,66 @@ def format_audit(summary: dict, out: Path) -> str:
     """The audit's result in a few lines: what was found, how well (when it can tell), where."""
     low, high = (100 * x for x in summary["estimated_mismatched_share_interval"])
     splits = ", ".join(f"{n} {name}" for name, n in summary["pairs_by_split"].items())
-    lines = [f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
-             f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
-             f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"]  # fmt: skip
+    lines = [
+        f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
+        f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
+        f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"
+    ]
     refused = summary.get("pairs_refused", 0)
     if refused:
-        lines.append(f"refused {refused} of {summary['pairs_read']} rows that could not be read (reasons "
-                     f"in {out / 'refused.csv'})")  # fmt: skip
+        lines.append(
+            f"refused {refused} of {summary['pairs_read']} rows that could not be read (reasons "
+            f"in {out / 'refused.csv'})"
+        )
     if summary.get("split_note"):
         lines.append(f"note: {summary['split_note']}")
     duplicates = summary.get("duplicates") or {}
     counted = ("images_with_near_duplicate", "pairs_with_caption_on_other_images", "leaks")
     if any(duplicates.get(key) for key in counted):
-        lines.append(f"duplicates: {duplicates['images_with_near_duplicate']} images with a near-duplicate, "
-                     f"{duplicates['pairs_with_caption_on_other_images']} pairs whose caption is on other "
-                     f"images, {duplicates['leaks']} dev/test pairs repeating a training pair "
-                     "(columns duplicate_image_of, same_caption_images, leak)")  # fmt: skip
+        lines.append(
+            f"duplicates: {duplicates['images_with_near_duplicate']} images with a near-duplicate, "
+            f"{duplicates['pairs_with_caption_on_other_images']} pairs whose caption is on other "
+            f"images, {duplicates['leaks']} dev/test pairs repeating a training pair "
+            "(columns duplicate_image_of, same_caption_images, leak)"
+        )
     detection, check = summary["detection"], summary.get("self_check")
     if detection:
-        lines.append(f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
-                     f"precision {detection['average_precision']:.3f}, suspected set precision "
-                     f"{detection['precision']:.2f} recall {detection['recall']:.2f}")  # fmt: skip
+        lines.append(
+            f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
+            f"precision {detection['average_precision']:.3f}, suspected set precision "
+            f"{detection['precision']:.2f} recall {detection['recall']:.2f}"
+        )
     raw = (summary.get("raw_score") or {}).get("detection")
     if raw and detection:
-        lines.append(f"the raw cosine of the given vectors (the usual CLIP-score filter) on the same "
-                     f"pairs: detection AUC {raw['auc']:.3f}, average precision "
-                     f"{raw['average_precision']:.3f} (the audit's: {detection['auc']:.3f}, "
-                     f"{detection['average_precision']:.3f})")  # fmt: skip
+        lines.append(
+            f"the raw cosine of the given vectors (the usual CLIP-score filter) on the same "
+            f"pairs: detection AUC {raw['auc']:.3f}, average precision "
+            f"{raw['average_precision']:.3f} (the audit's: {detection['auc']:.3f}, "
+            f"{detection['average_precision']:.3f})"
+        )
     if check and check.get("consistent", True):
-        lines.append(f"self-check: the ranking's AUC on this collection's mismatches is about "
-                     f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
-                     f"swaps, corrected for the about {100 * check['originals_mismatched_share']:.0f}% of "
-                     f"your own pairs that the planted swaps show to be mismatched)")  # fmt: skip
+        lines.append(
+            f"self-check: the ranking's AUC on this collection's mismatches is about "
+            f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
+            f"swaps, corrected for the about {100 * check['originals_mismatched_share']:.0f}% of "
+            f"your own pairs that the planted swaps show to be mismatched)"
+        )
     elif check:
-        lines.append(f"self-check: the ranking's AUC on this collection's mismatches is at least "
-                     f"{check['measured_auc']:.3f} (measured on the planted swaps); the estimated share "
-                     f"is overstated here: the planted swaps allow at most "
-                     f"{100 * check['share_upper_bound']:.0f}% mismatched originals, the mixture says "
-                     f"{100 * check['originals_mismatched_share']:.0f}%")  # fmt: skip
+        lines.append(
+            f"self-check: the ranking's AUC on this collection's mismatches is at least "
+            f"{check['measured_auc']:.3f} (measured on the planted swaps); the estimated share "
+            f"is overstated here: the planted swaps allow at most "
+            f"{100 * check['share_upper_bound']:.0f}% mismatched originals, the mixture says "
+            f"{100 * check['originals_mismatched_share']:.0f}%"
+        )
     lines.append(format_metrics(summary["retrieval"]["test"], "retrieval on the test split (this run)"))
     clean = summary["retrieval"]["clean_run_test"]
     if clean:
         lines.append(format_metrics(clean, "the same run without the planted noise"))
-    lines.append(f"wrote {out / 'report.html'} (open it to review the pairs), {out / 'pairs.csv'}, "
-                 f"{out / 'summary.json'}")
+    lines.append(
+        f"wrote {out / 'report.html'} (open it to review the pairs), {out / 'pairs.csv'}, "
+        f"{out / 'summary.json'}"
+    )
     return "\n".join(lines)
 
 
@@ -200,9 +246,11 @@ def _cmd_apply(args: argparse.Namespace) -> None:
     from mispair.audit.result import AuditResult
 
     applied = AuditResult.load(args.audit).apply(args.decisions, args.out, threshold=args.threshold)
-    print(f"wrote {applied.folder}: {applied.kept} pairs kept ({applied.replaced} with a new caption), "
-          f"{applied.removed} removed; images {applied.linked} hard-linked, {applied.copied} copied; "
-          f"the reasons in keep.csv and removed.csv")  # fmt: skip
+    print(
+        f"wrote {applied.folder}: {applied.kept} pairs kept ({applied.replaced} with a new caption), "
+        f"{applied.removed} removed; images {applied.linked} hard-linked, {applied.copied} copied; "
+        f"the reasons in keep.csv and removed.csv"
+    )
 
 
 def _cmd_eval(args: argparse.Namespace) -> None:
@@ -212,9 +260,14 @@ def _cmd_eval(args: argparse.Namespace) -> None:
         return _eval_index(args)
     if args.top_k or args.rerank:
         raise ConfigError("--top-k and --rerank evaluate through an index: give --index INDEX")
-    metrics = evaluate_checkpoint(args.checkpoint, split=args.split, data_root=args.data_root,
-                                  folds=args.folds, device=args.device,
-                                  progress=not args.quiet)  # fmt: skip
+    metrics = evaluate_checkpoint(
+        args.checkpoint,
+        split=args.split,
+        data_root=args.data_root,
+        folds=args.folds,
+        device=args.device,
+        progress=not args.quiet,
+    )
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:
@@ -225,8 +278,10 @@ def _eval_index(args: argparse.Namespace) -> None:
     from mispair.search import Index, evaluate_index
 
     if len(args.checkpoint) > 1 or args.split or args.data_root or args.folds:
-        raise ConfigError("--index: evaluates one checkpoint on the index's own collection "
-                          "(no --split, --data-root, --folds or second checkpoint)")  # fmt: skip
+        raise ConfigError(
+            "--index: evaluates one checkpoint on the index's own collection "
+            "(no --split, --data-root, --folds or second checkpoint)"
+        )
     index = Index.load(args.index, checkpoint=args.checkpoint[0], device=args.device)
     metrics = evaluate_index(index, k=args.top_k or 100, rerank=args.rerank or 0, progress=not args.quiet)
     lists = f"reranked top-{args.rerank}" if args.rerank else f"top-{args.top_k or 100} lists"
@@ -243,9 +298,16 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
     check_index_target(args.out)  # before the collection is embedded
-    index = Index.build(args.checkpoint, args.data, split=args.split, spec=spec, device=args.device,
-                        progress=not args.quiet, log=lambda m: print(m, file=sys.stderr),
-                        data_options=_data_options(args))  # fmt: skip
+    index = Index.build(
+        args.checkpoint,
+        args.data,
+        split=args.split,
+        spec=spec,
+        device=args.device,
+        progress=not args.quiet,
+        log=lambda m: print(m, file=sys.stderr),
+        data_options=_data_options(args),
+    )
     index.save(args.out)
     print(f"wrote {args.out}: {index.describe()}")
 
@@ -254,13 +316,24 @@ def _cmd_search(args: argparse.Namespace) -> None:
     from mispair.search import Index, hits_table
 
     index = Index.load(args.index, checkpoint=args.checkpoint, data=args.data, device=args.device)
-    hits = index.search(args.query, image=args.image, k=args.top_k, rerank=args.rerank, nprobe=args.nprobe,
-                        ef_search=args.ef_search)  # fmt: skip
+    hits = index.search(
+        args.query,
+        image=args.image,
+        k=args.top_k,
+        rerank=args.rerank,
+        nprobe=args.nprobe,
+        ef_search=args.ef_search,
+    )
     query = f"image {args.image}" if args.image else repr(args.query)
     found = "captions" if args.image else "images"
     if args.json:
-        print(json.dumps({"query": query, "results": found, "hits": [h.to_dict() for h in hits]}, indent=2,
-                         ensure_ascii=False))  # fmt: skip
+        print(
+            json.dumps(
+                {"query": query, "results": found, "hits": [h.to_dict() for h in hits]},
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
         head = index.model.config.model.head
         rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
@@ -282,8 +355,10 @@ def _cmd_inject_noise(args: argparse.Namespace) -> None:
         n_images, per_image = args.images, args.captions_per_image
     record = inject_noise(n_images, per_image, args.rate, args.protocol, args.seed)
     record.save(args.out)
-    print(f"wrote {args.out}: {len(record.is_noisy)} captions, "
-          f"{record.is_noisy.sum()} truly mismatched ({100 * record.noise_rate:.1f}%)")  # fmt: skip
+    print(
+        f"wrote {args.out}: {len(record.is_noisy)} captions, "
+        f"{record.is_noisy.sum()} truly mismatched ({100 * record.noise_rate:.1f}%)"
+    )
 
 
 def _cmd_recipes(args: argparse.Namespace) -> None:
@@ -374,66 +449,106 @@ class _RangeHelp(argparse.HelpFormatter):
 
 def _column_options(parser: argparse.ArgumentParser) -> None:
     """The options naming a table's columns (found by their usual names when not given)."""
-    for name, what in (("image", "image paths or bytes (default: image, file_name, path, ...)"),
-                       ("caption", "captions (default: caption, text, alt_text, title, ...)"),
-                       ("id", "stable pair ids (default: the row number)"),
-                       ("split", "splits train/dev/test (default: split, when present)")):
+    for name, what in (
+        ("image", "image paths or bytes (default: image, file_name, path, ...)"),
+        ("caption", "captions (default: caption, text, alt_text, title, ...)"),
+        ("id", "stable pair ids (default: the row number)"),
+        ("split", "splits train/dev/test (default: split, when present)"),
+    ):
         parser.add_argument(f"--{name}-column", help=f"the column of {what}")
-    parser.add_argument("--image-root", help="the folder a table's image paths are relative to (default: "
-                        "the table's folder)")  # fmt: skip
+    parser.add_argument(
+        "--image-root", help="the folder a table's image paths are relative to (default: the table's folder)"
+    )
     for side in ("image", "text"):
-        parser.add_argument(f"--{side}-embedding-column", help=f"the column of precomputed {side} "
-                            "vectors (a list per cell, or a .npy path): used instead of the built-in "
-                            "encoder")  # fmt: skip
-    parser.add_argument("--embeddings-aligned", action="store_true", help="the two embedding columns come "
-                        "from one matched pair of towers (CLIP): report their raw cosine beside the audit's "
-                        "score")  # fmt: skip
+        parser.add_argument(
+            f"--{side}-embedding-column",
+            help=f"the column of precomputed {side} "
+            "vectors (a list per cell, or a .npy path): used instead of the built-in "
+            "encoder",
+        )
+    parser.add_argument(
+        "--embeddings-aligned",
+        action="store_true",
+        help="the two embedding columns come "
+        "from one matched pair of towers (CLIP): report their raw cosine beside the audit's "
+        "score",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mispair", description=USAGE, usage="mispair COMMAND [options]",
-                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = _Parser(
+        prog="mispair",
+        description=USAGE,
+        usage="mispair COMMAND [options]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="mispair")
 
     train = sub.add_parser(
-        "train", help="train a retriever on a collection or a config",
+        "train",
+        help="train a retriever on a collection or a config",
         description="Train on a collection (`mispair train photos/`: the robust holdout recipe) or as a "
         "YAML config says (`mispair train configs/vse/tuxpaint.yaml`); with no argument, the embedded "
-        "default run on data/tuxpaint_precomp.")  # fmt: skip
+        "default run on data/tuxpaint_precomp.",
+    )
     train.add_argument("config", nargs="?", help="your collection (folder, table, shards) or a YAML config")
     train.add_argument("overrides", nargs="*", default=[], help="key=value overrides, e.g. train.epochs=5")
-    train.add_argument("--data", help="with a config: train it on this collection instead (no noise is "
-                                      "planted into it unless data.noise.rate is set on the command line)")
+    train.add_argument(
+        "--data",
+        help="with a config: train it on this collection instead (no noise is "
+        "planted into it unless data.noise.rate is set on the command line)",
+    )
     _column_options(train)
     train.add_argument("--out", help="output directory (default runs/<name>)")
     train.add_argument("--no-resume", action="store_true", help="start over even if last.pt exists")
     train.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
-    train.add_argument("--nproc", type=_ranged("nproc"), default=1,
-                       help="train in this many processes on this machine (torchrun; one per GPU)")
-    train.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
-                       help="with several processes: how long one waits for the others before the run "
-                            "fails (default: an hour)")  # fmt: skip
+    train.add_argument(
+        "--nproc",
+        type=_ranged("nproc"),
+        default=1,
+        help="train in this many processes on this machine (torchrun; one per GPU)",
+    )
+    train.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="with several processes: how long one waits for the others before the run "
+        "fails (default: an hour)",
+    )
     train.set_defaults(run=_cmd_train)
 
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
-    audit.add_argument("data", help="your collection: a folder, a table file (.csv .tsv .jsonl .parquet), "
-                                    "WebDataset shards, a COCO/Karpathy JSON, or a precomputed folder")
+    audit.add_argument(
+        "data",
+        help="your collection: a folder, a table file (.csv .tsv .jsonl .parquet), "
+        "WebDataset shards, a COCO/Karpathy JSON, or a precomputed folder",
+    )
     audit.add_argument("overrides", nargs="*", default=[], help="key=value overrides of the audit's run")
     audit.add_argument("--out", required=True, help="output folder (report.html, pairs.csv, summary.json)")
     audit.add_argument("--config", help="a YAML config instead of the audit's default run")
-    audit.add_argument("--plant", type=float,
-                       help="swap this share of the pairs first and score the audit on them")
+    audit.add_argument(
+        "--plant", type=float, help="swap this share of the pairs first and score the audit on them"
+    )
     audit.add_argument("--seed", type=_ranged("seed"), default=0, help="seed of the planted swaps")
-    audit.add_argument("--clean-run", action="store_true",
-                       help="also train the same run without the planted noise, for comparison")
+    audit.add_argument(
+        "--clean-run",
+        action="store_true",
+        help="also train the same run without the planted noise, for comparison",
+    )
     audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
-    audit.add_argument("--top", type=_ranged("top"), default=None,
-                       help="only the N most suspect pairs in the report, 0 to 1,000,000 "
-                       "(default: every pair)")
-    audit.add_argument("--no-resume", action="store_true",
-                       help="train again even if the output folder holds a finished or interrupted run")
+    audit.add_argument(
+        "--top",
+        type=_ranged("top"),
+        default=None,
+        help="only the N most suspect pairs in the report, 0 to 1,000,000 (default: every pair)",
+    )
+    audit.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="train again even if the output folder holds a finished or interrupted run",
+    )
     _column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -441,16 +556,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
     apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
-    apply.add_argument("--decisions", required=True,
-                       help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace)")
+    apply.add_argument(
+        "--decisions",
+        required=True,
+        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace)",
+    )
     apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
-    apply.add_argument("--threshold", type=float,
-                       help="also drop the undecided pairs whose mismatch probability is at least this")
+    apply.add_argument(
+        "--threshold",
+        type=float,
+        help="also drop the undecided pairs whose mismatch probability is at least this",
+    )
     apply.set_defaults(run=_cmd_apply)
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint")
-    ev.add_argument("checkpoint", nargs="+",
-                    help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
+    ev.add_argument("checkpoint", nargs="+", help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
     ev.add_argument("--split", help="split name (default: the config's test split)")
     ev.add_argument("--data-root", help="read the split from this precomputed directory")
     ev.add_argument("--folds", type=_ranged("folds"), help="5 for the COCO 5-fold 1K protocol")
@@ -467,15 +587,21 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("data", help="a collection in any form `mispair audit` reads")
     index.add_argument("--out", required=True, help="the index folder to write")
     index.add_argument("--split", default="all", help="split(s) to index, comma-separated, or all (default)")
-    index.add_argument("--kind", choices=("flat", "ivf", "hnsw"), default="flat",
-                       help="flat: exact (default); ivf, hnsw: approximate, for large collections")
+    index.add_argument(
+        "--kind",
+        choices=("flat", "ivf", "hnsw"),
+        default="flat",
+        help="flat: exact (default); ivf, hnsw: approximate, for large collections",
+    )
     index.add_argument("--nlist", type=_ranged("nlist"), help="ivf: number of cells (default 4·√n)")
     index.add_argument("--nprobe", type=_ranged("nprobe"), default=8, help="ivf: cells searched (default 8)")
     index.add_argument("--hnsw-m", type=_ranged("m"), default=16, help="hnsw: links per vector (default 16)")
-    index.add_argument("--ef-construction", type=_ranged("ef_construction"), default=100,
-                       help="hnsw (default 100)")
-    index.add_argument("--ef-search", type=_ranged("ef_search"), default=32,
-                       help="hnsw: search list (default 32)")
+    index.add_argument(
+        "--ef-construction", type=_ranged("ef_construction"), default=100, help="hnsw (default 100)"
+    )
+    index.add_argument(
+        "--ef-search", type=_ranged("ef_search"), default=32, help="hnsw: search list (default 32)"
+    )
     index.add_argument("--device", default="auto")
     index.add_argument("--quiet", action="store_true")
     _column_options(index)
@@ -486,11 +612,16 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", nargs="?", help="a text: finds images")
     search.add_argument("--image", help="a picture file: finds captions")
     search.add_argument("--top-k", type=_ranged("top_k"), default=10, help="results shown (default 10)")
-    search.add_argument("--rerank", type=_ranged("rerank"), default=0,
-                        help="order the first K candidates by the checkpoint's head (SGR, SAF, OMIT, CAM)")
+    search.add_argument(
+        "--rerank",
+        type=_ranged("rerank"),
+        default=0,
+        help="order the first K candidates by the checkpoint's head (SGR, SAF, OMIT, CAM)",
+    )
     search.add_argument("--nprobe", type=_ranged("nprobe"), help="ivf: cells searched (default: the index's)")
-    search.add_argument("--ef-search", type=_ranged("ef_search"),
-                        help="hnsw: search list (default: the index's)")
+    search.add_argument(
+        "--ef-search", type=_ranged("ef_search"), help="hnsw: search list (default: the index's)"
+    )
     search.add_argument("--checkpoint", help="the index's checkpoint, if it moved")
     search.add_argument("--data", help="the index's collection, if it moved (read to rerank)")
     search.add_argument("--json", action="store_true")
@@ -502,8 +633,12 @@ def build_parser() -> argparse.ArgumentParser:
     noise.add_argument("--data", help="a precomputed dataset directory")
     noise.add_argument("--split", default="train")
     noise.add_argument("--images", type=_ranged("images"), help="number of images (without --data)")
-    noise.add_argument("--captions-per-image", type=_ranged("captions_per_image"), default=5,
-                       help="without --data (default 5)")
+    noise.add_argument(
+        "--captions-per-image",
+        type=_ranged("captions_per_image"),
+        default=5,
+        help="without --data (default 5)",
+    )
     noise.add_argument("--rate", type=float, required=True)
     noise.add_argument("--protocol", choices=("ncr", "pmp"), default="pmp")
     noise.add_argument("--seed", type=_ranged("seed"), default=0, help="seed of the swaps (default 0)")
@@ -528,8 +663,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     options (``mispair train --out runs/x train.epochs=5``)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and getattr(args, "command", None) in ("train", "audit") and all(
-        "=" in e and not e.startswith("-") for e in extra
+    if (
+        extra
+        and getattr(args, "command", None) in ("train", "audit")
+        and all("=" in e and not e.startswith("-") for e in extra)
     ):
         args.overrides = [*args.overrides, *extra]
     elif extra:
@@ -537,8 +674,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], *args: object,
-                      **kwargs: object) -> str:  # fmt: skip
+def _one_line_warning(
+    message: Warning | str, category: type[Warning], *args: object, **kwargs: object
+) -> str:
     return f"mispair: warning: {message}\n"
 
 

@@ -252,8 +252,15 @@ ROBUST_RUN: dict[str, Any] = {
     "data": {"min_word_count": 1},
     "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
     "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
-    "division": {"scored_by": "out_of_fold", "folds": 5, "repeats": 3, "rounds": 3, "epochs": 5,
-                 "pair_score": "contrast", "scorer_options": {"loss": "infonce", "tau": 0.2}},
+    "division": {
+        "scored_by": "out_of_fold",
+        "folds": 5,
+        "repeats": 3,
+        "rounds": 3,
+        "epochs": 5,
+        "pair_score": "contrast",
+        "scorer_options": {"loss": "infonce", "tau": 0.2},
+    },
     "method": {"loss": "infonce", "tau": 0.2, "suspect_weight": 0.1},
 }
 """The run of a user's collection (``mispair audit``, ``mispair train PATH``): ``holdout`` on the
@@ -293,13 +300,17 @@ def load_config(
 def _check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
     """At most ``MAX_OVERRIDES`` overrides of at most ``MAX_OVERRIDE_CHARS`` characters each."""
     if len(overrides) > limit("MAX_OVERRIDES"):
-        raise ConfigError(f"{len(overrides)} key=value overrides (at most {limit('MAX_OVERRIDES')}); put "
-                          f"them in a YAML config ({raise_hint('MAX_OVERRIDES')})")  # fmt: skip
+        raise ConfigError(
+            f"{len(overrides)} key=value overrides (at most {limit('MAX_OVERRIDES')}); put "
+            f"them in a YAML config ({raise_hint('MAX_OVERRIDES')})"
+        )
     for override in overrides:
         bound = limit("MAX_OVERRIDE_CHARS")
         if len(override) > bound:
-            raise ConfigError(f"override {override[:40]!r}...: {len(override):,} characters (at most "
-                              f"{bound:,}; {raise_hint('MAX_OVERRIDE_CHARS')})")  # fmt: skip
+            raise ConfigError(
+                f"override {override[:40]!r}...: {len(override):,} characters (at most "
+                f"{bound:,}; {raise_hint('MAX_OVERRIDE_CHARS')})"
+            )
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -312,8 +323,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
                 raise ConfigError(f"{path}: config file not found (not a regular file)")
             size = os.fstat(handle.fileno()).st_size
             if size > bound:
-                raise ConfigError(f"{path}: a config file of {size:,} bytes (at most {bound:,}; "
-                                  f"{raise_hint('MAX_CONFIG_BYTES')})")  # fmt: skip
+                raise ConfigError(
+                    f"{path}: a config file of {size:,} bytes (at most {bound:,}; "
+                    f"{raise_hint('MAX_CONFIG_BYTES')})"
+                )
             raw = handle.read(bound + 1)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise ConfigError(f"{path}: config file not found") from None

@@ -98,8 +98,9 @@ def is_main_process() -> bool:
 
 
 @contextlib.contextmanager
-def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
-                  ) -> Iterator[tuple[Shard, torch.device]]:  # fmt: skip
+def process_group(
+    device: torch.device, timeout: float = DEFAULT_TIMEOUT
+) -> Iterator[tuple[Shard, torch.device]]:
     """Join the processes of a torchrun launch for the block; yields ``(shard, device)``.
 
     Outside torchrun: ``(Shard(), device)``, nothing else. Under it: NCCL when ``device`` is CUDA
@@ -117,8 +118,9 @@ def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
         device = _local_gpu()
     if owned:
         gpu = device.type == "cuda"
-        dist.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout),
-                                device_id=device if gpu else None)  # fmt: skip
+        dist.init_process_group(
+            "nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout), device_id=device if gpu else None
+        )
     shard = Shard(dist.get_rank(), dist.get_world_size())
     if not shard.is_main:
         set_quiet(True)
@@ -130,9 +132,11 @@ def process_group(device: torch.device, timeout: float = DEFAULT_TIMEOUT
     except RuntimeError as exc:
         if not _collective_failure(exc):
             raise
-        raise MispairError(f"process {shard.rank} of {shard.world} lost the others ({_cause(exc)}): a "
-                           "process died, or waited longer than the timeout (--timeout); rerun the same "
-                           "command to resume from the last checkpoint") from None  # fmt: skip
+        raise MispairError(
+            f"process {shard.rank} of {shard.world} lost the others ({_cause(exc)}): a "
+            "process died, or waited longer than the timeout (--timeout); rerun the same "
+            "command to resume from the last checkpoint"
+        ) from None
     finally:
         if owned:
             dist.destroy_process_group()
@@ -142,8 +146,10 @@ def _local_gpu() -> torch.device:
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if local >= torch.cuda.device_count():
         count = torch.cuda.device_count()
-        raise MispairError(f"train.device: process {local} on this machine needs cuda:{local}, but there are "
-                           f"{count} GPUs (start at most one process per GPU)")  # fmt: skip
+        raise MispairError(
+            f"train.device: process {local} on this machine needs cuda:{local}, but there are "
+            f"{count} GPUs (start at most one process per GPU)"
+        )
     torch.cuda.set_device(local)
     return torch.device("cuda", local)
 
@@ -304,14 +310,26 @@ def launch(nproc: int, args: list[str]) -> None:
     # DDP's C++ warning that find_unused_parameters may be off (it may not: co-training uses one
     # model per step), printed once per process, is hidden with the other C++ warnings
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", rdzv_configs={"timeout": 900},
-                          max_restarts=0)  # fmt: skip
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        rdzv_configs={"timeout": 900},
+        max_restarts=0,
+    )
     try:
         elastic_launch(config, sys.executable)("-u", "-m", "mispair", *args)
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
-        how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
-               else f"exited with status {failure.exitcode}")  # fmt: skip
-        raise MispairError(f"process {rank} of {nproc} {how}, which ended the run; rerun the same command "
-                           "to resume from the last checkpoint") from None  # fmt: skip
+        how = (
+            f"was killed by {failure.signal_name()}"
+            if failure.exitcode < 0
+            else f"exited with status {failure.exitcode}"
+        )
+        raise MispairError(
+            f"process {rank} of {nproc} {how}, which ended the run; rerun the same command "
+            "to resume from the last checkpoint"
+        ) from None

@@ -48,9 +48,14 @@ def frozen(model: Module) -> Module:
 
 
 @torch.no_grad()
-def image_batches(model: RetrievalModel, pairs: PairSet, *, batch_size: int = 256,
-                  device: torch.device | str = "cpu",
-                  rows: range | None = None) -> Iterator[Fragments]:  # fmt: skip
+def image_batches(
+    model: RetrievalModel,
+    pairs: PairSet,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+    rows: range | None = None,
+) -> Iterator[Fragments]:
     """The embeddings of ``pairs``' images ``rows`` (default: all), ``batch_size`` images at a
     time (as the model is set: call it inside :func:`evaluating` for evaluation)."""
     rows = range(pairs.n_images) if rows is None else rows
@@ -61,8 +66,13 @@ def image_batches(model: RetrievalModel, pairs: PairSet, *, batch_size: int = 25
 
 
 @torch.no_grad()
-def text_batches(model: RetrievalModel, tokens: list[list[int]], *, batch_size: int = 256,
-                 device: torch.device | str = "cpu") -> Iterator[Fragments]:  # fmt: skip
+def text_batches(
+    model: RetrievalModel,
+    tokens: list[list[int]],
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+) -> Iterator[Fragments]:
     """The embeddings of the captions of ``tokens`` (token ids per caption), ``batch_size`` at a
     time."""
     for start in range(0, len(tokens), batch_size):
@@ -84,8 +94,9 @@ def encode_split(
     eval mode."""
     with evaluating(model):
         rows = range(pairs.n_images)[images]
-        encoded = Fragments.cat(list(image_batches(model, pairs, batch_size=batch_size, device=device,
-                                                   rows=rows)))  # fmt: skip
+        encoded = Fragments.cat(
+            list(image_batches(model, pairs, batch_size=batch_size, device=device, rows=rows))
+        )
         texts = Fragments.cat(list(text_batches(model, tokens, batch_size=batch_size, device=device)))
     return encoded, texts
 
@@ -105,10 +116,12 @@ def similarity_matrix(
     averaged over ``models`` (co-training, SGRAF), in eval mode."""
     total = None
     for model in models:
-        image_side, texts = encode_split(model, pairs, tokens, batch_size=batch_size, device=device,
-                                         images=images)  # fmt: skip
+        image_side, texts = encode_split(
+            model, pairs, tokens, batch_size=batch_size, device=device, images=images
+        )
         with evaluating(model):
-            sims = all_pair_similarities(model.similarity, image_side, texts, device=device,
-                                         progress=progress)  # fmt: skip
+            sims = all_pair_similarities(
+                model.similarity, image_side, texts, device=device, progress=progress
+            )
         total = sims if total is None else total + sims
     return total / len(models)

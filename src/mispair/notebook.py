@@ -16,8 +16,14 @@ from mispair.progress import is_quiet, set_quiet
 if TYPE_CHECKING:
     import pandas as pd
 
-COLUMN_OPTIONS = ("image_column", "caption_column", "id_column", "split_column",
-                  "image_embedding_column", "text_embedding_column")  # fmt: skip
+COLUMN_OPTIONS = (
+    "image_column",
+    "caption_column",
+    "id_column",
+    "split_column",
+    "image_embedding_column",
+    "text_embedding_column",
+)
 """Keyword arguments naming a table's columns (``data.<name>`` in a config; the first four
 auto-detected when not given)."""
 DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned")
@@ -78,8 +84,11 @@ def quiet_unless(progress: bool) -> Iterator[list[str]]:
     if progress:
         yield caught
         return
-    with warnings.catch_warnings(record=True) as records, contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):  # fmt: skip
+    with (
+        warnings.catch_warnings(record=True) as records,
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("always")
         was_quiet = is_quiet()
         set_quiet(True)

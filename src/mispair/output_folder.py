@@ -38,9 +38,11 @@ def check_folder(folder: str | Path, own: Collection[str], *, overwrite: bool = 
     if folder.is_dir() and not marker.is_file() and not overwrite:
         others = [p.name for p in folder.iterdir() if not _mispairs(p.name, own)]
         if others:
-            raise DataError(f"{folder}: a folder that mispair did not create (it holds {others[0]!r}); "
-                            "choose an empty or new --out, or add --overwrite to write mispair's files "
-                            "into it (nothing else there is touched)")  # fmt: skip
+            raise DataError(
+                f"{folder}: a folder that mispair did not create (it holds {others[0]!r}); "
+                "choose an empty or new --out, or add --overwrite to write mispair's files "
+                "into it (nothing else there is touched)"
+            )
 
 
 def claim_folder(folder: str | Path, command: str, own: Collection[str], *, overwrite: bool = False) -> Path:

@@ -57,13 +57,15 @@ def _open_fd(path: str | Path, flags: int) -> int:
 
 
 def _link(path: Path) -> DataError:
-    return DataError(f"{path}: a symbolic link; mispair never writes through a link in its output "
-                     "folder (remove the link)")  # fmt: skip
+    return DataError(
+        f"{path}: a symbolic link; mispair never writes through a link in its output folder (remove the link)"
+    )
 
 
 def _not_regular(path: Path) -> DataError:
-    return DataError(f"{path}: not a regular file; mispair writes only regular files in its output "
-                     "folder (remove it)")  # fmt: skip
+    return DataError(
+        f"{path}: not a regular file; mispair writes only regular files in its output folder (remove it)"
+    )
 
 
 def refuse_planted(path: str | Path) -> None:

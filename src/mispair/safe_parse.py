@@ -39,8 +39,10 @@ def load_yaml(text: str, where: object) -> Any:
         bound = limit("MAX_CONFIG_NODES")
         size = _expanded_size(node, {}, bound)
         if size > bound:
-            raise ConfigError(f"{where}: expands to more than {bound:,} values (YAML aliases repeat "
-                              f"anchored parts; {raise_hint('MAX_CONFIG_NODES')})")  # fmt: skip
+            raise ConfigError(
+                f"{where}: expands to more than {bound:,} values (YAML aliases repeat "
+                f"anchored parts; {raise_hint('MAX_CONFIG_NODES')})"
+            )
     return yaml.safe_load(text)
 
 
@@ -51,13 +53,15 @@ def _check_events(text: str, where: object) -> None:
         if isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > max_aliases:  # anchors reused this often can expand exponentially
-                raise ConfigError(f"{where}: more than {max_aliases} YAML aliases "
-                                  f"({raise_hint('MAX_CONFIG_ALIASES')})")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: more than {max_aliases} YAML aliases ({raise_hint('MAX_CONFIG_ALIASES')})"
+                )
         elif isinstance(event, _OPEN):
             depth += 1
             if depth > max_depth:
-                raise ConfigError(f"{where}: nested deeper than {max_depth} levels "
-                                  f"({raise_hint('MAX_CONFIG_DEPTH')})")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: nested deeper than {max_depth} levels ({raise_hint('MAX_CONFIG_DEPTH')})"
+                )
         elif isinstance(event, _CLOSE):
             depth -= 1
 
@@ -88,8 +92,10 @@ def read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as saved:
             return {key: saved[key] for key in keys if key in saved.files or key == keys[0]}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise DataError(f"{path}: a damaged file of the run ({type(exc).__name__}); delete it, and "
-                        "mispair computes it again") from None  # fmt: skip
+        raise DataError(
+            f"{path}: a damaged file of the run ({type(exc).__name__}); delete it, and "
+            "mispair computes it again"
+        ) from None
 
 
 def load_json(text: str | bytes, where: object) -> Any:
@@ -105,8 +111,10 @@ def load_json(text: str | bytes, where: object) -> Any:
     else:
         depth = _depth(value)
     if depth > limit("MAX_JSON_DEPTH"):
-        raise DataError(f"{where}: JSON nested deeper than {limit('MAX_JSON_DEPTH')} levels (a damaged "
-                        f"or hostile file; {raise_hint('MAX_JSON_DEPTH')})")  # fmt: skip
+        raise DataError(
+            f"{where}: JSON nested deeper than {limit('MAX_JSON_DEPTH')} levels (a damaged "
+            f"or hostile file; {raise_hint('MAX_JSON_DEPTH')})"
+        )
     return value
 
 

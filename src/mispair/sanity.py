@@ -27,13 +27,17 @@ def check_weights(weights: Mapping[str, Any], where: object) -> None:
         if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or not tensor.numel():
             continue
         if not bool(torch.isfinite(tensor).all()):
-            raise DivergedError(f"{where}: weight {name} holds NaN or infinite values (a diverged run); "
-                                "retrain it, e.g. with a lower train.lr")  # fmt: skip
+            raise DivergedError(
+                f"{where}: weight {name} holds NaN or infinite values (a diverged run); "
+                "retrain it, e.g. with a lower train.lr"
+            )
         largest = float(tensor.abs().max())
         if largest > bound:
             hint = raise_hint("MAX_WEIGHT_ABS")
-            raise DivergedError(f"{where}: weight {name} reaches {largest:.3g}, beyond {bound:,} (a diverged "
-                                f"or tampered run; retrain it, or {hint})")  # fmt: skip
+            raise DivergedError(
+                f"{where}: weight {name} reaches {largest:.3g}, beyond {bound:,} (a diverged "
+                f"or tampered run; retrain it, or {hint})"
+            )
 
 
 def check_finite(values: np.ndarray | torch.Tensor, what: str, where: object) -> None:
@@ -41,5 +45,7 @@ def check_finite(values: np.ndarray | torch.Tensor, what: str, where: object) ->
     array = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
     bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
     if bad:
-        raise DivergedError(f"{where}: {bad} of {np.size(array)} {what} are NaN or infinite (the model is "
-                            "degenerate); nothing was written: retrain the model")  # fmt: skip
+        raise DivergedError(
+            f"{where}: {bad} of {np.size(array)} {what} are NaN or infinite (the model is "
+            "degenerate); nothing was written: retrain the model"
+        )

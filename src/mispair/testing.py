@@ -90,5 +90,3 @@ def random_texts(lengths: list[int], dim: int, seed: int, width: int | None = No
     local = l2_normalize(torch.randn(len(lengths), width, dim, generator=gen))
     local = torch.where(mask[..., None], local, 50 * torch.randn(local.shape, generator=gen))
     return Fragments(local, mask, l2_normalize(masked_mean(local, mask)))
-
-

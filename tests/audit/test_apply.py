@@ -231,8 +231,9 @@ def test_the_cleaned_collection_is_audited_as_it_is(audited, tmp_path):
     _, _, result = audited
     decisions = some_decisions(result.pairs)
     applied = result.apply(decisions, tmp_path / "clean")
-    again = audit_collection(applied.folder, tmp_path / "again", overrides=TINY, progress=False,
-                             log=lambda _: None)  # fmt: skip
+    again = audit_collection(
+        applied.folder, tmp_path / "again", overrides=TINY, progress=False, log=lambda _: None
+    )
     dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
     assert set(again.pairs["pair_id"]) == set(result.pairs["pair_id"]) - dropped
     caption = again.pairs.set_index("pair_id")["caption"]

@@ -10,9 +10,16 @@ import pytest
 from mispair.cli import main
 from tests.cli_errors import one_line_error
 
-TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=16",
-        "model.word_dim=8",
-        "train.epochs=1", "division.folds=2", "division.epochs=1", "division.repeats=1"]  # fmt: skip
+TINY = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "division.folds=2",
+    "division.epochs=1",
+    "division.repeats=1",
+]
 
 
 def _collection(root, rows):
@@ -69,8 +76,9 @@ def test_an_unreadable_caption_file(tmp_path, capsys):
 
 def test_no_caption_file(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    _assert_one_line_error(capsys, _audit(tmp_path / "empty", tmp_path / "out"), "not a collection",
-                           tmp_path / "out")  # fmt: skip
+    _assert_one_line_error(
+        capsys, _audit(tmp_path / "empty", tmp_path / "out"), "not a collection", tmp_path / "out"
+    )
 
 
 def test_most_images_not_pictures_stops_the_audit(tmp_path, capsys):
@@ -81,13 +89,21 @@ def test_most_images_not_pictures_stops_the_audit(tmp_path, capsys):
     data.mkdir()
     for n in range(3):
         Image.new("RGB", (32, 32), (30 * n, 90, 200)).save(data / f"im{n}.png")
-    bad = {"im3.png": b"this is not a picture", "im4.png": b"%!PS-Adobe-3.0 EPSF-3.0", "im5.png": b"",
-           "im6.png": b"\x89PNG\r\n\x1a\n truncated"}  # fmt: skip
+    bad = {
+        "im3.png": b"this is not a picture",
+        "im4.png": b"%!PS-Adobe-3.0 EPSF-3.0",
+        "im5.png": b"",
+        "im6.png": b"\x89PNG\r\n\x1a\n truncated",
+    }
     for name, content in bad.items():
         (data / name).write_bytes(content)
     _collection(data, [(f"im{n}.png", f"caption {n}") for n in range(7)])
-    _assert_one_line_error(capsys, _audit(data, tmp_path / "out"), "4 of 7 rows refused, most for: not a "
-                           "readable picture", tmp_path / "out")  # fmt: skip
+    _assert_one_line_error(
+        capsys,
+        _audit(data, tmp_path / "out"),
+        "4 of 7 rows refused, most for: not a readable picture",
+        tmp_path / "out",
+    )
 
 
 @pytest.mark.parametrize("image", ["../outside.npy", "LINK"])
@@ -103,10 +119,16 @@ def test_a_path_that_leaves_the_collection_is_refused(tmp_path, capsys, image):
     assert refused["pair_id"].tolist() == ["8"] and "outside the collection's folder" in refused["reason"][0]
 
 
-@pytest.mark.parametrize(("extra", "pattern"), [
-    (["--plant", "1.5"], "--plant: a share in (0, 1)"),
-    (["division.scored_by=in_sample"], "division.scored_by: the audit ranks pairs by scores no model fitted"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        (["--plant", "1.5"], "--plant: a share in (0, 1)"),
+        (
+            ["division.scored_by=in_sample"],
+            "division.scored_by: the audit ranks pairs by scores no model fitted",
+        ),
+    ],
+)
 def test_bad_options(tmp_path, capsys, extra, pattern):
     data = _collection(tmp_path / "c", _good_rows())
     _assert_one_line_error(capsys, _audit(data, tmp_path / "out", *extra), pattern, tmp_path / "out")

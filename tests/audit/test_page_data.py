@@ -14,10 +14,14 @@ from mispair.audit.thumbs import write_thumbnails
 
 def _table(n=6, numbered=True):
     rng = np.random.default_rng(0)
-    table = {"pair_id": [f"train/{k}" for k in range(n)], "image_id": [f"{k % 4}.png" for k in range(n)],
-             "caption": [f"caption {k}" for k in range(n)], "split": ["train"] * n,
-             "mismatch_probability": np.sort(rng.random(n))[::-1],
-             "held_out_score": np.sort(rng.random(n))}  # fmt: skip
+    table = {
+        "pair_id": [f"train/{k}" for k in range(n)],
+        "image_id": [f"{k % 4}.png" for k in range(n)],
+        "caption": [f"caption {k}" for k in range(n)],
+        "split": ["train"] * n,
+        "mismatch_probability": np.sort(rng.random(n))[::-1],
+        "held_out_score": np.sort(rng.random(n)),
+    }
     if numbered:
         for j in (1, 2, 3):
             table[f"suggested_caption_{j}"] = [f"caption {(k + j) % n}" for k in range(n)]
@@ -29,9 +33,12 @@ def _table(n=6, numbered=True):
         table["duplicate_image_of"] = ["", "0.png", "", "", "", ""][:n]
         table["same_caption_images"] = [0, 0, 2, 0, 0, 0][:n]
     else:
-        table |= {"suggested_caption": [f"caption {(k + 1) % n}" for k in range(n)],
-                  "suggested_caption_score": rng.random(n), "suggested_image_id": ["3.png"] * n,
-                  "suggested_image_score": rng.random(n)}  # fmt: skip
+        table |= {
+            "suggested_caption": [f"caption {(k + 1) % n}" for k in range(n)],
+            "suggested_caption_score": rng.random(n),
+            "suggested_image_id": ["3.png"] * n,
+            "suggested_image_score": rng.random(n),
+        }
     return pd.DataFrame(table)
 
 
@@ -54,11 +61,16 @@ def test_every_row_comes_in_rank_order_with_its_suggestions(numbered):
         assert images[got["image"]][0] == expected["image_id"]
         assert got["mismatch_probability"] == round(expected["mismatch_probability"], 3)
         stems = [f"_{j}" for j in (1, 2, 3)] if numbered else [""]
-        captions = [(expected[f"suggested_caption{s}"], round(expected[f"suggested_caption_score{s}"], 3))
-                    for s in stems if pd.notna(expected[f"suggested_caption{s}"])]  # fmt: skip
+        captions = [
+            (expected[f"suggested_caption{s}"], round(expected[f"suggested_caption_score{s}"], 3))
+            for s in stems
+            if pd.notna(expected[f"suggested_caption{s}"])
+        ]
         assert [tuple(c) for c in got["suggested_captions"]] == captions
-        pictures = [(expected[f"suggested_image_id{s}"], round(expected[f"suggested_image_score{s}"], 3))
-                    for s in stems]  # fmt: skip
+        pictures = [
+            (expected[f"suggested_image_id{s}"], round(expected[f"suggested_image_score{s}"], 3))
+            for s in stems
+        ]
         assert [(images[i][0], s) for i, s in got["suggested_images"]] == pictures
         assert got["why"] == (expected["why"] if numbered else "")
         duplicate = expected.get("duplicate_image_of", "")

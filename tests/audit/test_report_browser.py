@@ -16,20 +16,35 @@ import pytest
 from mispair.audit import audit_collection
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None,
-                                reason="needs Debian's chromium (scripts/install.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Debian's chromium (scripts/install.sh installs it)"
+)
 
-ATTACK = "<script>document.body.setAttribute('data-pwned','script')</script>" \
-         "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"  # fmt: skip
-TINY = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=32",
-        "model.word_dim=16",
-        "train.epochs=2", "train.batch_size=8", "division.folds=2", "division.epochs=2",
-        "division.repeats=1"]  # fmt: skip
+ATTACK = (
+    "<script>document.body.setAttribute('data-pwned','script')</script>"
+    "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+)
+TINY = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=32",
+    "model.word_dim=16",
+    "train.epochs=2",
+    "train.batch_size=8",
+    "division.folds=2",
+    "division.epochs=2",
+    "division.repeats=1",
+]
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 60), "blue": (40, 60, 220), "yellow": (240, 220, 30)}
 SHAPES = ("square", "disc", "bar")
 TOP = 20
-BROWSER_SERVICES = ("update.googleapis.com", "clients2.google.com", "accounts.google.com",
-                    "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com")
+BROWSER_SERVICES = (
+    "update.googleapis.com",
+    "clients2.google.com",
+    "accounts.google.com",
+    "optimizationguide-pa.googleapis.com",
+    "content-autofill.googleapis.com",
+)
 """Hosts Chromium itself calls on start (component updates, time, sign-in), whatever the page."""
 
 
@@ -84,14 +99,28 @@ def _browse(page, tmp_path, *flags):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         done = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-default-apps", "--disable-domain-reliability",
-             f"--user-data-dir={tmp_path / 'profile'}",
-             f"--proxy-server=http://127.0.0.1:{server.server_address[1]}", "--proxy-bypass-list=<-loopback>",
-             "--virtual-time-budget=3000", *flags, page.as_uri()],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-default-apps",
+                "--disable-domain-reliability",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                f"--proxy-server=http://127.0.0.1:{server.server_address[1]}",
+                "--proxy-bypass-list=<-loopback>",
+                "--virtual-time-budget=3000",
+                *flags,
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         server.shutdown()
     page_requests = [r for r in _Recorder.seen if not any(host in r for host in BROWSER_SERVICES)]

@@ -67,8 +67,9 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     row = page.locator("#pairs tbody tr").nth(3)
     suggestion = table["suggested_caption_2"].iloc[2 * PAGE + 3]
     row.locator("button.suggestion").nth(1).click()  # by click: its second suggested caption
-    expected[ids[2 * PAGE + 3]] = ("keep", "") if suggestion == table["caption"].iloc[2 * PAGE + 3] \
-        else ("replace", suggestion)  # fmt: skip
+    expected[ids[2 * PAGE + 3]] = (
+        ("keep", "") if suggestion == table["caption"].iloc[2 * PAGE + 3] else ("replace", suggestion)
+    )
 
     page.click("#first")
     page.keyboard.press("a")  # keep; the cursor moves on
@@ -83,9 +84,13 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     page.keyboard.press("j")  # skip one
     page.keyboard.press("x")
     typed = ("replace", 'a caption, with "quotes" typed by hand')
-    expected |= {ids[0]: ("keep", ""), ids[1]: ("drop", ""),
-                 ids[2]: ("keep", "") if first == table["caption"].iloc[2] else ("replace", first),
-                 ids[3]: typed, ids[6]: ("drop", "")}  # fmt: skip
+    expected |= {
+        ids[0]: ("keep", ""),
+        ids[1]: ("drop", ""),
+        ids[2]: ("keep", "") if first == table["caption"].iloc[2] else ("replace", first),
+        ids[3]: typed,
+        ids[6]: ("drop", ""),
+    }
     assert _states(page)[4] == "undecided" and _states(page)[5] == "undecided"
 
     page.fill("#bulk-p", "0.9")

@@ -10,8 +10,9 @@ from mispair.audit.ranking import monotone_clean_prob, score_division
 
 
 def brute_force(score, clean_prob):
-    return np.array([max(clean_prob[j] for j in range(len(score)) if score[j] <= score[i])
-                     for i in range(len(score))])  # fmt: skip
+    return np.array(
+        [max(clean_prob[j] for j in range(len(score)) if score[j] <= score[i]) for i in range(len(score))]
+    )
 
 
 @settings(max_examples=60, deadline=None)

@@ -38,14 +38,22 @@ def test_suggestions_are_the_brute_force_best_other_matches(chunk, shape, suspec
         captions_pool, images_pool = suggestion_pools(
             rng.random(n_captions) < 0.5, image_of_caption, n_images
         )
-    matches = matches_of(lambda rows: sims[rows], n_images, image_of_caption, paired, chunk=chunk,
-                         captions_pool=captions_pool, images_pool=images_pool)  # fmt: skip
+    matches = matches_of(
+        lambda rows: sims[rows],
+        n_images,
+        image_of_caption,
+        paired,
+        chunk=chunk,
+        captions_pool=captions_pool,
+        images_pool=images_pool,
+    )
     captions, scores = others(
         matches.captions[image_of_caption], matches.caption_scores[image_of_caption], np.arange(n_captions)
     )
     images, image_scores = others(matches.images, matches.image_scores, image_of_caption)
-    want_captions, want_images, want_better = brute_force(sims, image_of_caption, SUGGESTIONS, captions_pool,
-                                                          images_pool)  # fmt: skip
+    want_captions, want_images, want_better = brute_force(
+        sims, image_of_caption, SUGGESTIONS, captions_pool, images_pool
+    )
     for c in range(n_captions):
         got = [j for j in captions[c] if j >= 0]
         assert got == want_captions[c]

@@ -23,9 +23,17 @@ from mispair.errors import ConfigError, DataError
 from mispair.nn.text.precomputed import PrecomputedTextEncoder
 from tests.cli_errors import one_line_error
 
-TINY = ["model.embed_dim=32", "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]",
-        "train.threads=1", "division.folds=2", "division.epochs=2", "division.rounds=1",
-        "division.repeats=1"]  # fmt: skip
+TINY = [
+    "model.embed_dim=32",
+    "train.epochs=1",
+    "train.batch_size=8",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+    "division.folds=2",
+    "division.epochs=2",
+    "division.rounds=1",
+    "division.repeats=1",
+]
 COLUMNS = ["data.image_embedding_column=img_emb", "data.text_embedding_column=txt_emb"]
 ALIGNED = [*TINY, *COLUMNS, "data.embeddings_aligned=true"]
 
@@ -42,15 +50,21 @@ def vectors(n: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def write_parquet(path, images, texts, kind):
-    frame = pd.DataFrame({"caption": [f"a thing of kind {k}, number {i}" for i, k in enumerate(kind)],
-                          "img_emb": list(images), "txt_emb": list(texts)})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "caption": [f"a thing of kind {k}, number {i}" for i, k in enumerate(kind)],
+            "img_emb": list(images),
+            "txt_emb": list(texts),
+        }
+    )
     frame.to_parquet(path, index=False)
     return path
 
 
 def read(path, text_column="txt_emb"):
-    data = resolve_source(DataConfig(root=str(path), image_embedding_column="img_emb",
-                                     text_embedding_column=text_column))  # fmt: skip
+    data = resolve_source(
+        DataConfig(root=str(path), image_embedding_column="img_emb", text_embedding_column=text_column)
+    )
     return [load_split(data, split) for split in reader_of(data).splits(data)]
 
 
@@ -72,9 +86,13 @@ def test_npy_paths_and_json_lists_read_as_parquet_lists(tmp_path):
     reference = read(write_parquet(tmp_path / "t.parquet", images, texts, kind))
     for k, vector in enumerate(images):
         np.save(tmp_path / f"i{k}.npy", vector)
-    frame = pd.DataFrame({"caption": [f"a thing of kind {k}, number {i}" for i, k in enumerate(kind)],
-                          "img_emb": [f"i{k}.npy" for k in range(len(kind))],
-                          "txt_emb": [str(t.tolist()) for t in texts]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "caption": [f"a thing of kind {k}, number {i}" for i, k in enumerate(kind)],
+            "img_emb": [f"i{k}.npy" for k in range(len(kind))],
+            "txt_emb": [str(t.tolist()) for t in texts],
+        }
+    )
     frame.to_csv(tmp_path / "t.csv", index=False)
     for got, want in zip(read(tmp_path / "t.csv"), reference):
         assert got.pair_ids == want.pair_ids
@@ -102,8 +120,14 @@ def test_a_table_with_its_own_vectors_audits_end_to_end(tmp_path):
     images, texts, kind = vectors()
     path = write_parquet(tmp_path / "t.parquet", images, texts, kind)
     learns = ["division.epochs=6", "train.lr=3e-3"]  # scorers that learn the kinds (AUC 0.92-1.0 over seeds)
-    result = audit_collection(path, tmp_path / "audit", overrides=[*TINY, *COLUMNS, *learns], plant=0.2,
-                              progress=False, log=lambda _: None)  # fmt: skip
+    result = audit_collection(
+        path,
+        tmp_path / "audit",
+        overrides=[*TINY, *COLUMNS, *learns],
+        plant=0.2,
+        progress=False,
+        log=lambda _: None,
+    )
     pairs, summary = result.pairs, result.summary
     assert len(pairs) == summary["pairs_scored"] == len(kind) and pairs["pair_id"].is_unique
     assert np.isfinite(pairs["held_out_score"]).all()
@@ -118,11 +142,13 @@ def bad_table(tmp_path, cell: str):
 
 @pytest.mark.parametrize(
     ("cell", "expected"),
-    [("[1.0, 2.0]", "pair 1: column 'img_emb' holds a vector of dimension 2, the first row's has 3"),
-     ("[1.0, NaN, 2.0]", "pair 1: column 'img_emb': NaN or infinite values"),
-     ("gone.npy", "pair 1: column 'img_emb': "),
-     ("a cat", "pair 1: column 'img_emb': 'a cat' is neither a list of numbers nor a .npy path")],
-)  # fmt: skip
+    [
+        ("[1.0, 2.0]", "pair 1: column 'img_emb' holds a vector of dimension 2, the first row's has 3"),
+        ("[1.0, NaN, 2.0]", "pair 1: column 'img_emb': NaN or infinite values"),
+        ("gone.npy", "pair 1: column 'img_emb': "),
+        ("a cat", "pair 1: column 'img_emb': 'a cat' is neither a list of numbers nor a .npy path"),
+    ],
+)
 def test_vectors_that_do_not_fit_are_errors_naming_the_row(tmp_path, cell, expected):
     with pytest.raises(DataError, match=expected.replace("[", r"\[").replace(".", r"\.")) as error:
         read(bad_table(tmp_path, cell), text_column=None)
@@ -130,8 +156,17 @@ def test_vectors_that_do_not_fit_are_errors_naming_the_row(tmp_path, cell, expec
 
 
 def test_mismatched_dimensions_are_a_one_line_error_of_the_command(tmp_path):
-    command = [sys.executable, "-m", "mispair", "audit", str(bad_table(tmp_path, "[1.0, 2.0]")), "--out",
-               str(tmp_path / "o"), "--image-embedding-column", "img_emb"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "mispair",
+        "audit",
+        str(bad_table(tmp_path, "[1.0, 2.0]")),
+        "--out",
+        str(tmp_path / "o"),
+        "--image-embedding-column",
+        "img_emb",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     one_line_error(
         done.returncode, done.stderr, "t.csv: pair 1: column 'img_emb' holds a vector of dimension 2"
@@ -142,8 +177,14 @@ def test_mismatched_dimensions_are_a_one_line_error_of_the_command(tmp_path):
 def test_a_dataframe_with_vectors_trains_through_the_keywords(tmp_path):
     images, texts, kind = vectors()
     frame = pd.DataFrame({"caption": [f"kind {k}" for k in kind], "i": list(images), "t": list(texts)})
-    model = mispair.train(frame, tmp_path / "run", image_embedding_column="i", text_embedding_column="t",
-                          overrides=TINY, progress=False)  # fmt: skip
+    model = mispair.train(
+        frame,
+        tmp_path / "run",
+        image_embedding_column="i",
+        text_embedding_column="t",
+        overrides=TINY,
+        progress=False,
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["model"]["text_encoder"] == "precomputed" and config["data"]["text_embedding_column"] == "t"
     assert model.checkpoint.is_file()
@@ -158,8 +199,9 @@ def test_aligned_vectors_put_their_raw_cosine_beside_the_audit(tmp_path):
     images = (centres[kind] + 0.3 * rng.normal(size=(60, 16))).astype(np.float32)
     texts = (centres[kind] + 0.3 * rng.normal(size=(60, 16))).astype(np.float32)
     path = write_parquet(tmp_path / "t.parquet", images, texts, kind)
-    result = audit_collection(path, tmp_path / "audit", overrides=ALIGNED,
-                              plant=0.2, progress=False, log=lambda _: None)  # fmt: skip
+    result = audit_collection(
+        path, tmp_path / "audit", overrides=ALIGNED, plant=0.2, progress=False, log=lambda _: None
+    )
     pairs = result.pairs
     image_of = {vector_id(v): v for v in images}
     for row in pairs.itertuples():
@@ -177,8 +219,7 @@ def test_aligned_vectors_of_two_dimensions_are_an_error_before_training(tmp_path
     with pytest.raises(
         ConfigError, match="image vectors of dimension 24 and caption vectors of dimension 16"
     ):
-        audit_collection(path, tmp_path / "audit", overrides=ALIGNED,
-                         progress=False, log=lambda _: None)  # fmt: skip
+        audit_collection(path, tmp_path / "audit", overrides=ALIGNED, progress=False, log=lambda _: None)
     assert not (tmp_path / "audit" / "run").exists()
 
 

@@ -18,9 +18,17 @@ from mispair.data.loading import load_split, resolve_source
 from mispair.errors import ConfigError
 from tests.data.readers_forms import rows, write_form
 
-TINY = ["model.embed_dim=32", "train.epochs=1", "train.batch_size=8", "train.lr_decay_epochs=[]",
-        "train.threads=1", "division.folds=2", "division.epochs=2", "division.rounds=1",
-        "division.repeats=1"]  # fmt: skip
+TINY = [
+    "model.embed_dim=32",
+    "train.epochs=1",
+    "train.batch_size=8",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+    "division.folds=2",
+    "division.epochs=2",
+    "division.rounds=1",
+    "division.repeats=1",
+]
 
 
 def optional(module: str):
@@ -58,8 +66,13 @@ def tiny_bert(folder):
     folder.mkdir()
     (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]))
     transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
-    config = transformers.BertConfig(vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=32)  # fmt: skip
+    config = transformers.BertConfig(
+        vocab_size=5 + len(words),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
     torch.manual_seed(0)
     transformers.BertModel(config).save_pretrained(folder)
     return folder
@@ -101,10 +114,14 @@ def test_a_local_hugging_face_model_gives_each_caption_its_mean_pooled_vector(tm
 def test_a_collection_audits_through_plugged_encoders(tmp_path):
     folder = write_form("folder-csv", tmp_path / "c")
     bert = tiny_bert(tmp_path / "bert")
-    options = ["data.image_encoder=tiny_grid_test", "data.caption_encoder=huggingface",
-               f"data.caption_encoder_options={{path: {bert}}}"]  # fmt: skip
-    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False,
-                              log=lambda _: None)  # fmt: skip
+    options = [
+        "data.image_encoder=tiny_grid_test",
+        "data.caption_encoder=huggingface",
+        f"data.caption_encoder_options={{path: {bert}}}",
+    ]
+    result = audit_collection(
+        folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False, log=lambda _: None
+    )
     assert len(result.pairs) == result.summary["pairs_scored"] == len(rows())
     config = json.loads((tmp_path / "audit" / "run" / "config.json").read_text())
     assert config["model"]["text_encoder"] == "precomputed"
@@ -130,10 +147,15 @@ def test_a_tiny_timm_model_with_local_weights_audits_and_bad_weights_are_refused
         create_image_encoder("timm", {"model": "resnet10t", "checkpoint": str(tmp_path / "r18.pt")})
     folder = write_form("folder-csv", tmp_path / "c")
     weights = {"model": "resnet10t", "checkpoint": str(tmp_path / "resnet10t.pt")}
-    options = ["model.text_encoder=bigru", "model.word_dim=16", "data.image_encoder=timm",
-               f"data.image_encoder_options={json.dumps(weights)}"]  # fmt: skip
-    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False,
-                              log=lambda _: None)  # fmt: skip
+    options = [
+        "model.text_encoder=bigru",
+        "model.word_dim=16",
+        "data.image_encoder=timm",
+        f"data.image_encoder_options={json.dumps(weights)}",
+    ]
+    result = audit_collection(
+        folder, tmp_path / "audit", overrides=[*TINY, *options], progress=False, log=lambda _: None
+    )
     assert result.summary["pairs_scored"] == len(rows())
 
 
@@ -154,11 +176,15 @@ def test_a_tiny_open_clip_model_audits_with_its_raw_cosine_beside(tmp_path):
     torch.save(open_clip.create_model("tiny-clip-test", pretrained=None).state_dict(), tmp_path / "clip.pt")
     towers = {"config": str(config), "checkpoint": str(tmp_path / "clip.pt")}
     folder = write_form("folder-csv", tmp_path / "c")
-    options = ["data.image_encoder=open_clip", "data.caption_encoder=open_clip",
-               f"data.image_encoder_options={json.dumps(towers)}",
-               f"data.caption_encoder_options={json.dumps(towers)}"]  # fmt: skip
-    result = audit_collection(folder, tmp_path / "audit", overrides=[*TINY, *options], plant=0.3,
-                              progress=False, log=lambda _: None)  # fmt: skip
+    options = [
+        "data.image_encoder=open_clip",
+        "data.caption_encoder=open_clip",
+        f"data.image_encoder_options={json.dumps(towers)}",
+        f"data.caption_encoder_options={json.dumps(towers)}",
+    ]
+    result = audit_collection(
+        folder, tmp_path / "audit", overrides=[*TINY, *options], plant=0.3, progress=False, log=lambda _: None
+    )
     assert result.summary["pairs_scored"] == len(rows())
     assert result.pairs["raw_similarity"].between(-1, 1).all()
     assert set(result.summary["raw_score"]["detection"]) == {"auc", "average_precision"}

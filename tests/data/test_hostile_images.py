@@ -31,8 +31,10 @@ def _svg_with(href: str, copies: int = 1) -> str:
     images = "".join(
         f'<image x="0" y="0" width="10" height="10" xlink:href="{href}"/>' for _ in range(copies)
     )
-    return ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
-            f'width="10" height="10">{images}</svg>')  # fmt: skip
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+        f'width="10" height="10">{images}</svg>'
+    )
 
 
 def _uri(data: bytes, mime: str = "image/png") -> str:

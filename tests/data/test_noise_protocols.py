@@ -65,21 +65,25 @@ def test_save_load_and_reference_files(tmp_path):
     assert np.array_equal(ref.image_of_caption, np.repeat(perm, 5))
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda p: inject_noise(10, 5, 1.5), "rate"),
-    (lambda p: inject_noise(10, 5, 0.2, "shuffle"), "protocol"),
-    (lambda p: (np.save(p, np.arange(7)), NoiseRecord.from_reference(p, 10, 5)), "fit neither"),
-    (lambda p: (np.save(p, np.zeros(50)), NoiseRecord.from_reference(p, 10, 5)), "integer"),
-    (lambda p: NoiseRecord.load(p.with_name("missing.npy")), "not found"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda p: inject_noise(10, 5, 1.5), "rate"),
+        (lambda p: inject_noise(10, 5, 0.2, "shuffle"), "protocol"),
+        (lambda p: (np.save(p, np.arange(7)), NoiseRecord.from_reference(p, 10, 5)), "fit neither"),
+        (lambda p: (np.save(p, np.zeros(50)), NoiseRecord.from_reference(p, 10, 5)), "integer"),
+        (lambda p: NoiseRecord.load(p.with_name("missing.npy")), "not found"),
+    ],
+)
 def test_bad_input_is_a_one_line_data_error(tmp_path, call, message):
     with pytest.raises(DataError, match=message) as info:
         call(tmp_path / "bad.npy")
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("override", ["data.noise.rate=-0.1", "data.noise.rate=1.5",
-                                      "data.noise.protocol=random"])  # fmt: skip
+@pytest.mark.parametrize(
+    "override", ["data.noise.rate=-0.1", "data.noise.rate=1.5", "data.noise.protocol=random"]
+)
 def test_noise_settings_are_checked(override):
     from mispair.config import load_config
     from mispair.errors import ConfigError
@@ -111,8 +115,11 @@ def test_noise_injection_takes_any_number_of_captions_per_image(protocol):
     record = inject_noise(0, 0, 0.4, protocol, seed=1, image_of_caption=owner)
     assert np.array_equal(record.true_image, owner)
     assert np.array_equal(record.is_noisy, record.image_of_caption != owner)
-    share = record.is_noisy.mean() if protocol == "ncr" else np.mean([record.is_noisy[owner == i].all()
-                                                                        for i in range(200)])  # fmt: skip
+    share = (
+        record.is_noisy.mean()
+        if protocol == "ncr"
+        else np.mean([record.is_noisy[owner == i].all() for i in range(200)])
+    )
     assert share == pytest.approx(0.4, abs=0.06)
     if protocol == "pmp":  # the captions of an image move together, onto one image
         for i in range(200):

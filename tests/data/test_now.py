@@ -13,8 +13,9 @@ from mispair.errors import ConfigError, DataError
 WORDS = ["<pad>", "<start>", "<end>", "<unk>", "网页", "登录", "shop", "##ping", "news"]
 
 
-def write_now(base, split="train", tokenizer="bpe", lines=None, n_images=3, vocab_dir="vocab",
-              words=WORDS, ids=True):  # fmt: skip
+def write_now(
+    base, split="train", tokenizer="bpe", lines=None, n_images=3, vocab_dir="vocab", words=WORDS, ids=True
+):
     """The published archive: ``base/h5100k_precomp/{split}_*`` and ``base/vocab/*.json``."""
     root = base / "h5100k_precomp"
     root.mkdir(parents=True, exist_ok=True)
@@ -24,8 +25,11 @@ def write_now(base, split="train", tokenizer="bpe", lines=None, n_images=3, voca
     (root / f"{split}_caps_{tokenizer}.txt").write_text("".join(x + "\n" for x in lines), "utf-8")
     if ids:
         (root / f"{split}_ids.txt").write_text("".join(f"{100 + i}\n" for i in range(n_images)))
-    vocab = {"word2idx": {w: i for i, w in enumerate(words)},
-             "idx2word": {str(i): w for i, w in enumerate(words)}, "idx": len(words)}  # fmt: skip
+    vocab = {
+        "word2idx": {w: i for i, w in enumerate(words)},
+        "idx2word": {str(i): w for i, w in enumerate(words)},
+        "idx": len(words),
+    }
     (base / vocab_dir).mkdir(parents=True, exist_ok=True)
     (base / vocab_dir / vocab_filename(tokenizer)).write_text(json.dumps(vocab), "utf-8")
     return root
@@ -113,9 +117,17 @@ def _now_run(tmp_path, unseen_dev_id):
         high = 9 if split != "train" and unseen_dev_id else 8  # id 8 only outside train
         lines = [",".join(map(str, rng.integers(4, high, size=4))) for _ in range(n)]
         root = write_now(tmp_path, split=split, lines=lines, n_images=n)
-    overrides = ["recipe=vse", "data.source=now", f"data.root={root}", "train.epochs=1",
-                 "model.embed_dim=16", "model.word_dim=8", "train.batch_size=16",
-                 "train.threads=1", f"output={tmp_path / 'run'}"]  # fmt: skip
+    overrides = [
+        "recipe=vse",
+        "data.source=now",
+        f"data.root={root}",
+        "train.epochs=1",
+        "model.embed_dim=16",
+        "model.word_dim=8",
+        "train.batch_size=16",
+        "train.threads=1",
+        f"output={tmp_path / 'run'}",
+    ]
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 

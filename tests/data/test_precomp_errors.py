@@ -31,15 +31,18 @@ def _write(root, images, captions):
     (root / "train_caps.txt").write_bytes(captions)
 
 
-@pytest.mark.parametrize("images, captions, message", [
-    (np.ones((2, 3, 4), np.float32), b"a\nb\nc\n", "do not divide evenly"),
-    (np.full((2, 3, 4), np.nan, np.float32), b"a\nb\n", "image 0 has NaN"),
-    (np.array([[[np.inf]]], np.float32), b"a\n", "NaN or infinite"),
-    (np.ones((2, 3, 4), np.float32), b"a\n\n", r"train_caps\.txt:2: empty caption"),
-    (np.ones((2, 4), np.float32), b"a\nb\n", "expected \\[n_images"),
-    (np.ones((2, 3, 4), np.int64), b"a\nb\n", "float features"),
-    (np.ones((2, 3, 4), np.float32), b"a\n\xff\xfe\n", "not UTF-8"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "images, captions, message",
+    [
+        (np.ones((2, 3, 4), np.float32), b"a\nb\nc\n", "do not divide evenly"),
+        (np.full((2, 3, 4), np.nan, np.float32), b"a\nb\n", "image 0 has NaN"),
+        (np.array([[[np.inf]]], np.float32), b"a\n", "NaN or infinite"),
+        (np.ones((2, 3, 4), np.float32), b"a\n\n", r"train_caps\.txt:2: empty caption"),
+        (np.ones((2, 4), np.float32), b"a\nb\n", "expected \\[n_images"),
+        (np.ones((2, 3, 4), np.int64), b"a\nb\n", "float features"),
+        (np.ones((2, 3, 4), np.float32), b"a\n\xff\xfe\n", "not UTF-8"),
+    ],
+)
 def test_malformed_splits_are_one_line_errors(tmp_path, images, captions, message):
     _write(tmp_path / "d", images, captions)
     with pytest.raises(DataError, match=message) as info:
@@ -83,8 +86,8 @@ def test_folder_format(tmp_path):
     for i in range(3):
         np.save(tmp_path / f"f{i}.npy", np.full((4, 8), i, np.float32))
     (tmp_path / "captions.csv").write_text(
-        "image,caption,split\nf0.npy,zero,train\nf1.npy,one,train\nf0.npy,nought,train\n"
-        "f2.npy,two,test\n")
+        "image,caption,split\nf0.npy,zero,train\nf1.npy,one,train\nf0.npy,nought,train\nf2.npy,two,test\n"
+    )
     train = load_split(DataConfig(root=str(tmp_path)), "train")
     assert train.image_ids == ["f0.npy", "f1.npy"] and train.captions == ["zero", "nought", "one"]
     assert train.image_of_caption.tolist() == [0, 0, 1] and train.pair_ids == ["0", "2", "1"]

@@ -120,9 +120,7 @@ def test_stamp_text_errors_name_the_file(tmp_path, content):
 def test_svg_metadata_first_title_description_keywords_creator(tmp_path):
     svg = write_svg(tmp_path / "box.svg", description="A box  drawn\n in red &amp; white")
     meta = oc.parse_svg_metadata(svg)
-    assert meta == oc.ClipMeta(
-        "A red box", "A box drawn in red & white", ("box", "red"), "Ann Artist"
-    )
+    assert meta == oc.ClipMeta("A red box", "A box drawn in red & white", ("box", "red"), "Ann Artist")
 
 
 def test_svg_metadata_refuses_entity_bomb_when_untrusted(tmp_path):
@@ -172,10 +170,7 @@ def test_caption_sources():
 def test_natural_noise_needs_boilerplate_and_a_large_group():
     clips = (
         [clip("gramastar") for _ in range(5)]
-        + [
-            clip(f"Part of the Flat Icon Collection (Wed Aug 25 23:{m}:46 2004)")
-            for m in range(10, 15)
-        ]
+        + [clip(f"Part of the Flat Icon Collection (Wed Aug 25 23:{m}:46 2004)") for m in range(10, 15)]
         + [clip(f"Clipart by Nicu Buculei - arrow{k}") for k in range(5)]
         + [clip("Ann") for _ in range(5)]  # the author's name
         + [clip("card") for _ in range(6)]  # shared but describes the picture

@@ -153,9 +153,7 @@ def test_prepare_tuxpaint_end_to_end_idempotent(tmp_path):
     stamps, out = make_stamps(tmp_path / "stamps"), tmp_path / "tux"
     assert prepare_tuxpaint(out, stamps_dir=stamps, encoder=TinyGrid(), progress=False) == out
     splits = available_splits(out)
-    assert {"train", "dev", "test", "fold0_test", "fold4_train"} <= set(splits) and len(
-        splits
-    ) == 18
+    assert {"train", "dev", "test", "fold0_test", "fold4_train"} <= set(splits) and len(splits) == 18
     sets = {name: read_precomp(out, name) for name in splits}
     assert [sets[s].n_images for s in ("train", "dev", "test")] == [17, 3, 4]
     assert sets["train"].images.shape[1:] == (4, 4) and sets["train"].images.dtype == np.float16
@@ -169,9 +167,7 @@ def test_prepare_tuxpaint_end_to_end_idempotent(tmp_path):
         assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
     for split in ("train", "dev", "test"):
         pairs = sets[split]
-        for image_id, caption, category in zip(
-            pairs.image_ids, pairs.captions, pairs.image_meta["category"]
-        ):
+        for image_id, caption, category in zip(pairs.image_ids, pairs.captions, pairs.image_meta["category"]):
             number = int(Path(image_id).stem[1:])
             assert image_id.endswith(".svg" if number % 3 == 0 else ".png")
             assert caption == f"Stamp number {number}."
@@ -195,9 +191,7 @@ def test_prepare_tuxpaint_translation_and_errors(tmp_path):
         assert set(fr[split].image_ids) <= set(en[split].image_ids)
     assert all(c.startswith("Le timbre") for p in fr.values() for c in p.captions)
     with pytest.raises(DataError, match=r"'xx'.*fr"):
-        prepare_tuxpaint(
-            tmp_path / "xx", "xx", stamps_dir=stamps, encoder=TinyGrid(), progress=False
-        )
+        prepare_tuxpaint(tmp_path / "xx", "xx", stamps_dir=stamps, encoder=TinyGrid(), progress=False)
 
 
 def test_missing_debian_package_names_it(tmp_path, monkeypatch):
@@ -222,10 +216,7 @@ RDF = """<svg xmlns="http://www.w3.org/2000/svg" xmlns:dc="http://purl.org/dc/el
 def make_clipart(root: Path, n_unique: int = 20, n_boiler: int = 8) -> tuple[Path, Path]:
     """Unique titles, a boilerplate group, a symlinked duplicate, a PNG without SVG."""
     png, svg = root / "png", root / "svg"
-    rows = [
-        (f"animals/cat_{i}", f"Animal {i}", "A drawn animal" if i == 0 else "")
-        for i in range(n_unique)
-    ]
+    rows = [(f"animals/cat_{i}", f"Animal {i}", "A drawn animal" if i == 0 else "") for i in range(n_unique)]
     rows += [(f"shapes/star_{i}pt", "gramastar", "") for i in range(n_boiler)]
     for i, (stem, title, description) in enumerate(rows):
         for folder in (png, svg):
@@ -267,11 +258,7 @@ def test_openclipart_caption_sources_share_splits(tmp_path):
             outs[source], source, png_dir=png, svg_dir=svg, encoder=TinyGrid(), progress=False
         )
     tests = {s: read_precomp(out, "test") for s, out in outs.items()}
-    assert (
-        tests["title"].image_ids
-        == tests["filename"].image_ids
-        == tests["title+desc+keywords"].image_ids
-    )
+    assert tests["title"].image_ids == tests["filename"].image_ids == tests["title+desc+keywords"].image_ids
     assert all(c == "cat" for c in tests["filename"].captions)
     assert all(". kw" in c for c in tests["title+desc+keywords"].captions)
     assert read_natural_noise(outs["filename"], "train") is None

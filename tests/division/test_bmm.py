@@ -57,8 +57,9 @@ def test_default_is_ten_em_steps_from_the_reference_start():
     division = fit_bmm(two_modes(300))
     np.testing.assert_allclose(division.params["alphas"], alphas, rtol=1e-9)
     np.testing.assert_allclose(division.params["betas"], betas, rtol=1e-9)
-    np.testing.assert_allclose(division.clean_prob, _posterior_by_hand(x, alphas, betas, weights),
-                               rtol=1e-9, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        division.clean_prob, _posterior_by_hand(x, alphas, betas, weights), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_clean_prob_is_the_lower_mean_component():
@@ -74,9 +75,7 @@ def test_endpoints_are_clipped_and_outside_values_warn():
     losses = (losses - losses.min()) / (losses.max() - losses.min())  # exactly 0 and 1 in it
     division = fit_bmm(losses)
     assert np.isfinite(division.clean_prob).all()
-    assert (
-        division.clean_prob[losses.argmin()] > 0.99 and division.clean_prob[losses.argmax()] < 0.01
-    )
+    assert division.clean_prob[losses.argmin()] > 0.99 and division.clean_prob[losses.argmax()] < 0.01
     with pytest.warns(DegenerateDivisionWarning, match=r"outside \[0, 1\]"):
         outside = fit_bmm(losses * 2)
     np.testing.assert_allclose(outside.clean_prob, fit_bmm(np.clip(losses * 2, 0, 1)).clean_prob)

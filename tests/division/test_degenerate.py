@@ -28,8 +28,9 @@ def test_ordinary_losses_do_not_warn(fit):
 
 
 @pytest.mark.parametrize("fit", FITS)
-@pytest.mark.parametrize("losses", [np.full(10, 0.3), np.array([0.4]), np.array([])],
-                         ids=["all-equal", "one", "empty"])  # fmt: skip
+@pytest.mark.parametrize(
+    "losses", [np.full(10, 0.3), np.array([0.4]), np.array([])], ids=["all-equal", "one", "empty"]
+)
 def test_nothing_to_divide_takes_everything_as_clean(fit, losses):
     with pytest.warns(DegenerateDivisionWarning, match="fewer than two distinct"):
         division = fit(losses)

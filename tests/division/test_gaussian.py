@@ -11,11 +11,19 @@ from mispair.division import fit_gmm, fit_vbgmm
 from .conftest import two_modes
 
 REFERENCES = [
-    (fit_gmm, lambda seed: GaussianMixture(n_components=2, max_iter=10, tol=1e-2,
-                                           reg_covar=5e-4, random_state=seed)),
-    (fit_vbgmm, lambda seed: BayesianGaussianMixture(n_components=2, max_iter=10, tol=1e-2,
-                                                     reg_covar=5e-4, random_state=seed)),
-]  # fmt: skip
+    (
+        fit_gmm,
+        lambda seed: GaussianMixture(
+            n_components=2, max_iter=10, tol=1e-2, reg_covar=5e-4, random_state=seed
+        ),
+    ),
+    (
+        fit_vbgmm,
+        lambda seed: BayesianGaussianMixture(
+            n_components=2, max_iter=10, tol=1e-2, reg_covar=5e-4, random_state=seed
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("fit, make_reference", REFERENCES)

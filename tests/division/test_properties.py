@@ -20,8 +20,7 @@ from .conftest import two_modes
 
 FITS = [fit_gmm, fit_vbgmm, fit_bmm]
 special = st.sampled_from([np.nan, np.inf, -np.inf])
-any_losses = hnp.arrays(np.float64, st.integers(0, 40),
-                        elements=st.one_of(st.floats(-1e6, 1e6), special))  # fmt: skip
+any_losses = hnp.arrays(np.float64, st.integers(0, 40), elements=st.one_of(st.floats(-1e6, 1e6), special))
 
 
 @pytest.mark.parametrize("fit", FITS)
@@ -60,5 +59,4 @@ def test_division_is_invariant_to_affine_rescaling_after_normalisation(fit, seed
 def test_division_is_permutation_equivariant(fit, atol, seed, data):
     losses = two_modes(150, seed)
     perm = data.draw(st.permutations(range(len(losses))).map(np.array))
-    np.testing.assert_allclose(fit(losses[perm]).clean_prob, fit(losses).clean_prob[perm],
-                               atol=atol)  # fmt: skip
+    np.testing.assert_allclose(fit(losses[perm]).clean_prob, fit(losses).clean_prob[perm], atol=atol)

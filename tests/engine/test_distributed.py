@@ -65,8 +65,9 @@ def spawn(target, world: int, *args, deadline: float = 600.0) -> list[int]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_as_rank, args=(target, rank, world, port, *args))
-                 for rank in range(world)]  # fmt: skip
+    processes = [
+        context.Process(target=_as_rank, args=(target, rank, world, port, *args)) for rank in range(world)
+    ]
     with mock.patch.dict(os.environ, TORCH_CPP_LOG_LEVEL="ERROR"):  # as mispair's launcher: no DDP note
         for process in processes:
             process.start()
@@ -80,8 +81,14 @@ def spawn(target, world: int, *args, deadline: float = 600.0) -> list[int]:
 
 
 def _as_rank(target, rank: int, world: int, port: int, *args) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")  # fmt: skip
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     torch.set_num_threads(1)
     target(rank, *args)
 
@@ -135,8 +142,9 @@ def tiny_runs(rank: int, folder: Path, recipes: tuple[str, ...], kill: bool) -> 
     _record_training()
     for recipe in recipes:
         SEEN.clear()
-        summary = train_run(tiny_config(recipe, folder / recipe), progress=False, log=lambda m: None,
-                            timeout=TIMEOUT)  # fmt: skip
+        summary = train_run(
+            tiny_config(recipe, folder / recipe), progress=False, log=lambda m: None, timeout=TIMEOUT
+        )
         found[recipe] = {"summary": summary, **SEEN}
         if rank == 0:
             found[recipe]["log"] = log_rows(folder / recipe)
@@ -303,8 +311,18 @@ def test_in_one_process_every_helper_is_the_identity():
 @pytest.mark.slow
 def test_mispair_train_nproc_runs_the_command_in_every_process_and_reports_one_that_fails(tmp_path):
     def mispair(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "mispair", "train", *BASE, *RECIPES["vse"], "--nproc", "2",
-                   "--quiet", *args]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "mispair",
+            "train",
+            *BASE,
+            *RECIPES["vse"],
+            "--nproc",
+            "2",
+            "--quiet",
+            *args,
+        ]
         return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
     done = mispair("--out", str(tmp_path / "vse"))

@@ -21,12 +21,24 @@ from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
 
-TINY = ["data.source=synthetic", "data.synthetic_images=120", "data.noise.rate=0.4",
-        "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32", "train.batch_size=32",
-        "train.lr=0.002",
-        "train.lr_decay_epochs=[]", "train.threads=1"]  # fmt: skip
-HELD_OUT = ["division.scored_by=out_of_fold", "division.folds=3", "division.epochs=8",
-            "division.pair_score=contrast"]  # fmt: skip
+TINY = [
+    "data.source=synthetic",
+    "data.synthetic_images=120",
+    "data.noise.rate=0.4",
+    "data.noise.protocol=pmp",
+    "model.embed_dim=64",
+    "model.word_dim=32",
+    "train.batch_size=32",
+    "train.lr=0.002",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+]
+HELD_OUT = [
+    "division.scored_by=out_of_fold",
+    "division.folds=3",
+    "division.epochs=8",
+    "division.pair_score=contrast",
+]
 
 
 def test_contrast_scores_match_a_brute_force_loop():
@@ -61,8 +73,9 @@ def test_a_refinement_round_trains_on_trusted_pairs_of_the_other_folds_only():
         seen.append(set(trainer.recipe.context.train.caption_ids.tolist()))
         trainer.train_epoch(0)
 
-    scores = out_of_fold_scores(config, data, train, folds=3, trusted=trusted, score_kind="contrast",
-                                train_fold=record)  # fmt: skip
+    scores = out_of_fold_scores(
+        config, data, train, folds=3, trusted=trusted, score_kind="contrast", train_fold=record
+    )
     for k, trained in enumerate(seen):
         assert trained == set(np.flatnonzero((scores.fold[0] != k) & trusted).tolist())
     assert np.isfinite(scores.score).all() and (scores.score <= 0).all()  # log-probabilities
@@ -77,8 +90,9 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
         trainer.train_epoch(0)
 
     stash = pair_scores.FoldStash(tmp_path / "folds", "key")
-    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind="contrast",
-                                train_fold=record, stash=stash)  # fmt: skip
+    scores = out_of_fold_scores(
+        config, data, train, folds=3, repeats=2, score_kind="contrast", train_fold=record, stash=stash
+    )
     assert scores.fold.shape == (2, len(train)) and len(seen) == 6
     assert not np.array_equal(scores.fold[0], scores.fold[1])  # two partitions
     per_repeat = np.zeros((2, len(train)))
@@ -106,11 +120,21 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
         models.append(trainer.recipe.models[0])
 
     stash = pair_scores.FoldStash(tmp_path / "folds", "key")
-    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind="contrast",
-                                train_fold=record, stash=stash, others=others)  # fmt: skip
+    scores = out_of_fold_scores(
+        config,
+        data,
+        train,
+        folds=3,
+        repeats=2,
+        score_kind="contrast",
+        train_fold=record,
+        stash=stash,
+        others=others,
+    )
     assert len(models) == 6 and all(t <= set(range(len(train))) for t in trained)
-    group = pair_scores.other_groups(others.image_of_caption, others.pairs.n_images,
-                                     -(-data.train.n_images // 3), config.train.seed)  # fmt: skip
+    group = pair_scores.other_groups(
+        others.image_of_caption, others.pairs.n_images, -(-data.train.n_images // 3), config.train.seed
+    )
     sizes = np.bincount(np.unique(np.stack([group, others.image_of_caption]), axis=1)[0])
     assert abs(sizes.mean() - data.train.n_images / 3) <= data.train.n_images / 3  # about a fold's images
     per_scorer = []
@@ -226,8 +250,10 @@ def test_the_oracle_trains_on_the_truly_clean_pairs_only(tmp_path, monkeypatch):
 
 
 def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_for(tmp_path):
-    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=6", "method.rematch_from=3", *HELD_OUT,
-                                f"output={tmp_path}"])  # fmt: skip
+    config = load_config(
+        None,
+        [*TINY, "recipe=holdout", "train.epochs=6", "method.rematch_from=3", *HELD_OUT, f"output={tmp_path}"],
+    )
     train_run(config, progress=False, log=lambda m: None)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert all("rematch/fraction" not in r for r in log[:3])

@@ -34,9 +34,16 @@ def test_learning_rate_must_be_finite_and_positive(lr):
 
 
 def _overrides(tmp_path):
-    return ["data.source=synthetic", "data.synthetic_images=100", "model.embed_dim=16",
-            "model.word_dim=8", "train.epochs=3", "train.batch_size=50", "train.threads=1",
-            f"output={tmp_path}"]  # fmt: skip
+    return [
+        "data.source=synthetic",
+        "data.synthetic_images=100",
+        "model.embed_dim=16",
+        "model.word_dim=8",
+        "train.epochs=3",
+        "train.batch_size=50",
+        "train.threads=1",
+        f"output={tmp_path}",
+    ]
 
 
 def _diverge_at_epoch_1(monkeypatch):

@@ -8,10 +8,13 @@ from mispair.engine.trainer import build_optimizer
 from mispair.errors import ConfigError
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.optimizer=sgd", "train.optimizer: one of adam, adamw"),
-    ("train.weight_decay=-0.1", "train.weight_decay: must be >= 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.optimizer=sgd", "train.optimizer: one of adam, adamw"),
+        ("train.weight_decay=-0.1", "train.weight_decay: must be >= 0"),
+    ],
+)
 def test_bad_optimizer_settings_are_config_errors(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])

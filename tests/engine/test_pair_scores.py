@@ -14,11 +14,22 @@ from mispair.engine.pair_scores import image_folds, out_of_fold_scores, train_sc
 
 
 def _setup(images: int, epochs: int):
-    config = load_config(None, [
-        "data.source=synthetic", f"data.synthetic_images={images}", "data.noise.rate=0.4",
-        "data.noise.protocol=pmp", "method.loss=infonce", "model.embed_dim=64", "model.word_dim=32",
-        f"train.epochs={epochs}", "train.batch_size=32", "train.lr=0.002", "train.lr_decay_epochs=[]",
-    ])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "data.source=synthetic",
+            f"data.synthetic_images={images}",
+            "data.noise.rate=0.4",
+            "data.noise.protocol=pmp",
+            "method.loss=infonce",
+            "model.embed_dim=64",
+            "model.word_dim=32",
+            f"train.epochs={epochs}",
+            "train.batch_size=32",
+            "train.lr=0.002",
+            "train.lr_decay_epochs=[]",
+        ],
+    )
     data = load_run_data(config)
     tokens = encode_captions(data.train, data.tokenizer)
     return config, data, TrainingPairs(data.train, tokens, data.noise.image_of_caption)

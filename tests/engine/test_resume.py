@@ -11,9 +11,16 @@ from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.run import evaluate_checkpoint, train_run
 from mispair.errors import ConfigError
 
-OVERRIDES = ["data.source=synthetic", "data.synthetic_images=200", "model.embed_dim=48",
-             "model.word_dim=24", "train.epochs=3", "train.batch_size=50", "train.threads=1",
-             "train.lr_decay_epochs=[2]"]  # fmt: skip
+OVERRIDES = [
+    "data.source=synthetic",
+    "data.synthetic_images=200",
+    "model.embed_dim=48",
+    "model.word_dim=24",
+    "train.epochs=3",
+    "train.batch_size=50",
+    "train.threads=1",
+    "train.lr_decay_epochs=[2]",
+]
 
 
 def _run(out, extra=(), log=lambda m: None):
@@ -31,6 +38,7 @@ def _stop_after(n):
         seen.append(message)
         if sum(m.startswith("epoch ") for m in seen) == n:
             raise Interrupt
+
     return log
 
 
@@ -76,15 +84,21 @@ def test_l2rm_resumes_its_cost_function_and_optimizer_exactly(tmp_path):
     assert _same(a["recipe"]["cost_fn"], b["recipe"]["cost_fn"])
     assert _same(a["recipe"]["cost_optimizer"], b["recipe"]["cost_optimizer"])
     rows = [(tmp_path / run / "log.jsonl").read_text().splitlines() for run in "ab"]
-    strip = [[{k: v for k, v in json.loads(r).items() if not k.startswith("seconds")} for r in x]
-             for x in rows]  # fmt: skip
+    strip = [
+        [{k: v for k, v in json.loads(r).items() if not k.startswith("seconds")} for r in x] for x in rows
+    ]
     assert strip[0] == strip[1] and "loss/cost_ot" in strip[1][-1]
 
 
 def test_cli_user_errors_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for argv in (["eval", str(tmp_path / "missing.pt")], ["train", str(tmp_path / "none.yaml")],
-                 ["train", "train.lr=abc"], ["train", "bogus.key=1"], ["train", "method.nope=1"]):
+    for argv in (
+        ["eval", str(tmp_path / "missing.pt")],
+        ["train", str(tmp_path / "none.yaml")],
+        ["train", "train.lr=abc"],
+        ["train", "bogus.key=1"],
+        ["train", "method.nope=1"],
+    ):
         assert main([*argv, "--quiet"] if argv[0] == "train" else argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("mispair: error: "), err

@@ -18,10 +18,12 @@ def _rank(scores, correct):
 def brute_force(sims, per_image, groups=None):
     n_images, n_captions = sims.shape
     owner = [k // per_image for k in range(n_captions)]
+
     def is_correct(i, k):
         if groups is None:
             return owner[k] == i
         return groups[k] in {groups[c] for c in range(n_captions) if owner[c] == i}
+
     i2t = [_rank(sims[i], [is_correct(i, k) for k in range(n_captions)]) for i in range(n_images)]
     t2i = [_rank(sims[:, k], [is_correct(i, k) for i in range(n_images)]) for k in range(n_captions)]
     out = {}
@@ -52,7 +54,7 @@ def test_matches_brute_force(n_images, per_image, seed, ties):
 def test_five_folds_average_the_folds():
     rng = np.random.default_rng(0)
     sims = rng.normal(size=(50, 250)) + np.repeat(np.eye(50), 5, axis=1)
-    folds = [brute_force(sims[f * 10:(f + 1) * 10, f * 50:(f + 1) * 50], 5) for f in range(5)]
+    folds = [brute_force(sims[f * 10 : (f + 1) * 10, f * 50 : (f + 1) * 50], 5) for f in range(5)]
     expected = {k: np.mean([f[k] for f in folds]) for k in folds[0]}
     _close(retrieval_metrics(sims, 5, folds=5), expected)
 
@@ -89,8 +91,10 @@ def test_any_number_of_captions_per_image_ranks_as_a_brute_force_loop():
     owner = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4])
     sims = rng.normal(size=(5, len(owner))).round(1)  # ties happen
     got = retrieval_metrics(sims, image_of_caption=owner)
-    i2t = [sum(sims[i, c] >= max(sims[i, owner == i]) for c in range(len(owner)) if owner[c] != i)
-           for i in range(5)]
+    i2t = [
+        sum(sims[i, c] >= max(sims[i, owner == i]) for c in range(len(owner)) if owner[c] != i)
+        for i in range(5)
+    ]
     t2i = [sum(sims[j, k] >= sims[owner[k], k] for j in range(5) if j != owner[k]) for k in range(len(owner))]
     for name, ranks in (("i2t", i2t), ("t2i", t2i)):
         for k in (1, 5, 10):

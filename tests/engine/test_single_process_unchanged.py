@@ -33,9 +33,15 @@ def run(recipe: str, out: Path) -> dict:
     config = tiny_config(recipe, out)
     summary = train_run(config, progress=False, log=lambda m: None)
     planted = summary.pop("planted_noise", None)  # recorded since; not a number of the run
-    assert planted == (None if config.data.noise.rate == 0 else
-                       {"rate": config.data.noise.rate, "protocol": config.data.noise.protocol,
-                        "seed": config.data.noise.seed})  # fmt: skip
+    assert planted == (
+        None
+        if config.data.noise.rate == 0
+        else {
+            "rate": config.data.noise.rate,
+            "protocol": config.data.noise.protocol,
+            "seed": config.data.noise.seed,
+        }
+    )
     return {"summary": summary, "log": log_rows(out)}
 
 

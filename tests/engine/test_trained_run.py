@@ -14,8 +14,16 @@ from mispair.encoding import encode_split
 from mispair.engine.trained import TrainedRun, load_checkpoint, save_checkpoint
 from mispair.errors import ConfigError, DataError
 
-TINY = ["data.synthetic_images=60", "model.embed_dim=16", "model.word_dim=8", "train.epochs=1",
-        "train.batch_size=30", "train.threads=1", "recipe=ncr", "method.warmup_epochs=0"]  # fmt: skip
+TINY = [
+    "data.synthetic_images=60",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "train.batch_size=30",
+    "train.threads=1",
+    "recipe=ncr",
+    "method.warmup_epochs=0",
+]
 
 
 @pytest.fixture(scope="module")

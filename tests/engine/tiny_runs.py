@@ -8,10 +8,22 @@ from pathlib import Path
 
 from mispair.config import RunConfig, load_config
 
-BASE = ["data.source=synthetic", "data.synthetic_images=200", "data.noise.rate=0.2", "model.head=cosine",
-        "model.text_encoder=bigru", "model.image_pooling=fragments", "model.embed_dim=32",
-        "model.word_dim=16", "train.epochs=3", "train.batch_size=50", "train.threads=1",
-        "train.lr=5e-3", "train.lr_decay_epochs=[2]", "train.eval_batch_size=128"]  # fmt: skip
+BASE = [
+    "data.source=synthetic",
+    "data.synthetic_images=200",
+    "data.noise.rate=0.2",
+    "model.head=cosine",
+    "model.text_encoder=bigru",
+    "model.image_pooling=fragments",
+    "model.embed_dim=32",
+    "model.word_dim=16",
+    "train.epochs=3",
+    "train.batch_size=50",
+    "train.threads=1",
+    "train.lr=5e-3",
+    "train.lr_decay_epochs=[2]",
+    "train.eval_batch_size=128",
+]
 
 RECIPES: dict[str, list[str]] = {
     "vse": [],
@@ -20,8 +32,14 @@ RECIPES: dict[str, list[str]] = {
     "asl": ["recipe=asl", "method.warmup_epochs=1"],
     "pc2": ["recipe=pc2", "method.warmup_epochs=1", "method.n_classes=8"],
     "l2rm": ["recipe=l2rm", "method.warmup_epochs=1"],
-    "holdout": ["recipe=holdout", "method.loss=triplet", "method.tau=0.05", "division.scored_by=out_of_fold",
-                "division.folds=2", "division.epochs=1"],  # the defaults up to issue 16's InfoNCE
+    "holdout": [
+        "recipe=holdout",
+        "method.loss=triplet",
+        "method.tau=0.05",
+        "division.scored_by=out_of_fold",
+        "division.folds=2",
+        "division.epochs=1",
+    ],  # the defaults up to issue 16's InfoNCE
     "omit": ["recipe=omit"],
 }
 

@@ -30,9 +30,7 @@ def _loop_loss(sims: torch.Tensor, labels: list[float], m0: float, lam: float, z
     out = []
     for i, y in enumerate(labels):
         sigma = (z**y - 1) / (z - 1)
-        out.append(
-            _loop_direction(rows, i, sigma, m0, lam) + _loop_direction(cols, i, sigma, m0, lam)
-        )
+        out.append(_loop_direction(rows, i, sigma, m0, lam) + _loop_direction(cols, i, sigma, m0, lam))
     return torch.tensor(out, dtype=torch.float64)
 
 
@@ -53,9 +51,7 @@ def test_matches_loop(m0, lam, z):
 
 def test_no_labels_means_ideal_boundary():
     sims = _sims(5, seed=3)
-    assert torch.equal(
-        asymmetric_loss(sims), asymmetric_loss(sims, torch.ones(5, dtype=sims.dtype))
-    )
+    assert torch.equal(asymmetric_loss(sims), asymmetric_loss(sims, torch.ones(5, dtype=sims.dtype)))
 
 
 def test_soft_boundary():

@@ -21,12 +21,15 @@ def make_recipe():
         vocab = Vocabulary.build(pairs.captions, 1)
         noise = inject_noise(30, 5, 0.4, "pmp", seed=0)
         train = TrainingPairs(pairs, encode_captions(pairs, vocab), noise.image_of_caption)
-        context = RecipeContext(train, batch_size, 4, torch.device("cpu"), 0,
-                                eval_batch_size=eval_batch_size, noise=noise)  # fmt: skip
+        context = RecipeContext(
+            train, batch_size, 4, torch.device("cpu"), 0, eval_batch_size=eval_batch_size, noise=noise
+        )
         cls = get_recipe(name)
         torch.manual_seed(0)
-        models = [build_model(ModelConfig(embed_dim=32, word_dim=16), pairs.feature_dim, len(vocab))
-                  for _ in range(cls.n_models)]  # fmt: skip
+        models = [
+            build_model(ModelConfig(embed_dim=32, word_dim=16), pairs.feature_dim, len(vocab))
+            for _ in range(cls.n_models)
+        ]
         return cls(models, build_options(cls, options), context)
 
     return build

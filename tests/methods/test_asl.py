@@ -28,8 +28,9 @@ def test_default_gradient_is_the_papers(lam):
     options = build_options(ASL, {"scale": lam})
     assert options.detach_weights is False
     recipe = SimpleNamespace(options=options)
-    sims = torch.tensor([[0.5, 0.45, 0.3], [0.2, 0.8, 0.1], [0.4, 0.0, 0.6]], dtype=torch.float64,
-                        requires_grad=True)  # fmt: skip
+    sims = torch.tensor(
+        [[0.5, 0.45, 0.3], [0.2, 0.8, 0.1], [0.4, 0.0, 0.6]], dtype=torch.float64, requires_grad=True
+    )
     ASL._pair_loss(recipe, sims, torch.ones(3, dtype=torch.float64)).sum().backward()
     rows = sims.detach().tolist()
     # S_00 is the positive of image 0 (row 0) and of caption 0 (column 0): both directions
@@ -46,11 +47,20 @@ def test_default_gradient_is_the_papers(lam):
 
 def test_tiny_asl_run_detects_noise(tmp_path):
     overrides = [
-        "recipe=asl", "data.source=synthetic", "data.synthetic_images=300", "data.noise.rate=0.5",
-        "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32", "train.epochs=5",
-        "train.batch_size=64", "train.lr=2e-3", "train.threads=1", "method.warmup_epochs=2",
+        "recipe=asl",
+        "data.source=synthetic",
+        "data.synthetic_images=300",
+        "data.noise.rate=0.5",
+        "data.noise.protocol=pmp",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=5",
+        "train.batch_size=64",
+        "train.lr=2e-3",
+        "train.threads=1",
+        "method.warmup_epochs=2",
         f"output={tmp_path}",
-    ]  # fmt: skip
+    ]
     summary = train_run(load_config(None, overrides), progress=False, log=lambda m: None)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert "division/0/auc" not in log[1] and log[2]["division/0/auc"] > 0.8

@@ -19,9 +19,7 @@ from mispair.nn.cost_function import ExchangeableCost, LinearCost, cosine_cost
 
 
 # ------------------------------------------------------------------ reconstruction (Eq. 6 data)
-@pytest.mark.parametrize(
-    "n, n_pool, fraction", [(64, 64, 0.1), (20, 32, 0.5), (7, 5, 1.0), (3, 3, 0.1)]
-)
+@pytest.mark.parametrize("n, n_pool, fraction", [(64, 64, 0.1), (20, 32, 0.5), (7, 5, 1.0), (3, 3, 0.1)])
 def test_reconstruction_supervision_matches_brute_force(n, n_pool, fraction):
     images = torch.arange(n, dtype=torch.float64)[:, None, None].expand(n, 2, 3).clone()
     pool = 1000 + torch.arange(n_pool, dtype=torch.float64)[:, None, None].expand(n_pool, 2, 3)
@@ -93,9 +91,7 @@ def test_linear_cost_is_not_permutation_equivariant():
 def test_partial_masked_plan_satisfies_marginals(reg, mass):
     n = 32
     torch.manual_seed(1)
-    sims = (
-        0.3 + 0.4 * torch.rand(n, n, dtype=torch.float64) + 0.2 * torch.eye(n, dtype=torch.float64)
-    )
+    sims = 0.3 + 0.4 * torch.rand(n, n, dtype=torch.float64) + 0.2 * torch.eye(n, dtype=torch.float64)
     plan = refined_alignment(torch.relu(1 - sims), reg, mass=mass, mask_positives=True, tol=1e-9)
     assert (plan >= 0).all()
     assert math.isclose(float(plan.sum()), mass, rel_tol=1e-6)
@@ -105,9 +101,7 @@ def test_partial_masked_plan_satisfies_marginals(reg, mass):
     assert torch.allclose(v2t.sum(1), torch.ones(n, dtype=plan.dtype))
     assert torch.allclose(t2v.sum(1), torch.ones(n, dtype=plan.dtype))
     # the masked positive is the least likely target of its row (only the eps floor)
-    assert (v2t.diagonal() <= v2t.min(1).values).all() and (
-        t2v.diagonal() <= t2v.min(1).values
-    ).all()
+    assert (v2t.diagonal() <= v2t.min(1).values).all() and (t2v.diagonal() <= t2v.min(1).values).all()
 
 
 def test_full_and_unmasked_plans():
@@ -135,9 +129,7 @@ def _brute_rematch(sims, plan, tau, kind, eps=1e-10):
     for i in range(n):
         terms = 0.0
         for direction in ("v2t", "t2v"):
-            logits = [
-                sims[i][j] / tau if direction == "v2t" else sims[j][i] / tau for j in range(n)
-            ]
+            logits = [sims[i][j] / tau if direction == "v2t" else sims[j][i] / tau for j in range(n)]
             z = sum(math.exp(v) for v in logits)
             p = [math.exp(v) / z for v in logits]
             row = [plan[i][j] if direction == "v2t" else plan[j][i] for j in range(n)]
@@ -226,9 +218,7 @@ def test_recipe_epoch_steps_and_state_round_trip(cost):
             else:
                 assert "cost_ot" not in update.terms
             terms |= update.terms
-        assert {"triplet", "rematch"} <= set(terms) and all(
-            torch.isfinite(v) for v in terms.values()
-        )
+        assert {"triplet", "rematch"} <= set(terms) and all(torch.isfinite(v) for v in terms.values())
         assert terms["rematch"].requires_grad
     if cost == "exchangeable":  # one Adam step per batch moved every parameter
         assert all(not torch.equal(a, b) for a, b in zip(before, recipe.cost_fn.parameters()))
@@ -240,10 +230,7 @@ def test_recipe_epoch_steps_and_state_round_trip(cost):
     if recipe.cost_fn is not None:
         for a, b in zip(fresh.cost_fn.parameters(), recipe.cost_fn.parameters()):
             assert torch.equal(a, b)
-        assert (
-            fresh.cost_optimizer.state_dict()["state"].keys()
-            == state["cost_optimizer"]["state"].keys()
-        )
+        assert fresh.cost_optimizer.state_dict()["state"].keys() == state["cost_optimizer"]["state"].keys()
 
 
 def _step_cost(recipe, loss):
@@ -281,11 +268,20 @@ def test_mask_auto_follows_the_noise_record():
 # ------------------------------------------------------------------ tiny run
 def _tiny(tmp_path, recipe, *extra):
     overrides = [
-        f"recipe={recipe}", "data.source=synthetic", "data.synthetic_images=400",
-        "data.noise.rate=0.6", "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32",
-        "train.epochs=6", "train.batch_size=64", "train.threads=1", "train.seed=0",
-        f"output={tmp_path / recipe}", *extra,
-    ]  # fmt: skip
+        f"recipe={recipe}",
+        "data.source=synthetic",
+        "data.synthetic_images=400",
+        "data.noise.rate=0.6",
+        "data.noise.protocol=pmp",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=6",
+        "train.batch_size=64",
+        "train.threads=1",
+        "train.seed=0",
+        f"output={tmp_path / recipe}",
+        *extra,
+    ]
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 
@@ -304,17 +300,24 @@ def test_tiny_l2rm_run_beats_vse_under_60_percent_noise(tmp_path):
 def test_cost_drift_matches_a_loop():
     from mispair.nn.cost_function import cost_drift
 
-    assert cost_drift(ExchangeableCost(), 6) == {"cost/drift_mean": 0.0, "cost/drift_max": 0.0,
-                                                 "cost/w0": -1.0, "cost/w1": 0.0, "cost/w2": 0.0,
-                                                 "cost/w3": 0.0, "cost/b": 1.0}  # fmt: skip
+    assert cost_drift(ExchangeableCost(), 6) == {
+        "cost/drift_mean": 0.0,
+        "cost/drift_max": 0.0,
+        "cost/w0": -1.0,
+        "cost/w1": 0.0,
+        "cost/w2": 0.0,
+        "cost/w3": 0.0,
+        "cost/b": 1.0,
+    }
     cost = _perturbed(ExchangeableCost().double(), seed=3)
     sims = torch.rand(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # as cost_drift
     w, b = cost.weight.tolist(), cost.bias.item()
     deltas = []
     for i in range(6):
         for j in range(6):
-            pre = (w[0] * sims[i, j] + w[1] * sims[i].mean() + w[2] * sims[:, j].mean()
-                   + w[3] * sims.mean() + b)  # fmt: skip
+            pre = (
+                w[0] * sims[i, j] + w[1] * sims[i].mean() + w[2] * sims[:, j].mean() + w[3] * sims.mean() + b
+            )
             deltas.append(abs(max(float(pre), 0.0) - max(1 - float(sims[i, j]), 0.0)))
     values = cost_drift(cost, 6)
     assert values["cost/drift_mean"] == pytest.approx(np.mean(deltas), rel=1e-9)

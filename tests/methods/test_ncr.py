@@ -14,10 +14,12 @@ from mispair.losses import correspondence_prediction, mean_hinge_loss, soft_marg
 
 def _hinges(sims, margin):
     n = sims.shape[0]
-    i2t = [[max(0.0, margin - sims[i, i] + sims[i, j]) if j != i else 0.0 for j in range(n)]
-           for i in range(n)]
-    t2i = [[max(0.0, margin - sims[i, i] + sims[j, i]) if j != i else 0.0 for j in range(n)]
-           for i in range(n)]
+    i2t = [
+        [max(0.0, margin - sims[i, i] + sims[i, j]) if j != i else 0.0 for j in range(n)] for i in range(n)
+    ]
+    t2i = [
+        [max(0.0, margin - sims[i, i] + sims[j, i]) if j != i else 0.0 for j in range(n)] for i in range(n)
+    ]
     return np.array(i2t), np.array(t2i)
 
 
@@ -33,7 +35,7 @@ def test_correspondence_prediction_matches_loop():
     sims += torch.eye(23, dtype=torch.float64) * torch.rand(23, dtype=torch.float64)
     i2t, t2i = _hinges(sims.numpy(), 0.2)
     p = np.clip(0.2 - (i2t.mean(axis=1) + t2i.mean(axis=1)) / 2, 0, 0.2)
-    top = np.sort(p)[-(23 // 10 + 1):]
+    top = np.sort(p)[-(23 // 10 + 1) :]
     expected = np.clip(p / top.mean(), 0, 1)
     assert np.allclose(correspondence_prediction(sims, 0.2).numpy(), expected, rtol=1e-12)
 
@@ -48,7 +50,7 @@ def test_no_violation_free_pair_keeps_margins_within_alpha():
     i2t, t2i = _hinges(sims.numpy(), 0.2)
     assert ((i2t > 0).any(axis=1) | (t2i > 0).any(axis=1)).all()
     p = np.clip(0.2 - (i2t.mean(axis=1) + t2i.mean(axis=1)) / 2, 0, 0.2)
-    assert (p / np.sort(p)[-(32 // 10 + 1):].mean()).max() > 1.0  # the case the clamp is for
+    assert (p / np.sort(p)[-(32 // 10 + 1) :].mean()).max() > 1.0  # the case the clamp is for
     prediction = correspondence_prediction(sims, 0.2)
     assert prediction.min() >= 0.0 and prediction.max() <= 1.0
     for w in (0.0, 0.3, 1.0):  # the target ŷ = w + (1 − w) p of ncr and asl
@@ -74,10 +76,19 @@ def test_soft_margin_closed_form():
 
 def _tiny_ncr(tmp_path, **extra):
     overrides = [
-        "recipe=ncr", "data.source=synthetic", "data.synthetic_images=300",
-        "data.noise.rate=0.5", "data.noise.protocol=ncr", "model.embed_dim=64",
-        "model.word_dim=32", "train.epochs=5", "train.batch_size=64", "train.lr=2e-3",
-        "train.threads=1", "method.warmup_epochs=3", f"output={tmp_path}",
+        "recipe=ncr",
+        "data.source=synthetic",
+        "data.synthetic_images=300",
+        "data.noise.rate=0.5",
+        "data.noise.protocol=ncr",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=5",
+        "train.batch_size=64",
+        "train.lr=2e-3",
+        "train.threads=1",
+        "method.warmup_epochs=3",
+        f"output={tmp_path}",
     ] + [f"{k}={v}" for k, v in extra.items()]
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 

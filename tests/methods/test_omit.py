@@ -29,8 +29,7 @@ def captions(n: int = 3000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 def corrupt(tokens, lengths, rates, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    return corrupt_captions(tokens, lengths, rates, mask_token=MASK, vocabulary=VOCAB,
-                            generator=gen)  # fmt: skip
+    return corrupt_captions(tokens, lengths, rates, mask_token=MASK, vocabulary=VOCAB, generator=gen)
 
 
 def test_caption_rates_ends_and_order():
@@ -104,8 +103,9 @@ def test_recipe_works_with_any_head():
     context = RecipeContext(train, batch_size=16, epochs=2, device=torch.device("cpu"), seed=0)
     cls = get_recipe("omit")
     for head in ("cosine", "cam"):
-        cfg = load_config(None, ["recipe=omit", f"model.head={head}", "model.embed_dim=32",
-                                 "model.word_dim=16"]).model  # fmt: skip
+        cfg = load_config(
+            None, ["recipe=omit", f"model.head={head}", "model.embed_dim=32", "model.word_dim=16"]
+        ).model
         model = build_model(cfg, pairs.feature_dim, len(vocab))
         recipe = cls([model], build_options(cls, {}), context)
         batch = next(train.batches(16, seed=0))
@@ -119,10 +119,17 @@ def test_recipe_works_with_any_head():
 
 def test_tiny_omit_run_beats_chance(tmp_path):
     overrides = [
-        "recipe=omit", "data.source=synthetic", "data.synthetic_images=300", "model.head=omit",
-        "model.embed_dim=64", "model.word_dim=32", "train.epochs=3", "train.batch_size=32",
-        "train.threads=1", f"output={tmp_path}",
-    ]  # fmt: skip
+        "recipe=omit",
+        "data.source=synthetic",
+        "data.synthetic_images=300",
+        "model.head=omit",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=3",
+        "train.batch_size=32",
+        "train.threads=1",
+        f"output={tmp_path}",
+    ]
     result = train_run(load_config(None, overrides), progress=False, log=lambda m: None)
     # chance on the 200-image test split: R@1/5/10 ≈ 0.5/2.5/5 % per direction, rSum ≈ 16
     assert result["test"]["rsum"] > 250
@@ -131,8 +138,12 @@ def test_tiny_omit_run_beats_chance(tmp_path):
 
 
 def test_reduction_option_sums_eq_6(make_recipe):
-    no_augmentation = {"visual_mask": 0.0, "caption_mask": 0.0, "caption_replace": 0.0,
-                       "caption_discard": 0.0}  # fmt: skip
+    no_augmentation = {
+        "visual_mask": 0.0,
+        "caption_mask": 0.0,
+        "caption_replace": 0.0,
+        "caption_discard": 0.0,
+    }
     mean = make_recipe("omit", **no_augmentation)
     summed = make_recipe("omit", **no_augmentation, reduction="sum")
     batch = next(iter(mean.context.train.batches(16, seed=0)))

@@ -33,8 +33,9 @@ def _recipe(n_images=24, **options) -> PC2:
     pairs.image_meta["category"] = [i % 3 for i in range(n_images)]
     vocab = Vocabulary.build(pairs.captions, 1)
     train = TrainingPairs(pairs, encode_captions(pairs, vocab))
-    context = RecipeContext(train=train, batch_size=8, epochs=4, device=torch.device("cpu"),
-                            seed=0, eval_batch_size=16)  # fmt: skip
+    context = RecipeContext(
+        train=train, batch_size=8, epochs=4, device=torch.device("cpu"), seed=0, eval_batch_size=16
+    )
     config = ModelConfig(embed_dim=16, word_dim=8)
     models = [build_model(config, pairs.feature_dim, len(vocab)) for _ in range(2)]
     return PC2(models, build_options(PC2, {"n_classes": 6, **options}), context)
@@ -138,8 +139,9 @@ def test_pseudo_caption_loss_matches_eq4_to_eq6_by_hand():
     assert any(g.abs().sum() > 0 for g in grads)
     # the category proxy: lender image vs noisy image category
     category = train.pairs.image_meta["category"]
-    same = np.mean([category[noisy.image_index[i]] == category[labeled.image_index[j]]
-                    for i, j in enumerate(lender)])  # fmt: skip
+    same = np.mean(
+        [category[noisy.image_index[i]] == category[labeled.image_index[j]] for i, j in enumerate(lender)]
+    )
     log = recipe._caption_log()
     assert math.isclose(log["pseudo_caption/0/category_match"], same)
     assert "pseudo_caption/1/similarity" not in log and recipe._caption_log() == {}
@@ -176,8 +178,7 @@ def test_oscillation_split_uses_kl_of_consecutive_predictions(monkeypatch):
     recipe = _recipe(warmup_epochs=1)
     seen = []
     original = division.oscillation_scores
-    monkeypatch.setattr(division, "oscillation_scores",
-                        lambda a, b: seen.append((a, b)) or original(a, b))  # fmt: skip
+    monkeypatch.setattr(division, "oscillation_scores", lambda a, b: seen.append((a, b)) or original(a, b))
     assert recipe.begin_epoch(0) == {} and recipe.previous_predictions is not None
     first = recipe.previous_predictions.copy()
     with torch.no_grad():
@@ -195,8 +196,9 @@ def test_options_and_resume_state():
         build_options(PC2, {"caption_by": "text"})
     with pytest.raises(ConfigError, match=r"needs method\.pseudo_classification"):
         build_options(PC2, {"pseudo_classification": False})
-    build_options(PC2, {"pseudo_classification": False, "rectification": False,
-                        "caption_by": "embedding"})  # fmt: skip  (Table 3, row 5)
+    build_options(
+        PC2, {"pseudo_classification": False, "rectification": False, "caption_by": "embedding"}
+    )  # fmt: skip  (Table 3, row 5)
     recipe, other = _recipe(), _recipe()
     recipe.previous_predictions = np.random.default_rng(0).random((2, 24, 6)).astype(np.float32)
     with torch.no_grad():
@@ -213,10 +215,18 @@ def test_options_and_resume_state():
 
 def _tiny(recipe, tmp_path, *extra):
     overrides = [
-        f"recipe={recipe}", "data.source=synthetic", "data.synthetic_images=400",
-        "data.noise.rate=0.5", "model.embed_dim=64", "model.word_dim=32", "train.epochs=6",
-        "train.batch_size=64", "train.threads=1", f"output={tmp_path / recipe}", *extra,
-    ]  # fmt: skip
+        f"recipe={recipe}",
+        "data.source=synthetic",
+        "data.synthetic_images=400",
+        "data.noise.rate=0.5",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=6",
+        "train.batch_size=64",
+        "train.threads=1",
+        f"output={tmp_path / recipe}",
+        *extra,
+    ]
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 

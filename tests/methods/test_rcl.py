@@ -95,11 +95,19 @@ def test_ratio_samples_a_subset_of_each_anchors_negatives(make_recipe, ratio):
     assert torch.equal(recipe.train_step(batch, epoch=2).terms["rcl_log"].double(), got)
 
 
-@pytest.mark.parametrize(("options", "key"), [
-    ({"loss": "hinge"}, "loss"), ({"loss": "ccl"}, "loss"),
-    ({"ratio": 0.0}, "ratio"), ({"ratio": 1.5}, "ratio"), ({"ratio": -0.5}, "ratio"),
-    ({"q": 0.0}, "q"), ({"q": 1.5}, "q"), ({"tau": 0.0}, "tau"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"loss": "hinge"}, "loss"),
+        ({"loss": "ccl"}, "loss"),
+        ({"ratio": 0.0}, "ratio"),
+        ({"ratio": 1.5}, "ratio"),
+        ({"ratio": -0.5}, "ratio"),
+        ({"q": 0.0}, "q"),
+        ({"q": 1.5}, "q"),
+        ({"tau": 0.0}, "tau"),
+    ],
+)
 def test_a_bad_option_is_a_config_error_naming_it(options, key):
     with pytest.raises(ConfigError, match=rf"^method\.{key}: "):
         build_options(RCL, options)
@@ -117,10 +125,19 @@ def _random_rsum(n_images: int, per_image: int) -> float:
 
 def test_tiny_rcl_run_on_noisy_pairs_learns(tmp_path):
     overrides = [
-        "recipe=rcl", "data.source=synthetic", "data.synthetic_images=300", "data.noise.rate=0.4",
-        "data.noise.protocol=pmp", "model.embed_dim=64", "model.word_dim=32", "train.epochs=4",
-        "train.batch_size=64", "train.lr=2e-3", "train.threads=1", f"output={tmp_path}",
-    ]  # fmt: skip
+        "recipe=rcl",
+        "data.source=synthetic",
+        "data.synthetic_images=300",
+        "data.noise.rate=0.4",
+        "data.noise.protocol=pmp",
+        "model.embed_dim=64",
+        "model.word_dim=32",
+        "train.epochs=4",
+        "train.batch_size=64",
+        "train.lr=2e-3",
+        "train.threads=1",
+        f"output={tmp_path}",
+    ]
     config = load_config(None, overrides)
     summary = train_run(config, progress=False, log=lambda m: None)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]

@@ -156,9 +156,15 @@ def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
     root = tmp_path / "toy_precomp"
     for split, seed in (("train", 0), ("dev", 1), ("test", 2)):
         write_precomp(make_synthetic(12, 2, seed=seed), root, split)
-    overrides = [f"data.root={root}", "data.source=precomp", "model.text_encoder=minilm",
-                 "model.image_pooling=features", "model.embed_dim=16", "train.epochs=1",
-                 "train.threads=1"]  # fmt: skip
+    overrides = [
+        f"data.root={root}",
+        "data.source=precomp",
+        "model.text_encoder=minilm",
+        "model.image_pooling=features",
+        "model.embed_dim=16",
+        "train.epochs=1",
+        "train.threads=1",
+    ]
     messages = []
 
     def run(out: str) -> None:

@@ -165,8 +165,11 @@ def test_padded_words_carry_no_mass(variant):
     head = create_head("omit", DIM, variant=variant, marginals="inter").double()
     img, clean = images_of(2, 4, 6), texts_of(LENGTHS, 7)
     garbage = texts_of(LENGTHS, 7, pad=5.0)
-    wider = Fragments(torch.nn.functional.pad(clean.local, (0, 0, 0, 3), value=-2.0),
-                      torch.nn.functional.pad(clean.mask, (0, 3)), clean.pooled)  # fmt: skip
+    wider = Fragments(
+        torch.nn.functional.pad(clean.local, (0, 0, 0, 3), value=-2.0),
+        torch.nn.functional.pad(clean.mask, (0, 3)),
+        clean.pooled,
+    )
     reference = head(img, clean)
     assert torch.allclose(head(img, garbage), reference, rtol=1e-12)
     assert torch.allclose(head(img, wider), reference, rtol=1e-12)
@@ -225,8 +228,7 @@ def test_chunked_all_pairs_equal_one_call(name):
     lengths = [int(x) for x in torch.randint(1, 9, (23,))]
     img, txt = images_of(7, 5, 11), texts_of(lengths, 12)
     full = head(img, txt).float()
-    chunked = all_pair_similarities(head, img, txt, image_chunk=3, caption_chunk=4,
-                                    max_block_bytes=1 << 14)  # fmt: skip
+    chunked = all_pair_similarities(head, img, txt, image_chunk=3, caption_chunk=4, max_block_bytes=1 << 14)
     assert torch.allclose(chunked, full, atol=1e-6)
 
 
@@ -321,10 +323,14 @@ def test_antipodal_fragments_keep_similarities_and_gradients_finite(variant):
         words = torch.nn.functional.normalize(torch.randn(3, 4, dim, generator=gen), dim=-1)
         words[:, 0] = -regions[trial % 3, trial % 5]  # exactly opposite one region: cost 2
         regions.requires_grad_(True)
-        images = Fragments(regions, torch.ones(3, 5, dtype=torch.bool),
-                           torch.nn.functional.normalize(regions.mean(1), dim=-1))  # fmt: skip
-        texts = Fragments(words, torch.ones(3, 4, dtype=torch.bool),
-                          torch.nn.functional.normalize(words.mean(1), dim=-1))  # fmt: skip
+        images = Fragments(
+            regions,
+            torch.ones(3, 5, dtype=torch.bool),
+            torch.nn.functional.normalize(regions.mean(1), dim=-1),
+        )
+        texts = Fragments(
+            words, torch.ones(3, 4, dtype=torch.bool), torch.nn.functional.normalize(words.mean(1), dim=-1)
+        )
         sims = create_head("omit", dim, variant=variant, num_regions=5)(images, texts)
         sims.sum().backward()
         assert torch.isfinite(sims).all() and torch.isfinite(regions.grad).all()

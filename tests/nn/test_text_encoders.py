@@ -29,8 +29,9 @@ class BagOfWords(nn.Module):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> Fragments:
         words = self.embed(tokens)
         mask = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
-        return Fragments(l2_normalize(words), mask, l2_normalize(masked_mean(words, mask)),
-                         words.norm(dim=-1))  # fmt: skip
+        return Fragments(
+            l2_normalize(words), mask, l2_normalize(masked_mean(words, mask)), words.norm(dim=-1)
+        )
 
 
 def test_registered_encoders():
@@ -47,9 +48,17 @@ def test_model_assembly_uses_the_registry():
 
 
 def test_a_new_encoder_trains_and_evaluates_with_no_other_change(tmp_path):
-    overrides = ["data.source=synthetic", "data.synthetic_images=200", "model.text_encoder=toy-bag-of-words",
-                 "model.embed_dim=32", "train.epochs=3", "train.batch_size=50", "train.lr=0.005",
-                 "train.threads=1", f"output={tmp_path}"]  # fmt: skip
+    overrides = [
+        "data.source=synthetic",
+        "data.synthetic_images=200",
+        "model.text_encoder=toy-bag-of-words",
+        "model.embed_dim=32",
+        "train.epochs=3",
+        "train.batch_size=50",
+        "train.lr=0.005",
+        "train.threads=1",
+        f"output={tmp_path}",
+    ]
     summary = train_run(load_config(None, overrides), progress=False, log=lambda m: None)
     assert summary["test"]["rsum"] > 150  # learns: random scores give about 16 on 200 test images
     assert evaluate_checkpoint(tmp_path / "best.pt") == pytest.approx(summary["test"])

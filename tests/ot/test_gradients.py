@@ -13,9 +13,7 @@ from .conftest import random_problem
 def _grads(grad, n_iter=300, method="log", partial_mass=None):
     cost, a, b = random_problem(3, 6, 5, seed=21)
     cost.requires_grad_(True)
-    res = sinkhorn(
-        cost, a, b, 0.1, n_iter=n_iter, grad=grad, method=method, partial_mass=partial_mass
-    )
+    res = sinkhorn(cost, a, b, 0.1, n_iter=n_iter, grad=grad, method=method, partial_mass=partial_mass)
     (g,) = torch.autograd.grad(res.value.sum(), cost)
     return res, g
 

@@ -18,9 +18,7 @@ def test_extension_layout_matches_eq_12_13():
     ce, ae, be, me = partial_extension(cost, a, b, 0.3, mask=mask, xi=0.5, big=7.0)
     assert ce.shape == (2, 4, 5) and me.shape == (2, 4, 5)
     torch.testing.assert_close(ce[:, :3, :4], cost)
-    assert (
-        (ce[:, :3, 4] == 0.5).all() and (ce[:, 3, :4] == 0.5).all() and (ce[:, 3, 4] == 8.0).all()
-    )
+    assert (ce[:, :3, 4] == 0.5).all() and (ce[:, 3, :4] == 0.5).all() and (ce[:, 3, 4] == 8.0).all()
     assert (me[:, :3, :4] == mask).all() and me[:, 3].all() and me[:, :, 4].all()
     torch.testing.assert_close(ae[:, 3], b.sum(1) - 0.3)
     torch.testing.assert_close(be[:, 4], a.sum(1) - 0.3)

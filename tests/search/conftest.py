@@ -9,8 +9,14 @@ import pytest
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
 
-TINY = ["data.source=precomp", "model.embed_dim=16", "model.word_dim=8", "train.epochs=1",
-        "train.batch_size=50", "train.threads=1"]  # fmt: skip
+TINY = [
+    "data.source=precomp",
+    "model.embed_dim=16",
+    "model.word_dim=8",
+    "train.epochs=1",
+    "train.batch_size=50",
+    "train.threads=1",
+]
 SGR = ["model.head=sgr", "model.head_options={num_regions: 12, sim_dim: 8, sgr_step: 1}"]
 
 
@@ -25,8 +31,9 @@ def run_cli(*argv) -> tuple[int, str, str]:
 @pytest.fixture(scope="package")
 def collection(tmp_path_factory):
     """160 synthetic images (100 train, 20 dev, 40 test), 5 captions each, 12 fragments of 64."""
-    return write_synthetic_dataset(tmp_path_factory.mktemp("search") / "syn_precomp", n_train=100, n_dev=20,
-                                   n_test=40)  # fmt: skip
+    return write_synthetic_dataset(
+        tmp_path_factory.mktemp("search") / "syn_precomp", n_train=100, n_dev=20, n_test=40
+    )
 
 
 def _train(root, out, *extra) -> None:

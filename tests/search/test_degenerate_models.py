@@ -34,9 +34,13 @@ def _set_first_weight(value: float):
 
 
 @pytest.mark.parametrize(
-    ("value", "message"), [(math.nan, "holds NaN or infinite"), (math.inf, "holds NaN or infinite"),
-                           (1e30, "reaches 1e+30, beyond 1,000,000")],
-)  # fmt: skip
+    ("value", "message"),
+    [
+        (math.nan, "holds NaN or infinite"),
+        (math.inf, "holds NaN or infinite"),
+        (1e30, "reaches 1e+30, beyond 1,000,000"),
+    ],
+)
 @pytest.mark.parametrize("command", ["eval", "index"])
 def test_a_degenerate_checkpoint_is_refused_by_every_command(
     cosine_checkpoint, collection, tmp_path, value, message, command

@@ -41,8 +41,10 @@ def two_models(cosine_checkpoint, tmp_path_factory):
     """The cosine run's checkpoint with a second, perturbed model (as co-training keeps two)."""
     state = load_checkpoint(cosine_checkpoint)
     gen = torch.Generator().manual_seed(0)
-    second = {k: v + 0.3 * torch.randn(v.shape, generator=gen) if v.is_floating_point() else v
-              for k, v in state["models"][0].items()}  # fmt: skip
+    second = {
+        k: v + 0.3 * torch.randn(v.shape, generator=gen) if v.is_floating_point() else v
+        for k, v in state["models"][0].items()
+    }
     state["models"] = [state["models"][0], second]
     path = tmp_path_factory.mktemp("two") / "best.pt"
     save_checkpoint(path, {k: v for k, v in state.items() if k != "format"})
@@ -84,8 +86,11 @@ def test_approximate_indexes_against_exact_search(collection, cosine_checkpoint)
 def test_reranking_the_top_100_follows_the_heads_full_ranking(collection, sgr_checkpoint):
     index = Index.build(sgr_checkpoint, collection)  # all 160 images, 800 captions
     parts = [read_precomp(collection, s) for s in ("train", "dev", "test")]
-    pairs = PairSet(np.concatenate([p.images for p in parts]), [c for p in parts for c in p.captions],
-                    np.concatenate([p.image_of_caption + o for p, o in zip(parts, (0, 100, 120))]))
+    pairs = PairSet(
+        np.concatenate([p.images for p in parts]),
+        [c for p in parts for c in p.captions],
+        np.concatenate([p.image_of_caption + o for p, o in zip(parts, (0, 100, 120))]),
+    )
     sims = full_matrix(sgr_checkpoint, pairs)  # the head on every pair
     tokens = index.model.tokens(pairs)
     for caption in (3, 450, 790):  # text → images

@@ -22,8 +22,9 @@ from .conftest import TINY, run_cli
 @pytest.fixture(scope="module")
 def index_dir(collection, cosine_checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("index") / "syn.index"
-    code, stdout, err = run_cli("index", cosine_checkpoint, collection, "--out", out, "--split", "test",
-                                "--quiet")  # fmt: skip
+    code, stdout, err = run_cli(
+        "index", cosine_checkpoint, collection, "--out", out, "--split", "test", "--quiet"
+    )
     assert code == 0, err
     assert stdout.startswith(f"wrote {out}: exact flat index of 40 images and 200 captions")
     return out
@@ -43,7 +44,12 @@ def test_search_prints_the_apis_hits(index_dir, collection):
     for line, hit in zip(lines[2:], expected):
         rank, score, image, split, caption = line.split(maxsplit=4)
         assert (int(rank), float(score), image, split, caption) == (
-            hit["rank"], pytest.approx(hit["score"], abs=1e-4), hit["image_id"], "test", hit["caption"])
+            hit["rank"],
+            pytest.approx(hit["score"], abs=1e-4),
+            hit["image_id"],
+            "test",
+            hit["caption"],
+        )
 
 
 def test_another_checkpoint_is_a_one_line_error(index_dir, sgr_checkpoint):
@@ -92,24 +98,36 @@ def _pickled_npy() -> bytes:
 
 
 CORRUPTIONS = {
-    "truncated": (lambda i: (i / "images.faiss").write_bytes((i / "images.faiss").read_bytes()[:100]),
-                  "images.faiss: corrupt"),
+    "truncated": (
+        lambda i: (i / "images.faiss").write_bytes((i / "images.faiss").read_bytes()[:100]),
+        "images.faiss: corrupt",
+    ),
     "missing file": (lambda i: (i / "captions.faiss").unlink(), "captions.faiss: cannot read"),
     "manifest not JSON": (lambda i: (i / MANIFEST).write_text("{"), "manifest.json: not valid JSON"),
-    "manifest of something else": (lambda i: (i / MANIFEST).write_text('{"format": "x"}'),
-                                   "not a mispair index manifest"),
+    "manifest of something else": (
+        lambda i: (i / MANIFEST).write_text('{"format": "x"}'),
+        "not a mispair index manifest",
+    ),
     "manifest with a wrong field": (lambda i: _edit_manifest(i, dim="16"), "dim: missing or not a int"),
     "manifest without a field": (lambda i: _edit_manifest(i, checkpoint={}), "checkpoint.path: missing"),
     "no manifest": (lambda i: (i / MANIFEST).unlink(), "not a mispair index (no manifest.json)"),
-    "forged FAISS bytes": (lambda i: _rewrite(i, "images.faiss", b"XXXX" + bytes(200)),
-                           "images.faiss: not a readable FAISS index"),
-    "forged empty FAISS index": (lambda i: _rewrite(i, "images.faiss", b"IxFI" + bytes(200)),
-                                 "disagree on the number of images"),
-    "pickled array": (lambda i: _rewrite(i, "image_of_caption.npy", _pickled_npy()),
-                      "image_of_caption.npy: not a readable .npy array"),
-    "sizes disagree": (lambda i: _rewrite(i, "collection.json", b'{"image_ids": [], "captions": []}'),
-                       "disagree on the number of images"),
-}  # fmt: skip
+    "forged FAISS bytes": (
+        lambda i: _rewrite(i, "images.faiss", b"XXXX" + bytes(200)),
+        "images.faiss: not a readable FAISS index",
+    ),
+    "forged empty FAISS index": (
+        lambda i: _rewrite(i, "images.faiss", b"IxFI" + bytes(200)),
+        "disagree on the number of images",
+    ),
+    "pickled array": (
+        lambda i: _rewrite(i, "image_of_caption.npy", _pickled_npy()),
+        "image_of_caption.npy: not a readable .npy array",
+    ),
+    "sizes disagree": (
+        lambda i: _rewrite(i, "collection.json", b'{"image_ids": [], "captions": []}'),
+        "disagree on the number of images",
+    ),
+}
 
 
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
@@ -171,23 +189,37 @@ def test_the_index_is_written_atomically(index_dir, cosine_checkpoint, collectio
     assert (tmp_path / "notes" / "mine.txt").read_text() == (tmp_path / "a_file").read_text() == "keep"
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["search", "{index}"], "exactly one of them"),
-    (["search", "{index}", "kalone", "--image", "x.png"], "exactly one of them"),
-    (["search", "{index}", "  "], "the query text is empty"),
-    (["search", "{index}", "kalone", "--top-k", "20", "--rerank", "10"], "--top-k 20: at most --rerank 10"),
-    (["search", "{index}", "--image", "missing.png"], "--image missing.png: no such file"),
-    (["eval", "{checkpoint}", "--index", "{index}", "--split", "test"], "--index: evaluates one checkpoint"),
-    (["eval", "{checkpoint}", "--index", "{index}", "--top-k", "5"], "--top-k 5: recall@10 needs lists"),
-    (["eval", "{checkpoint}", "--rerank", "5"], "--top-k and --rerank evaluate through an index"),
-    (["index", "{checkpoint}", "{collection}", "--out", "{tmp}/x", "--kind", "ivf", "--nlist", "999"],
-     "--nlist: 999 cells for 40 vectors"),
-    (["index", "{checkpoint}", "{collection}", "--out", "{tmp}/x", "--split", "nope"],
-     "split 'nope' not found"),
-    (["index", "{checkpoint}", "{tmp}", "--out", "{tmp}/x"], "not a collection"),
-])  # fmt: skip
-def test_usage_mistakes_are_one_line_errors(index_dir, cosine_checkpoint, collection, tmp_path, argv,
-                                            message):  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["search", "{index}"], "exactly one of them"),
+        (["search", "{index}", "kalone", "--image", "x.png"], "exactly one of them"),
+        (["search", "{index}", "  "], "the query text is empty"),
+        (
+            ["search", "{index}", "kalone", "--top-k", "20", "--rerank", "10"],
+            "--top-k 20: at most --rerank 10",
+        ),
+        (["search", "{index}", "--image", "missing.png"], "--image missing.png: no such file"),
+        (
+            ["eval", "{checkpoint}", "--index", "{index}", "--split", "test"],
+            "--index: evaluates one checkpoint",
+        ),
+        (["eval", "{checkpoint}", "--index", "{index}", "--top-k", "5"], "--top-k 5: recall@10 needs lists"),
+        (["eval", "{checkpoint}", "--rerank", "5"], "--top-k and --rerank evaluate through an index"),
+        (
+            ["index", "{checkpoint}", "{collection}", "--out", "{tmp}/x", "--kind", "ivf", "--nlist", "999"],
+            "--nlist: 999 cells for 40 vectors",
+        ),
+        (
+            ["index", "{checkpoint}", "{collection}", "--out", "{tmp}/x", "--split", "nope"],
+            "split 'nope' not found",
+        ),
+        (["index", "{checkpoint}", "{tmp}", "--out", "{tmp}/x"], "not a collection"),
+    ],
+)
+def test_usage_mistakes_are_one_line_errors(
+    index_dir, cosine_checkpoint, collection, tmp_path, argv, message
+):
     names = {"index": index_dir, "checkpoint": cosine_checkpoint, "collection": collection, "tmp": tmp_path}
     argv = [a.format(**names) for a in argv]
     if argv[0] == "index" and "--split" not in argv:
@@ -216,8 +248,14 @@ def picture_folder(tmp_path_factory):
     pytest.importorskip("efficientnet_lite_pytorch")
     root = tmp_path_factory.mktemp("pictures")
     rows = []
-    pictures = [("red", "square", "train"), ("blue", "circle", "train"), ("green", "square", "train"),
-                ("red", "circle", "train"), ("blue", "square", "dev"), ("green", "circle", "test")]
+    pictures = [
+        ("red", "square", "train"),
+        ("blue", "circle", "train"),
+        ("green", "square", "train"),
+        ("red", "circle", "train"),
+        ("blue", "square", "dev"),
+        ("green", "circle", "test"),
+    ]
     for k, (colour, shape, split) in enumerate(pictures):
         picture = image.new("RGB", (64, 64), "white")
         box = (12, 12, 52, 52)
@@ -230,15 +268,25 @@ def picture_folder(tmp_path_factory):
 
 def test_a_picture_finds_the_captions_of_its_vector(picture_folder, tmp_path):
     overrides = [o for o in TINY if not o.startswith("data.source")]
-    code, _, err = run_cli("train", "data.source=folder", f"data.root={picture_folder}", *overrides,
-                           "train.batch_size=4", "data.min_word_count=1", "--out", tmp_path / "run",
-                           "--quiet")  # fmt: skip
+    code, _, err = run_cli(
+        "train",
+        "data.source=folder",
+        f"data.root={picture_folder}",
+        *overrides,
+        "train.batch_size=4",
+        "data.min_word_count=1",
+        "--out",
+        tmp_path / "run",
+        "--quiet",
+    )
     assert code == 0, err
-    code, _, err = run_cli("index", tmp_path / "run" / "best.pt", picture_folder, "--out", tmp_path / "idx",
-                           "--quiet")  # fmt: skip
+    code, _, err = run_cli(
+        "index", tmp_path / "run" / "best.pt", picture_folder, "--out", tmp_path / "idx", "--quiet"
+    )
     assert code == 0, err
-    code, stdout, err = run_cli("search", tmp_path / "idx", "--image", picture_folder / "p3.png", "--json",
-                                "--top-k", "4")  # fmt: skip
+    code, stdout, err = run_cli(
+        "search", tmp_path / "idx", "--image", picture_folder / "p3.png", "--json", "--top-k", "4"
+    )
     assert code == 0, err
     index = Index.load(tmp_path / "idx")
     image = index.image_ids.index("p3.png")

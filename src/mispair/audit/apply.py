@@ -47,8 +47,14 @@ class AppliedCollection:
     copied: int
 
 
-def apply_decisions(pairs: pd.DataFrame, summary: dict[str, Any], decisions: str | Path | pd.DataFrame,
-                    out: str | Path, *, threshold: float | None = None) -> AppliedCollection:  # fmt: skip
+def apply_decisions(
+    pairs: pd.DataFrame,
+    summary: dict[str, Any],
+    decisions: str | Path | pd.DataFrame,
+    out: str | Path,
+    *,
+    threshold: float | None = None,
+) -> AppliedCollection:
     """Write the collection of the audit (``pairs``, ``summary``) with ``decisions`` applied into
     the new folder ``out`` (see the module's description). Every check runs before anything is
     written, and the folder is written beside ``out`` and renamed into place: bad input is a
@@ -65,21 +71,28 @@ def apply_decisions(pairs: pd.DataFrame, summary: dict[str, Any], decisions: str
     kept = rows[rows["kept"]]
     missing = [i for i in dict.fromkeys(kept["image"]) if not (root / i).is_file()]
     if missing:
-        raise DataError(f"{root / missing[0]}: the image file is gone ({len(missing)} missing); the "
-                        "collection moved since the audit")  # fmt: skip
+        raise DataError(
+            f"{root / missing[0]}: the image file is gone ({len(missing)} missing); the "
+            "collection moved since the audit"
+        )
     counts = {"linked": 0, "copied": 0}
 
     def write(folder: Path) -> None:
         columns = ["image", "caption", "pair_id"] + (["split"] if summary.get("split_note") is None else [])
         kept[columns].to_csv(folder / "captions.csv", index=False, lineterminator="\n")
         kept[["pair_id", "reason"]].to_csv(folder / "keep.csv", index=False, lineterminator="\n")
-        rows[~rows["kept"]][["pair_id", "reason"]].to_csv(folder / "removed.csv", index=False,
-                                                          lineterminator="\n")  # fmt: skip
+        rows[~rows["kept"]][["pair_id", "reason"]].to_csv(
+            folder / "removed.csv", index=False, lineterminator="\n"
+        )
         for image in dict.fromkeys(kept["image"]):
             counts[_link_or_copy(root / image, folder / image)] += 1
 
-    atomic_directory(out, write, what="cleaned collection",
-                     replaceable=lambda p: all((p / name).is_file() for name in OUTPUT_FILES))  # fmt: skip
+    atomic_directory(
+        out,
+        write,
+        what="cleaned collection",
+        replaceable=lambda p: all((p / name).is_file() for name in OUTPUT_FILES),
+    )
     replaced = int((kept["reason"] == "replace").sum())
     return AppliedCollection(out, len(kept), replaced, int((~rows["kept"]).sum()), **counts)
 
@@ -98,16 +111,24 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
             raise DataError(f"--decisions {path}: no such file; give the decisions.csv the report downloaded")
         named = DECISIONS_NAME.match(path.name)
         if audit and named and named["id"] != audit:
-            raise DataError(f"{path}: decisions of audit {named['id']}, not of this audit ({audit}); give "
-                            "the file downloaded from this audit's report")  # fmt: skip
+            raise DataError(
+                f"{path}: decisions of audit {named['id']}, not of this audit ({audit}); give "
+                "the file downloaded from this audit's report"
+            )
         frame, where = _read_csv(path), str(path)
     missing = [c for c in ("pair_id", "decision") if c not in frame.columns]
     if missing:
-        raise DataError(f"{where}: no column {missing[0]!r}; expected pair_id,decision,caption "
-                        f"(columns found: {', '.join(map(str, frame.columns)) or 'none'})")  # fmt: skip
-    frame = pd.DataFrame({"pair_id": frame["pair_id"].str.strip(),
-                          "decision": frame["decision"].str.strip().str.lower(),
-                          "caption": frame["caption"].str.strip() if "caption" in frame else ""})  # fmt: skip
+        raise DataError(
+            f"{where}: no column {missing[0]!r}; expected pair_id,decision,caption "
+            f"(columns found: {', '.join(map(str, frame.columns)) or 'none'})"
+        )
+    frame = pd.DataFrame(
+        {
+            "pair_id": frame["pair_id"].str.strip(),
+            "decision": frame["decision"].str.strip().str.lower(),
+            "caption": frame["caption"].str.strip() if "caption" in frame else "",
+        }
+    )
     _check_rows(frame, where)
     return frame
 
@@ -128,12 +149,16 @@ def _check_rows(frame: pd.DataFrame, where: str) -> None:
     unknown = frame[~frame["decision"].isin(DECISIONS)]
     if len(unknown):
         first = unknown.iloc[0]
-        raise DataError(f"{where}: pair {first['pair_id']!r} has decision {first['decision']!r}; a decision "
-                        f"is one of {', '.join(DECISIONS)} ({len(unknown)} row(s) with another)")  # fmt: skip
+        raise DataError(
+            f"{where}: pair {first['pair_id']!r} has decision {first['decision']!r}; a decision "
+            f"is one of {', '.join(DECISIONS)} ({len(unknown)} row(s) with another)"
+        )
     empty = frame[(frame["decision"] == "replace") & (frame["caption"] == "")]
     if len(empty):
-        raise DataError(f"{where}: pair {empty.iloc[0]['pair_id']!r} is replaced by an empty caption "
-                        f"({len(empty)} such row(s)); type the new caption, or drop the pair")  # fmt: skip
+        raise DataError(
+            f"{where}: pair {empty.iloc[0]['pair_id']!r} is replaced by an empty caption "
+            f"({len(empty)} such row(s)); type the new caption, or drop the pair"
+        )
     twice = frame["pair_id"][frame["pair_id"].duplicated()]
     if len(twice):
         raise DataError(f"{where}: pair {twice.iloc[0]!r} has more than one decision; keep one row per pair")
@@ -143,21 +168,27 @@ def _check_pair_ids(decisions: pd.DataFrame, pairs: pd.DataFrame, where: str) ->
     known = set(pairs["pair_id"].astype(str))
     unknown = [i for i in decisions["pair_id"] if i not in known]
     if unknown and len(unknown) == len(decisions):
-        raise DataError(f"{where}: none of the {len(unknown)} pair ids is in this audit (e.g. "
-                        f"{unknown[0]!r}); these are the decisions of another audit")  # fmt: skip
+        raise DataError(
+            f"{where}: none of the {len(unknown)} pair ids is in this audit (e.g. "
+            f"{unknown[0]!r}); these are the decisions of another audit"
+        )
     if unknown:
-        raise DataError(f"{where}: {len(unknown)} pair id(s) not in this audit (e.g. {unknown[0]!r}); "
-                        "were they made on another audit of the collection?")  # fmt: skip
+        raise DataError(
+            f"{where}: {len(unknown)} pair id(s) not in this audit (e.g. {unknown[0]!r}); "
+            "were they made on another audit of the collection?"
+        )
 
 
-def _outcome(pairs: pd.DataFrame, summary: dict[str, Any], decisions: pd.DataFrame,
-             threshold: float | None) -> pd.DataFrame:  # fmt: skip
+def _outcome(
+    pairs: pd.DataFrame, summary: dict[str, Any], decisions: pd.DataFrame, threshold: float | None
+) -> pd.DataFrame:
     """Every pair in pair-id order (numbers by value) with ``image`` (as the input pairs it: a
     swap the audit planted is undone), ``caption`` (replaced where decided), ``split``, ``kept``
     and ``reason`` (the decision, ``undecided``, or the threshold it met)."""
     planted = summary.get("planted") is not None and "true_image_id" in pairs
-    rows = pairs.assign(pair_id=pairs["pair_id"].astype(str)).merge(decisions, on="pair_id", how="left",
-                                                                   suffixes=("", "_new"))  # fmt: skip
+    rows = pairs.assign(pair_id=pairs["pair_id"].astype(str)).merge(
+        decisions, on="pair_id", how="left", suffixes=("", "_new")
+    )
     rows = rows.iloc[sorted(range(len(rows)), key=lambda k: _natural(rows["pair_id"].iat[k]))]
     reason = rows["decision"].fillna("undecided")
     if threshold is not None:
@@ -165,8 +196,12 @@ def _outcome(pairs: pd.DataFrame, summary: dict[str, Any], decisions: pd.DataFra
         reason = reason.where(~over, f"mismatch probability >= {threshold:g}")
     caption = rows["caption"].where(rows["decision"] != "replace", rows["caption_new"])
     kept = reason.isin(["keep", "replace", "undecided"])
-    return rows.assign(image=rows["true_image_id"] if planted else rows["image_id"], caption=caption,
-                       reason=reason, kept=kept)  # fmt: skip
+    return rows.assign(
+        image=rows["true_image_id"] if planted else rows["image_id"],
+        caption=caption,
+        reason=reason,
+        kept=kept,
+    )
 
 
 def _natural(pair_id: str) -> list[tuple[int, int | str]]:
@@ -177,9 +212,11 @@ def _natural(pair_id: str) -> list[tuple[int, int | str]]:
 def _image_root(summary: dict[str, Any]) -> Path:
     root = summary.get("image_root")
     if root is None:
-        raise DataError(f"{summary.get('collection', 'the collection')}: the audit found no image file for "
-                        "its image ids (a precomputed feature array?); apply writes a folder of image files, "
-                        "so it needs a collection of files (or an audit with --images)")  # fmt: skip
+        raise DataError(
+            f"{summary.get('collection', 'the collection')}: the audit found no image file for "
+            "its image ids (a precomputed feature array?); apply writes a folder of image files, "
+            "so it needs a collection of files (or an audit with --images)"
+        )
     return Path(root)
 
 
@@ -190,8 +227,10 @@ def _checked_out(out: Path, summary: dict[str, Any], root: Path) -> Path:
     inputs = [Path(p).resolve() for p in (summary.get("collection"), audit_folder) if p]
     for folder in [*inputs, root.resolve()]:
         if out.is_relative_to(folder):
-            raise DataError(f"--out {out}: inside the input {folder}; the input is never modified, choose "
-                            "a folder outside it")  # fmt: skip
+            raise DataError(
+                f"--out {out}: inside the input {folder}; the input is never modified, choose "
+                "a folder outside it"
+            )
     return out
 
 

@@ -35,10 +35,14 @@ def pooled_embeddings(run: TrainedRun, pairs: TrainingPairs) -> tuple[np.ndarray
     under the run's first model (only the pooled vectors are kept: memory ``n × d``)."""
     model, size = run.models[0], run.config.train.eval_batch_size
     with evaluating(model), torch.no_grad():
-        images = [b.pooled.float().cpu().numpy() for b in image_batches(model, pairs.pairs, batch_size=size,
-                                                                         device=run.device)]  # fmt: skip
-        texts = [b.pooled.float().cpu().numpy() for b in text_batches(model, pairs.tokens, batch_size=size,
-                                                                       device=run.device)]  # fmt: skip
+        images = [
+            b.pooled.float().cpu().numpy()
+            for b in image_batches(model, pairs.pairs, batch_size=size, device=run.device)
+        ]
+        texts = [
+            b.pooled.float().cpu().numpy()
+            for b in text_batches(model, pairs.tokens, batch_size=size, device=run.device)
+        ]
     return np.concatenate(images), np.concatenate(texts)
 
 
@@ -73,5 +77,9 @@ def map_columns(points: MapPoints, image_of_caption: np.ndarray, order: np.ndarr
     caption ``k`` paired with the image ``image_of_caption[k]``."""
     image = points.images[image_of_caption[order]]
     caption = points.captions[order]
-    return dict(zip(MAP_COLUMNS, (image[:, 0].round(4), image[:, 1].round(4), caption[:, 0].round(4),
-                                  caption[:, 1].round(4))))  # fmt: skip
+    return dict(
+        zip(
+            MAP_COLUMNS,
+            (image[:, 0].round(4), image[:, 1].round(4), caption[:, 0].round(4), caption[:, 1].round(4)),
+        )
+    )

@@ -38,8 +38,10 @@ def audit_config(
         config.data.noise.file = None
     config.division.score_other_splits = True  # every pair of the collection gets a held-out score
     if config.division.scored_by == "in_sample":
-        raise ConfigError("division.scored_by: the audit ranks pairs by scores no model fitted "
-                          "(out_of_fold or early), not in_sample")  # fmt: skip
+        raise ConfigError(
+            "division.scored_by: the audit ranks pairs by scores no model fitted "
+            "(out_of_fold or early), not in_sample"
+        )
     config.output = str(out / "run")
     return config
 
@@ -50,8 +52,9 @@ def picture_root(ids: Sequence[str], candidates: Sequence[Path], *, features: bo
     then any image file counts, what ``mispair apply`` links), or None."""
     for folder in candidates:
         base = folder.resolve()
-        if base.is_dir() and all(_inside(base, i) and (base / i).is_file()
-                                 and (features or not i.endswith(".npy")) for i in ids):  # fmt: skip
+        if base.is_dir() and all(
+            _inside(base, i) and (base / i).is_file() and (features or not i.endswith(".npy")) for i in ids
+        ):
             return base
     return None
 

@@ -50,9 +50,16 @@ class Duplicates:
         }
 
 
-def find_duplicates(features: np.ndarray, captions: Sequence[str], image_of_caption: np.ndarray,
-                    split: np.ndarray, *, train_split: str = "train",
-                    threshold: float = NEAR_DUPLICATE_COSINE, chunk: int = 512) -> Duplicates:  # fmt: skip
+def find_duplicates(
+    features: np.ndarray,
+    captions: Sequence[str],
+    image_of_caption: np.ndarray,
+    split: np.ndarray,
+    *,
+    train_split: str = "train",
+    threshold: float = NEAR_DUPLICATE_COSINE,
+    chunk: int = 512,
+) -> Duplicates:
     """:class:`Duplicates` of a collection: ``features [n_images, K, D]`` (or ``[n_images, D]``),
     ``captions [n_pairs]`` paired with ``image_of_caption [n_pairs]``, ``split [n_pairs]``."""
     vectors = pooled(features, chunk)
@@ -102,8 +109,13 @@ def same_caption_images(captions: Sequence[str], image_of_caption: np.ndarray) -
     return np.array([len(images[c]) - 1 for c in captions], dtype=np.int64)
 
 
-def leaks(vectors: np.ndarray, captions: Sequence[str], image_of_caption: np.ndarray, train: np.ndarray,
-          threshold: float) -> np.ndarray:  # fmt: skip
+def leaks(
+    vectors: np.ndarray,
+    captions: Sequence[str],
+    image_of_caption: np.ndarray,
+    train: np.ndarray,
+    threshold: float,
+) -> np.ndarray:
     """``[n_pairs]`` True for each pair outside training (``train [n_pairs]`` False) with the same
     (normalised) caption as a training pair whose image has cosine ≥ ``threshold`` with its own."""
     trained: dict[str, list[int]] = defaultdict(list)

@@ -22,9 +22,18 @@ if TYPE_CHECKING:
     from mispair.audit.result import AuditResult
 
 
-def audit(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, plant: float | None = None,
-          seed: int = 0, clean_run: bool = False, config: str | Path | None = None,
-          overrides: Sequence[str] = (), progress: bool = True, **options: Any) -> AuditResult:  # fmt: skip
+def audit(
+    source: str | Path | pd.DataFrame,
+    out: str | Path | None = None,
+    *,
+    plant: float | None = None,
+    seed: int = 0,
+    clean_run: bool = False,
+    config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool = True,
+    **options: Any,
+) -> AuditResult:
     """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, or
     a DataFrame with an image and a caption column) into the folder ``out`` (default: a new
     temporary folder, kept) and return the :class:`~mispair.audit.AuditResult`.
@@ -39,11 +48,17 @@ def audit(source: str | Path | pd.DataFrame, out: str | Path | None = None, *, p
     out = Path(tempfile.mkdtemp(prefix="mispair-audit-")) if out is None else Path(out)
     with quiet_unless(progress) as caught:
         data, reading = source_path(source, out, options)
-        result = audit_collection(data, out, config_path=None if config is None else str(config),
-                                  overrides=[*reading, *keyword_overrides(options), *overrides],
-                                  plant=plant, seed=seed,
-                                  clean_run=clean_run, progress=progress,
-                                  log=print if progress else silent)  # fmt: skip
+        result = audit_collection(
+            data,
+            out,
+            config_path=None if config is None else str(config),
+            overrides=[*reading, *keyword_overrides(options), *overrides],
+            plant=plant,
+            seed=seed,
+            clean_run=clean_run,
+            progress=progress,
+            log=print if progress else silent,
+        )
     if caught:
         result.summary["warnings"] = caught
     return result

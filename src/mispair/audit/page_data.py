@@ -23,9 +23,21 @@ if TYPE_CHECKING:
 PAGE_DATA = "pairs.js"
 MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
 """The pairs table's map columns: where each pair's image and caption lie (:mod:`mispair.audit.atlas`)."""
-FIELDS = ("pair_id", "image", "caption", "mismatch_probability", "held_out_score", "split",
-          "suggested_captions", "suggested_images", "why", "duplicate_image_of", "duplicate_caption_count",
-          "truly_mismatched", "map")  # fmt: skip
+FIELDS = (
+    "pair_id",
+    "image",
+    "caption",
+    "mismatch_probability",
+    "held_out_score",
+    "split",
+    "suggested_captions",
+    "suggested_images",
+    "why",
+    "duplicate_image_of",
+    "duplicate_caption_count",
+    "truly_mismatched",
+    "map",
+)
 
 
 def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, threshold: float) -> str:
@@ -41,21 +53,39 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     pictures = _suggestions(table, "suggested_image_id", "suggested_image_score")
     has_map = set(MAP_COLUMNS) <= set(table)
     where = table[list(MAP_COLUMNS)].round(4).to_numpy().tolist() if has_map else [None] * n
-    text = {name: _texts(table, name) for name in ("pair_id", "image_id", "caption", "split", "why",
-                                                   "duplicate_image_of")}  # fmt: skip
+    text = {
+        name: _texts(table, name)
+        for name in ("pair_id", "image_id", "caption", "split", "why", "duplicate_image_of")
+    }
     p, score = _numbers(table, "mismatch_probability"), _numbers(table, "held_out_score")
     count = _numbers(table, "same_caption_images", digits=0)
     truth = _numbers(table, "truly_mismatched", digits=0)
     rows = []
     for k in range(n):
-        rows.append([
-            text["pair_id"][k], image(text["image_id"][k]), text["caption"][k] or "", p[k], score[k],
-            text["split"][k] or "", [[c, s] for c, s in captions[k] if c is not None],
-            [[image(i), s] for i, s in pictures[k] if i is not None], text["why"][k] or "",
-            image(text["duplicate_image_of"][k]), count[k] or 0, truth[k], where[k],
-        ])  # fmt: skip
-    data = {"audit_id": audit, "threshold": threshold, "fields": FIELDS,
-            "images": [[i, thumbnails.get(i, "")] for i in images], "rows": rows}  # fmt: skip
+        rows.append(
+            [
+                text["pair_id"][k],
+                image(text["image_id"][k]),
+                text["caption"][k] or "",
+                p[k],
+                score[k],
+                text["split"][k] or "",
+                [[c, s] for c, s in captions[k] if c is not None],
+                [[image(i), s] for i, s in pictures[k] if i is not None],
+                text["why"][k] or "",
+                image(text["duplicate_image_of"][k]),
+                count[k] or 0,
+                truth[k],
+                where[k],
+            ]
+        )
+    data = {
+        "audit_id": audit,
+        "threshold": threshold,
+        "fields": FIELDS,
+        "images": [[i, thumbnails.get(i, "")] for i in images],
+        "rows": rows,
+    }
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return f"window.mispairAudit = {text};\n"
 

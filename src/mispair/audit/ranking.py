@@ -42,8 +42,14 @@ class BestMatches:
     suspects_only: bool = False
 
 
-def best_matches(run: TrainedRun, *, pairs: TrainingPairs | None = None, suspected: np.ndarray | None = None,
-                 chunk: int = 1024, progress: bool = False) -> BestMatches:  # fmt: skip
+def best_matches(
+    run: TrainedRun,
+    *,
+    pairs: TrainingPairs | None = None,
+    suspected: np.ndarray | None = None,
+    chunk: int = 1024,
+    progress: bool = False,
+) -> BestMatches:
     """:class:`BestMatches` of ``pairs`` (default: the run's training pairs) under the run's models
     (averaged), reading the ``[n_images, n_captions]`` similarities ``chunk`` images at a time
     (memory: chunk × captions). With ``suspected [n_captions]`` (bool), the suggestions are drawn
@@ -53,19 +59,32 @@ def best_matches(run: TrainedRun, *, pairs: TrainingPairs | None = None, suspect
     paired = pair_similarities(run.models, train, batch_size, run.device)
 
     def similarities(images: np.ndarray) -> np.ndarray:
-        return cross_similarities(run.models, train, images, captions, batch_size=batch_size,
-                                  device=run.device).numpy()  # fmt: skip
+        return cross_similarities(
+            run.models, train, images, captions, batch_size=batch_size, device=run.device
+        ).numpy()
 
-    captions_pool, images_pool = (None, None) if suspected is None else suggestion_pools(
-        suspected, train.image_of_caption, train.pairs.n_images)
-    matches = matches_of(similarities, train.pairs.n_images, train.image_of_caption, paired, chunk=chunk,
-                         captions_pool=captions_pool, images_pool=images_pool, progress=progress)  # fmt: skip
+    captions_pool, images_pool = (
+        (None, None)
+        if suspected is None
+        else suggestion_pools(suspected, train.image_of_caption, train.pairs.n_images)
+    )
+    matches = matches_of(
+        similarities,
+        train.pairs.n_images,
+        train.image_of_caption,
+        paired,
+        chunk=chunk,
+        captions_pool=captions_pool,
+        images_pool=images_pool,
+        progress=progress,
+    )
     matches.suspects_only = captions_pool is not None
     return matches
 
 
-def suggestion_pools(suspected: np.ndarray, image_of_caption: np.ndarray, n_images: int,
-                     k: int = SUGGESTIONS + 1) -> tuple[np.ndarray | None, np.ndarray | None]:  # fmt: skip
+def suggestion_pools(
+    suspected: np.ndarray, image_of_caption: np.ndarray, n_images: int, k: int = SUGGESTIONS + 1
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(captions [n_captions], images [n_images])``: the captions and images suggestions are
     drawn from, the suspected pairs' (None: all, where fewer than ``k`` are suspected). A swapped
     pair's true caption sits on another mismatched pair, so leaving out the captions that fit
@@ -78,10 +97,18 @@ def suggestion_pools(suspected: np.ndarray, image_of_caption: np.ndarray, n_imag
     return (suspected if suspected.sum() >= k else None), (images if images.sum() >= k else None)
 
 
-def matches_of(similarities: Callable[[np.ndarray], np.ndarray], n_images: int, image_of_caption: np.ndarray,
-               paired: np.ndarray, *, chunk: int = 1024, k: int = SUGGESTIONS + 1,
-               captions_pool: np.ndarray | None = None, images_pool: np.ndarray | None = None,
-               progress: bool = False) -> BestMatches:  # fmt: skip
+def matches_of(
+    similarities: Callable[[np.ndarray], np.ndarray],
+    n_images: int,
+    image_of_caption: np.ndarray,
+    paired: np.ndarray,
+    *,
+    chunk: int = 1024,
+    k: int = SUGGESTIONS + 1,
+    captions_pool: np.ndarray | None = None,
+    images_pool: np.ndarray | None = None,
+    progress: bool = False,
+) -> BestMatches:
     """:class:`BestMatches` from ``similarities(images) -> [len(images), n_captions]`` read
     ``chunk`` images at a time; ``paired [n_captions]``: each caption's similarity with its image
     (what ``better_images`` counts against, over every image). ``captions_pool [n_captions]`` and
@@ -127,16 +154,18 @@ def _top(sims: np.ndarray, k: int, axis: int) -> np.ndarray:
     return np.take_along_axis(part, order, axis=axis)
 
 
-def _merge(best: np.ndarray, scores: np.ndarray, new: np.ndarray, new_scores: np.ndarray,
-           k: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _merge(
+    best: np.ndarray, scores: np.ndarray, new: np.ndarray, new_scores: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best of two ranked candidate lists per row (earlier candidates first on ties)."""
     both, both_scores = np.concatenate([best, new], axis=1), np.concatenate([scores, new_scores], axis=1)
     order = np.argsort(-both_scores, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(both, order, axis=1), np.take_along_axis(both_scores, order, axis=1)
 
 
-def others(top: np.ndarray, scores: np.ndarray, own: np.ndarray,
-           n: int = SUGGESTIONS) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def others(
+    top: np.ndarray, scores: np.ndarray, own: np.ndarray, n: int = SUGGESTIONS
+) -> tuple[np.ndarray, np.ndarray]:
     """The first ``n`` entries of each row of ``top [m, k]`` (with their ``scores``) that are not
     the row's ``own [m]`` index: a pair's suggestions without its own caption or image."""
     keep = np.argsort(top == own[:, None], axis=1, kind="stable")[:, :n]
@@ -198,13 +227,20 @@ class DetectionCurves:
     pr: tuple[list[float], list[float]]
 
     def summary(self) -> dict[str, float]:
-        return {"auc": self.auc, "average_precision": self.average_precision, "precision": self.precision,
-                "recall": self.recall, "suspected": self.suspected, "mismatched": self.mismatched,
-                "pairs": self.pairs}  # fmt: skip
+        return {
+            "auc": self.auc,
+            "average_precision": self.average_precision,
+            "precision": self.precision,
+            "recall": self.recall,
+            "suspected": self.suspected,
+            "mismatched": self.mismatched,
+            "pairs": self.pairs,
+        }
 
 
-def detection_curves(score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray, *,
-                     threshold: float = 0.5) -> DetectionCurves:  # fmt: skip
+def detection_curves(
+    score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray, *, threshold: float = 0.5
+) -> DetectionCurves:
     """Score the ranking (low ``score`` = suspect) and the suspected set (mismatch probability
     ``1 − clean_prob`` at least ``threshold``) against ``is_noisy [n_pairs]`` (True = truly
     mismatched; both classes must be present)."""

@@ -50,9 +50,18 @@ class ReviewPage:
     thumbs: Path
 
 
-def review_page(table: pd.DataFrame, summary: dict[str, Any], plots: list[Plot], division: Division,
-                retrieval: list[tuple[str, dict[str, float]]], pictures: Path | None, folder: Path, *,
-                top: int | None = None, progress: bool = False) -> ReviewPage:  # fmt: skip
+def review_page(
+    table: pd.DataFrame,
+    summary: dict[str, Any],
+    plots: list[Plot],
+    division: Division,
+    retrieval: list[tuple[str, dict[str, float]]],
+    pictures: Path | None,
+    folder: Path,
+    *,
+    top: int | None = None,
+    progress: bool = False,
+) -> ReviewPage:
     """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
     all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
     sets ``summary["audit_id"]`` (:func:`~mispair.audit.result.audit_id`)."""
@@ -61,23 +70,34 @@ def review_page(table: pd.DataFrame, summary: dict[str, Any], plots: list[Plot],
     summary["audit_id"] = audit_id(table)
     data = page_data(shown, thumbnails, audit=summary["audit_id"], threshold=summary["threshold"])
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
-    page = render_report(summary, plots, division, retrieval, shown=len(shown), has_why="why" in table,
-                         duplicates=duplicates)  # fmt: skip
+    page = render_report(
+        summary, plots, division, retrieval, shown=len(shown), has_why="why" in table, duplicates=duplicates
+    )
     return ReviewPage(page, data, folder / THUMBS)
 
 
 def report_images(table: pd.DataFrame) -> list[str]:
     """Every image the report's rows show: their own, the suggested ones and the ones they
     duplicate (columns ``image_id``, ``suggested_image_id[_k]``, ``duplicate_image_of``)."""
-    names = [c for c in table.columns if c == "image_id" or c.startswith("suggested_image_id")
-             or c == "duplicate_image_of"]  # fmt: skip
+    names = [
+        c
+        for c in table.columns
+        if c == "image_id" or c.startswith("suggested_image_id") or c == "duplicate_image_of"
+    ]
     values = (v for name in names for v in table[name].tolist())
     return [str(v) for v in dict.fromkeys(values) if isinstance(v, str) and v]
 
 
-def render_report(summary: dict[str, Any], plots: list[Plot], division: Division,
-                  retrieval: list[tuple[str, dict[str, float]]], *, shown: int, has_why: bool = False,
-                  duplicates: bool = False) -> str:  # fmt: skip
+def render_report(
+    summary: dict[str, Any],
+    plots: list[Plot],
+    division: Division,
+    retrieval: list[tuple[str, dict[str, float]]],
+    *,
+    shown: int,
+    has_why: bool = False,
+    duplicates: bool = False,
+) -> str:
     """The report page for ``summary`` (as written to summary.json, with its ``audit_id``), the
     ``plots``, the score ``division`` and the ``retrieval`` metrics (label, test metrics); ``shown``
     pairs are in ``pairs.js``, ``has_why`` when they say why in words, ``duplicates`` when the
@@ -88,13 +108,21 @@ def render_report(summary: dict[str, Any], plots: list[Plot], division: Division
     template = package.joinpath("report.html.j2").read_text(encoding="utf-8")
     script = package.joinpath("report.js").read_text(encoding="utf-8")
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    components = [(name, mean, float(np.sqrt(var)), weight)
-                  for name, mean, var, weight in _components(division)]
+    components = [
+        (name, mean, float(np.sqrt(var)), weight) for name, mean, var, weight in _components(division)
+    ]
     return environment.from_string(template).render(
-        summary=summary, plots=plots, components=components, retrieval=retrieval, metric_keys=METRIC_KEYS,
-        shown=shown, has_why=has_why, duplicates=duplicates, script=jinja2.filters.Markup(script),
+        summary=summary,
+        plots=plots,
+        components=components,
+        retrieval=retrieval,
+        metric_keys=METRIC_KEYS,
+        shown=shown,
+        has_why=has_why,
+        duplicates=duplicates,
+        script=jinja2.filters.Markup(script),
         script_hash=script_hash(script),
-    )  # fmt: skip
+    )
 
 
 def score_plot(suspicion: np.ndarray, division: Division, is_noisy: np.ndarray | None) -> Plot:
@@ -105,8 +133,15 @@ def score_plot(suspicion: np.ndarray, division: Division, is_noisy: np.ndarray |
     if is_noisy is None:
         axes.hist(suspicion, bins=bins, density=True, color="#999", alpha=0.6, label="pairs")
     else:
-        axes.hist([suspicion[~is_noisy], suspicion[is_noisy]], bins=bins, density=True, stacked=True,
-                  color=["#4a8", "#d55"], alpha=0.6, label=["matched", "mismatched"])  # fmt: skip
+        axes.hist(
+            [suspicion[~is_noisy], suspicion[is_noisy]],
+            bins=bins,
+            density=True,
+            stacked=True,
+            color=["#4a8", "#d55"],
+            alpha=0.6,
+            label=["matched", "mismatched"],
+        )
     grid = np.linspace(0, 1, 400)
     for (name, mean, var, weight), color in zip(_components(division), ("#163", "#811")):
         density = weight * np.exp(-((grid - mean) ** 2) / (2 * var)) / np.sqrt(2 * np.pi * var)
@@ -139,8 +174,14 @@ def curve_plots(curves: DetectionCurves) -> list[Plot]:
 def _components(division: Division) -> list[tuple[str, float, float, float]]:
     """(name, mean, variance, weight) of the division's Gaussian components, trusted first."""
     params = division.params
-    return list(zip(("trusted", "suspected"), params.get("means", []), params.get("variances", []),
-                    params.get("weights", [])))  # fmt: skip
+    return list(
+        zip(
+            ("trusted", "suspected"),
+            params.get("means", []),
+            params.get("variances", []),
+            params.get("weights", []),
+        )
+    )
 
 
 def _figure():

@@ -92,8 +92,10 @@ class AuditResult:
         folder = Path(folder)
         summary_path, pairs_path = folder / "summary.json", folder / "pairs.parquet"
         if not summary_path.is_file() or not pairs_path.is_file():
-            raise DataError(f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
-                            "give the --out folder of `mispair audit`")  # fmt: skip
+            raise DataError(
+                f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
+                "give the --out folder of `mispair audit`"
+            )
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
         pairs = pd.read_parquet(pairs_path)
         report = folder / "report.html"
@@ -102,8 +104,9 @@ class AuditResult:
         rejected = pd.read_csv(refused, dtype=str, keep_default_na=False) if refused.is_file() else None
         return cls(pairs, summary, page, rejected)
 
-    def apply(self, decisions: str | Path | pd.DataFrame, out: str | Path, *,
-              threshold: float | None = None) -> AppliedCollection:  # fmt: skip
+    def apply(
+        self, decisions: str | Path | pd.DataFrame, out: str | Path, *, threshold: float | None = None
+    ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
         a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or

@@ -102,9 +102,13 @@ def audit_collection(
         mismatch = 1.0 - division.clean_prob
         threshold = 1.0 - config.division.p_threshold
         matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
-        duplicates = find_duplicates(audited.pairs.pairs.images, audited.pairs.pairs.captions,
-                                     audited.pairs.image_of_caption, audited.split,
-                                     train_split=config.data.train_split)  # fmt: skip
+        duplicates = find_duplicates(
+            audited.pairs.pairs.images,
+            audited.pairs.pairs.captions,
+            audited.pairs.image_of_caption,
+            audited.split,
+            train_split=config.data.train_split,
+        )
         table = pair_table(audited, mismatch, threshold, matches, duplicates)
         points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
         order = suspicion_order(audited.score)
@@ -115,12 +119,16 @@ def audit_collection(
         refused = reader.refused(config.data)
         result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
         n_refused = 0 if refused is None else len(refused)
-        result.update(pairs_read=len(audited.pairs) + n_refused, pairs_refused=n_refused,
-                      split_note=reader.split_note(config.data), audit_id=audit_id(table),
-                      image_root=None if files is None else str(files),
-                      pictures=None if pictures is None else str(pictures),
-                      duplicates=duplicates.summary(audited.pairs.image_of_caption),
-                      map=points.method)  # fmt: skip
+        result.update(
+            pairs_read=len(audited.pairs) + n_refused,
+            pairs_refused=n_refused,
+            split_note=reader.split_note(config.data),
+            audit_id=audit_id(table),
+            image_root=None if files is None else str(files),
+            pictures=None if pictures is None else str(pictures),
+            duplicates=duplicates.summary(audited.pairs.image_of_caption),
+            map=points.method,
+        )
         truth = audited.truly_mismatched
         plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
         if truth is not None and 0 < truth.sum() < len(truth):
@@ -129,11 +137,14 @@ def audit_collection(
             plots += curve_plots(curves)
         if raw is not None:
             known = truth is not None and 0 < truth.sum() < len(truth)
-            result["raw_score"] = {"column": "raw_similarity",
-                                   "detection": detection(raw, truth) if known else None}  # fmt: skip
+            result["raw_score"] = {
+                "column": "raw_similarity",
+                "detection": detection(raw, truth) if known else None,
+            }
         retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
-        report = review_page(table, result, plots, division, retrieval, pictures, out, top=top,
-                             progress=progress)  # fmt: skip
+        report = review_page(
+            table, result, plots, division, retrieval, pictures, out, top=top, progress=progress
+        )
         result["seconds"] = round(time.time() - started, 1)
         audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
         claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
@@ -179,8 +190,10 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
     split = [data.train_split] * len(run.train)
     if others is not None:
         if scores.others is None or len(scores.others) != len(others):
-            raise ConfigError(f"{run.config.output_dir}: its scores do not cover the dev and test pairs; "
-                              "audit into a new folder")  # fmt: skip
+            raise ConfigError(
+                f"{run.config.output_dir}: its scores do not cover the dev and test pairs; "
+                "audit into a new folder"
+            )
         split += [data.dev_split] * run.data.dev.n_captions
         split += [data.test_split] * (len(others) - run.data.dev.n_captions)
     score = scores.train if others is None else np.concatenate([scores.train, scores.others])
@@ -188,9 +201,16 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
     truth = true_image = None
     if noise is not None:
         truth = np.concatenate([noise.is_noisy, np.zeros(n_others, dtype=bool)])
-        true_image = np.concatenate([noise.true_image, everything.image_of_caption[len(run.train):]])
-    return AuditedPairs(everything, np.array(split), _pair_ids(everything, split), score, truth, true_image,
-                        planted=data.noise.rate > 0)  # fmt: skip
+        true_image = np.concatenate([noise.true_image, everything.image_of_caption[len(run.train) :]])
+    return AuditedPairs(
+        everything,
+        np.array(split),
+        _pair_ids(everything, split),
+        score,
+        truth,
+        true_image,
+        planted=data.noise.rate > 0,
+    )
 
 
 def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
@@ -208,8 +228,9 @@ def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
 TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
 
 
-def _train(config: RunConfig, out: Path, clean_run: bool, resume: bool, progress: bool,
-           log: Callable[[str], None]) -> TrainedRuns:  # fmt: skip
+def _train(
+    config: RunConfig, out: Path, clean_run: bool, resume: bool, progress: bool, log: Callable[[str], None]
+) -> TrainedRuns:
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
     read: (its summary, the clean run's or None, the trained run loaded)."""
     noisy = config.data.noise.rate > 0 or config.data.noise.file
@@ -234,14 +255,21 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
     if images is not None:
         found = picture_root(ids, [Path(images)])
         if found is None:
-            raise ConfigError(f"--images {images}: does not hold a picture for every image id "
-                              f"(e.g. {ids[0]!r}), inside the folder")  # fmt: skip
+            raise ConfigError(
+                f"--images {images}: does not hold a picture for every image id "
+                f"(e.g. {ids[0]!r}), inside the folder"
+            )
         return found
     return picture_root(ids, reader_of(data).picture_dirs(data))
 
 
-def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, matches: BestMatches,
-               duplicates: Duplicates) -> pd.DataFrame:  # fmt: skip
+def pair_table(
+    audited: AuditedPairs,
+    mismatch: np.ndarray,
+    threshold: float,
+    matches: BestMatches,
+    duplicates: Duplicates,
+) -> pd.DataFrame:
     """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
     :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
     for its caption, its duplicates (``duplicate_image_of``: the id of the first near-duplicate
@@ -251,8 +279,9 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, ma
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
     paired = audited.pairs.image_of_caption
     order = suspicion_order(audited.score)
-    best_captions, caption_scores = others(matches.captions[paired[order]],
-                                           matches.caption_scores[paired[order]], order)  # fmt: skip
+    best_captions, caption_scores = others(
+        matches.captions[paired[order]], matches.caption_scores[paired[order]], order
+    )
     best_images, image_scores = others(matches.images[order], matches.image_scores[order], paired[order])
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],
@@ -275,26 +304,49 @@ def pair_table(audited: AuditedPairs, mismatch: np.ndarray, threshold: float, ma
     columns["duplicate_image_of"] = [ids[i] if i >= 0 else "" for i in twin]
     columns["same_caption_images"] = duplicates.same_caption_images[order]
     columns["leak"] = duplicates.leak[order]
-    reasons = zip(order, best_captions[:, 0], caption_scores[:, 0], matches.pair_score[order],
-                  columns["duplicate_image_of"])  # fmt: skip
-    columns["why"] = [why(int(matches.better_images[k]), captions[c] if c >= 0 else None, score > pair,
-                          among_suspects=matches.suspects_only, duplicate_of=twin_id,
-                          same_caption=int(duplicates.same_caption_images[k]), leak=bool(duplicates.leak[k]))
-                      for k, c, score, pair, twin_id in reasons]  # fmt: skip
+    reasons = zip(
+        order,
+        best_captions[:, 0],
+        caption_scores[:, 0],
+        matches.pair_score[order],
+        columns["duplicate_image_of"],
+    )
+    columns["why"] = [
+        why(
+            int(matches.better_images[k]),
+            captions[c] if c >= 0 else None,
+            score > pair,
+            among_suspects=matches.suspects_only,
+            duplicate_of=twin_id,
+            same_caption=int(duplicates.same_caption_images[k]),
+            leak=bool(duplicates.leak[k]),
+        )
+        for k, c, score, pair, twin_id in reasons
+    ]
     if audited.truly_mismatched is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
 
 
-def why(better_images: int, best_caption: str | None, caption_fits_better: bool, *,
-        among_suspects: bool = False, duplicate_of: str = "", same_caption: int = 0,
-        leak: bool = False) -> str:  # fmt: skip
+def why(
+    better_images: int,
+    best_caption: str | None,
+    caption_fits_better: bool,
+    *,
+    among_suspects: bool = False,
+    duplicate_of: str = "",
+    same_caption: int = 0,
+    leak: bool = False,
+) -> str:
     """Why a pair may be mismatched, in words: how many other images its caption fits better, the
     caption its image fits best when that is not its own (``among_suspects``: of the suspected
     pairs' captions), and its duplicates."""
-    fits = (f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
-            if better_images else "no other image fits this caption better")  # fmt: skip
+    fits = (
+        f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
+        if better_images
+        else "no other image fits this caption better"
+    )
     if best_caption is None or not caption_fits_better:
         words = [fits, f"no {'suspect' if among_suspects else 'other'} caption fits this image better"]
     else:
@@ -311,10 +363,17 @@ def why(better_images: int, best_caption: str | None, caption_fits_better: bool,
     return "; ".join(words)
 
 
-
-def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPairs, mismatch: np.ndarray,
-             threshold: float, plant: float | None, summary: dict[str, Any],
-             clean: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+def _summary(
+    run: TrainedRun,
+    root: Path,
+    config: RunConfig,
+    audited: AuditedPairs,
+    mismatch: np.ndarray,
+    threshold: float,
+    plant: float | None,
+    summary: dict[str, Any],
+    clean: dict[str, Any] | None,
+) -> dict[str, Any]:
     share = mismatched_share(audited.score)
     truth = None
     if audited.truly_mismatched is not None:
@@ -324,19 +383,27 @@ def _summary(run: TrainedRun, root: Path, config: RunConfig, audited: AuditedPai
         check = self_check(audited.score, audited.truly_mismatched).to_dict()
     splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
     return {
-        "collection": str(root.resolve()), "collection_name": root.resolve().name,
+        "collection": str(root.resolve()),
+        "collection_name": root.resolve().name,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "recipe": config.recipe, "run": str(config.output_dir),
-        "pairs": len(audited.pairs), "pairs_scored": int(np.isfinite(audited.score).sum()),
-        "pairs_by_split": splits, "images": audited.pairs.pairs.n_images,
+        "recipe": config.recipe,
+        "run": str(config.output_dir),
+        "pairs": len(audited.pairs),
+        "pairs_scored": int(np.isfinite(audited.score).sum()),
+        "pairs_by_split": splits,
+        "images": audited.pairs.pairs.n_images,
         "estimated_mismatched_share": share.estimate,
         "estimated_mismatched_share_interval": [share.low, share.high],
-        "suspected": int((mismatch >= threshold).sum()), "threshold": round(threshold, 6),
+        "suspected": int((mismatch >= threshold).sum()),
+        "threshold": round(threshold, 6),
         "division": {"scores": config.division.scored_by},
         "retrieval": {"test": summary["test"], "clean_run_test": clean["test"] if clean else None},
-        "truth": truth, "planted": plant, "self_check": check, "detection": None,
+        "truth": truth,
+        "planted": plant,
+        "self_check": check,
+        "detection": None,
         "files": [name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],
-    }  # fmt: skip
+    }
 
 
 def _has_parquet() -> bool:

@@ -70,8 +70,9 @@ class Share:
         return asdict(self)
 
 
-def mismatched_share(score: np.ndarray, *, resamples: int = 100, level: float = 0.95, seed: int = 0,
-                     max_sample: int = 20_000) -> Share:  # fmt: skip
+def mismatched_share(
+    score: np.ndarray, *, resamples: int = 100, level: float = 0.95, seed: int = 0, max_sample: int = 20_000
+) -> Share:
     """The mean mismatch probability of the pairs scored ``score [n_pairs]``, and its interval:
     the mixture refitted on ``resamples`` bootstrap resamples (each at most ``max_sample`` pairs,
     so the cost stays bounded on large collections; the interval is then that of a sample of
@@ -121,8 +122,15 @@ def self_check(score: np.ndarray, planted: np.ndarray) -> SelfCheck:
     bound = float(np.clip(2 * (1 - measured), 0.0, 1.0))
     consistent = share <= bound
     corrected = (measured - share / 2) / (1 - share) if consistent and share < 1 else measured
-    return SelfCheck(measured, share, float(np.clip(corrected, 0.0, 1.0)), int(planted.sum()),
-                     int((~planted).sum()), bound, consistent)  # fmt: skip
+    return SelfCheck(
+        measured,
+        share,
+        float(np.clip(corrected, 0.0, 1.0)),
+        int(planted.sum()),
+        int((~planted).sum()),
+        bound,
+        consistent,
+    )
 
 
 STOREY_LAMBDA = 0.25
@@ -130,8 +138,9 @@ STOREY_LAMBDA = 0.25
 high (fewer clean pairs below it) and varies more (fewer planted swaps define it)."""
 
 
-def originals_mismatched_share(original: np.ndarray, planted: np.ndarray, lam: float = STOREY_LAMBDA
-                               ) -> float:  # fmt: skip
+def originals_mismatched_share(
+    original: np.ndarray, planted: np.ndarray, lam: float = STOREY_LAMBDA
+) -> float:
     """Storey's estimate of the share of mismatched pairs among the ``original [n]`` scores, the
     ``planted [m]`` swaps' scores standing for the mismatched pairs' (module docstring)."""
     threshold = np.quantile(planted, lam)

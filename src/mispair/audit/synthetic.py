@@ -13,14 +13,28 @@ from mispair.audit.report import METRIC_KEYS, review_page
 from mispair.audit.result import AuditResult
 from mispair.audit.selfcheck import mismatched_share
 
-COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (40, 60, 220), "yellow": (235, 210, 30),
-           "purple": (130, 40, 160), "grey": (120, 120, 120)}  # fmt: skip
+COLOURS = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 60),
+    "blue": (40, 60, 220),
+    "yellow": (235, 210, 30),
+    "purple": (130, 40, 160),
+    "grey": (120, 120, 120),
+}
 SHAPES = ("square", "disc", "bar", "ring")
 PLACES = ("on a table", "in the snow", "beside a window", "under a tree", "at the beach", "in a box")
 
 
-def synthetic_audit(folder: str | Path, *, pairs: int, images: int, seed: int = 0, top: int | None = None,
-                    suggestions: int = 3, progress: bool = False) -> AuditResult:  # fmt: skip
+def synthetic_audit(
+    folder: str | Path,
+    *,
+    pairs: int,
+    images: int,
+    seed: int = 0,
+    top: int | None = None,
+    suggestions: int = 3,
+    progress: bool = False,
+) -> AuditResult:
     """Write ``images`` small pictures into ``folder/pictures`` and the audit of ``pairs`` pairs
     over them (random held-out scores, the mixture fitted to them) into ``folder/audit``.
 
@@ -38,13 +52,25 @@ def synthetic_audit(folder: str | Path, *, pairs: int, images: int, seed: int = 
     table["suspected"] = mismatch >= 0.5
     share = mismatched_share(score, resamples=10)
     summary = {
-        "collection": str(pictures), "collection_name": "synthetic", "created": "synthetic",
-        "recipe": "none", "pairs": pairs, "images": images, "estimated_mismatched_share": share.estimate,
+        "collection": str(pictures),
+        "collection_name": "synthetic",
+        "created": "synthetic",
+        "recipe": "none",
+        "pairs": pairs,
+        "images": images,
+        "estimated_mismatched_share": share.estimate,
         "estimated_mismatched_share_interval": [share.low, share.high],
-        "suspected": int(table["suspected"].sum()), "threshold": 0.5, "division": {"scores": "random"},
-        "truth": None, "planted": None, "self_check": None, "detection": None,
-        "map": "pca" if suggestions > 1 else None, "image_root": str(pictures), "split_note": "synthetic",
-    }  # fmt: skip
+        "suspected": int(table["suspected"].sum()),
+        "threshold": 0.5,
+        "division": {"scores": "random"},
+        "truth": None,
+        "planted": None,
+        "self_check": None,
+        "detection": None,
+        "map": "pca" if suggestions > 1 else None,
+        "image_root": str(pictures),
+        "split_note": "synthetic",
+    }
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
     report = review_page(table, summary, [], division, retrieval, pictures, out, top=top, progress=progress)
@@ -65,8 +91,12 @@ def _draw_pictures(folder: Path, n: int, rng: np.random.Generator) -> list[str]:
         if not (folder / name).is_file():
             image = Image.new("RGB", (32, 32), tuple(int(v) for v in rng.integers(200, 256, 3)))
             draw = ImageDraw.Draw(image)
-            box = {"square": (6, 6, 26, 26), "disc": (4, 4, 28, 28), "bar": (2, 12, 30, 20),
-                   "ring": (4, 4, 28, 28)}[shape]  # fmt: skip
+            box = {
+                "square": (6, 6, 26, 26),
+                "disc": (4, 4, 28, 28),
+                "bar": (2, 12, 30, 20),
+                "ring": (4, 4, 28, 28),
+            }[shape]
             if shape == "ring":
                 draw.ellipse(box, outline=COLOURS[colour], width=5)
             else:
@@ -93,16 +123,25 @@ def _table(ids: list[str], pairs: int, rng: np.random.Generator, suggestions: in
     score = rng.normal(0.6, 0.1, pairs) - 0.35 * swapped
     order = np.argsort(score, kind="stable")
     n = len(order)
-    columns = {"pair_id": [f"train/{k}" for k in order], "rank": np.arange(1, n + 1),
-               "split": ["train"] * n, "image_id": [ids[shown[k]] for k in order],
-               "caption": [captions[k] for k in order], "mismatch_probability": 0.0, "suspected": False,
-               "held_out_score": score[order].round(6), "pair_similarity": score[order].round(6)}  # fmt: skip
+    columns = {
+        "pair_id": [f"train/{k}" for k in order],
+        "rank": np.arange(1, n + 1),
+        "split": ["train"] * n,
+        "image_id": [ids[shown[k]] for k in order],
+        "caption": [captions[k] for k in order],
+        "mismatch_probability": 0.0,
+        "suspected": False,
+        "held_out_score": score[order].round(6),
+        "pair_similarity": score[order].round(6),
+    }
     pick = rng.integers(0, pairs, (n, suggestions))
     if suggestions == 1:
-        columns |= {"suggested_caption": [captions[k] for k in pick[:, 0]],
-                    "suggested_caption_score": rng.random(n).round(6),
-                    "suggested_image_id": [ids[image[k]] for k in pick[:, 0]],
-                    "suggested_image_score": rng.random(n).round(6)}  # fmt: skip
+        columns |= {
+            "suggested_caption": [captions[k] for k in pick[:, 0]],
+            "suggested_caption_score": rng.random(n).round(6),
+            "suggested_image_id": [ids[image[k]] for k in pick[:, 0]],
+            "suggested_image_score": rng.random(n).round(6),
+        }
     else:
         for j in range(suggestions):
             columns[f"suggested_caption_{j + 1}"] = [captions[k] for k in pick[:, j]]
@@ -110,8 +149,9 @@ def _table(ids: list[str], pairs: int, rng: np.random.Generator, suggestions: in
             columns[f"suggested_image_id_{j + 1}"] = [ids[image[k]] for k in pick[:, j]]
             columns[f"suggested_image_score_{j + 1}"] = rng.random(n).round(6)
         columns["why"] = [f"this caption fits {rng.integers(0, 40)} other images better" for _ in range(n)]
-        columns["duplicate_image_of"] = [ids[rng.integers(len(ids))] if rng.random() < 0.02 else ""
-                                         for _ in range(n)]  # fmt: skip
+        columns["duplicate_image_of"] = [
+            ids[rng.integers(len(ids))] if rng.random() < 0.02 else "" for _ in range(n)
+        ]
         columns["same_caption_images"] = rng.poisson(0.05, n)
         where = rng.random((len(ids), 2)) * 0.9
         caption_at = np.clip(where[image] + rng.normal(0, 0.03, (pairs, 2)), 0, 1)

@@ -24,8 +24,9 @@ def thumbnail_name(picture: Path, size: int) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:20] + ".jpg"
 
 
-def write_thumbnails(image_ids: Iterable[str], pictures: Path | None, folder: Path, *, size: int = 96,
-                     progress: bool = False) -> dict[str, str]:  # fmt: skip
+def write_thumbnails(
+    image_ids: Iterable[str], pictures: Path | None, folder: Path, *, size: int = 96, progress: bool = False
+) -> dict[str, str]:
     """Write the thumbnail of each image (``pictures / image_id``) into ``folder / thumbs``, those
     not there yet, and remove the thumbnails no image names any more.
 

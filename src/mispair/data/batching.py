@@ -34,8 +34,9 @@ class Batch:
     image_index: Tensor
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(*(t.to(device) for t in (self.images, self.tokens, self.lengths,
-                                               self.index, self.image_index)))  # fmt: skip
+        return Batch(
+            *(t.to(device) for t in (self.images, self.tokens, self.lengths, self.index, self.image_index))
+        )
 
     def __len__(self) -> int:
         return self.index.shape[0]
@@ -56,8 +57,7 @@ def encode_captions(pairs: PairSet, tokenizer: Tokenizer | None) -> list[list[in
 def pad_tokens(token_lists: list[list[int]]) -> tuple[Tensor, Tensor]:
     """``[B, L]`` 0-padded ids and ``[B]`` lengths (at least 1)."""
     lengths = torch.tensor([max(1, len(t)) for t in token_lists], dtype=torch.long)
-    tokens = torch.zeros(len(token_lists), int(lengths.max()) if len(token_lists) else 1,
-                         dtype=torch.long)  # fmt: skip
+    tokens = torch.zeros(len(token_lists), int(lengths.max()) if len(token_lists) else 1, dtype=torch.long)
     for row, ids in enumerate(token_lists):
         tokens[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return tokens, lengths
@@ -75,8 +75,14 @@ class TrainingPairs:
             (:meth:`~mispair.distributed.Shard.part`); all of it by default.
     """
 
-    def __init__(self, pairs: PairSet, tokens: list[list[int]], image_of_caption: np.ndarray | None = None,
-                 *, shard: Shard = SINGLE_PROCESS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pairs: PairSet,
+        tokens: list[list[int]],
+        image_of_caption: np.ndarray | None = None,
+        *,
+        shard: Shard = SINGLE_PROCESS,
+    ) -> None:
         self.pairs = pairs
         self.tokens = tokens
         paired = pairs.image_of_caption if image_of_caption is None else image_of_caption
@@ -93,8 +99,13 @@ class TrainingPairs:
         image_index = self.image_of_caption[caption_indices]
         images = torch.from_numpy(np.asarray(self.pairs.images[image_index], dtype=np.float32))
         tokens, lengths = pad_tokens([self.tokens[k] for k in caption_indices])
-        return Batch(images, tokens, lengths, torch.from_numpy(self.caption_ids[caption_indices]),
-                     torch.from_numpy(image_index))  # fmt: skip
+        return Batch(
+            images,
+            tokens,
+            lengths,
+            torch.from_numpy(self.caption_ids[caption_indices]),
+            torch.from_numpy(image_index),
+        )
 
     @staticmethod
     def join(parts: Sequence[TrainingPairs]) -> TrainingPairs:
@@ -108,8 +119,12 @@ class TrainingPairs:
         """The pairs ``caption_indices`` as a training set of their own, as paired here; its
         batches keep these pairs' indices in this set as ``Batch.index``."""
         caption_indices = np.asarray(caption_indices, dtype=np.int64)
-        part = TrainingPairs(self.pairs, [self.tokens[k] for k in caption_indices],
-                             self.image_of_caption[caption_indices], shard=self.shard)  # fmt: skip
+        part = TrainingPairs(
+            self.pairs,
+            [self.tokens[k] for k in caption_indices],
+            self.image_of_caption[caption_indices],
+            shard=self.shard,
+        )
         part.caption_ids = self.caption_ids[caption_indices]
         return part
 

@@ -220,9 +220,14 @@ def _prune(cache_dir: Path, keep: set[Path]) -> None:
             stale.unlink()
 
 
-def extract_folder_features(root: Path, images: list[str], *, progress: bool = True,
-                            cache_dir: Path | None = None, encoder: nn.Module | None = None
-                            ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def extract_folder_features(
+    root: Path,
+    images: list[str],
+    *,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    encoder: nn.Module | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
     ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
     ``encoder``: another extractor (:mod:`mispair.data.image_encoders`), default EfficientNet-Lite0.

@@ -23,8 +23,10 @@ def resolve_source(data: DataConfig) -> DataConfig:
     if data.source != "auto":
         READERS.get(data.source)
         if data.source == "synthetic" and data.root:
-            raise ConfigError(f"data.root={data.root} with data.source=synthetic: synthetic data reads no "
-                              "folder; drop data.root, or set data.source=auto to read it")  # fmt: skip
+            raise ConfigError(
+                f"data.root={data.root} with data.source=synthetic: synthetic data reads no "
+                "folder; drop data.root, or set data.source=auto to read it"
+            )
         if data.source != "synthetic" and not data.root:
             raise ConfigError(f"data.root: required for data.source={data.source}")
         return data
@@ -43,8 +45,10 @@ def concrete_source(data: DataConfig, log: Callable[[str], None] = print) -> Dat
         return data
     resolved = resolve_source(data)
     if resolved.source == "synthetic":
-        log(f"note: no prepared data in {DEFAULT_REAL_ROOT.resolve()}; training on synthetic data (run "
-            "`mispair prepare tuxpaint` here, or give your collection: mispair train PATH)")  # fmt: skip
+        log(
+            f"note: no prepared data in {DEFAULT_REAL_ROOT.resolve()}; training on synthetic data (run "
+            "`mispair prepare tuxpaint` here, or give your collection: mispair train PATH)"
+        )
         return resolved
     return replace(resolved, root=absolute_root(resolved.root))
 
@@ -61,17 +65,22 @@ def load_split(data: DataConfig, split: str) -> PairSet:
     data = resolve_source(data)
     column = data.image_embedding_column or data.text_embedding_column
     if column and data.source not in EMBEDDING_SOURCES:
-        raise ConfigError(f"embedding column {column!r}: vectors are read from a table file or a folder's "
-                          f"captions file, not from a {data.source} collection")  # fmt: skip
+        raise ConfigError(
+            f"embedding column {column!r}: vectors are read from a table file or a folder's "
+            f"captions file, not from a {data.source} collection"
+        )
     reader = reader_of(data)
     pairs = reader.read_split(data, split)
     if not data.caption_encoder:
         return pairs
     if pairs.text_features is not None:
-        raise ConfigError("data.caption_encoder and a text-embedding column: the captions' vectors are "
-                          "given twice; keep one")  # fmt: skip
+        raise ConfigError(
+            "data.caption_encoder and a text-embedding column: the captions' vectors are "
+            "given twice; keep one"
+        )
     from mispair.data.caption_encoders import caption_vectors
 
-    vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, pairs.captions,
-                              reader.cache_dir(data))  # fmt: skip
+    vectors = caption_vectors(
+        data.caption_encoder, data.caption_encoder_options, pairs.captions, reader.cache_dir(data)
+    )
     return replace(pairs, text_features=vectors)

@@ -57,9 +57,7 @@ class NoiseRecord:
         return cls(table[0], table[1], table[2].astype(bool))
 
     @classmethod
-    def from_reference(
-        cls, path: str | Path, n_images: int, captions_per_image: int
-    ) -> NoiseRecord:
+    def from_reference(cls, path: str | Path, n_images: int, captions_per_image: int) -> NoiseRecord:
         """Read a noise-index file published by a reference repository.
 
         - ``n_images × captions_per_image`` entries (NCR / PC² style): the image each caption is
@@ -149,9 +147,15 @@ def noise_of_split(data: DataConfig, train: PairSet) -> NoiseRecord | None:
     if data.noise.rate <= 0:
         return _natural_noise(data, train)
     layout = None if per_image is not None else train.image_of_caption  # any number of captions per image
-    return inject_noise(train.n_images, per_image or 1, data.noise.rate, data.noise.protocol,
-                        data.noise.seed, caption_groups=caption_groups(train.captions),
-                        image_of_caption=layout)  # fmt: skip
+    return inject_noise(
+        train.n_images,
+        per_image or 1,
+        data.noise.rate,
+        data.noise.protocol,
+        data.noise.seed,
+        caption_groups=caption_groups(train.captions),
+        image_of_caption=layout,
+    )
 
 
 def _noise_file(path: Path, train: PairSet) -> NoiseRecord:
@@ -162,12 +166,15 @@ def _noise_file(path: Path, train: PairSet) -> NoiseRecord:
             raise
         record = NoiseRecord.from_reference(path, train.n_images, train.captions_per_image)
     if len(record.image_of_caption) != train.n_captions:
-        raise DataError(f"{path}: noise for {len(record.image_of_caption)} captions, "
-                        f"training split has {train.n_captions}")  # fmt: skip
+        raise DataError(
+            f"{path}: noise for {len(record.image_of_caption)} captions, "
+            f"training split has {train.n_captions}"
+        )
     for name, images in (("paired", record.image_of_caption), ("true", record.true_image)):
         if images.min(initial=0) < 0 or images.max(initial=0) >= train.n_images:
-            raise DataError(f"{path}: {name} image indices outside [0, {train.n_images}) of the "
-                            "training split")  # fmt: skip
+            raise DataError(
+                f"{path}: {name} image indices outside [0, {train.n_images}) of the training split"
+            )
     return record
 
 
@@ -177,14 +184,14 @@ def _natural_noise(data: DataConfig, train: PairSet) -> NoiseRecord | None:
     if labels is None:
         return None
     if len(labels) != train.n_captions:
-        raise DataError(f"{data.root}/{data.train_split}_natural_noise.npy: {len(labels)} labels for "
-                        f"{train.n_captions} captions")  # fmt: skip
+        raise DataError(
+            f"{data.root}/{data.train_split}_natural_noise.npy: {len(labels)} labels for "
+            f"{train.n_captions} captions"
+        )
     return NoiseRecord(train.image_of_caption, train.image_of_caption, labels)
 
 
-def _mismatched(
-    paired: np.ndarray, true_image: np.ndarray, caption_groups: np.ndarray | None
-) -> np.ndarray:
+def _mismatched(paired: np.ndarray, true_image: np.ndarray, caption_groups: np.ndarray | None) -> np.ndarray:
     noisy = paired != true_image
     if caption_groups is None:
         return noisy

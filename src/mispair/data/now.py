@@ -130,17 +130,21 @@ def read_now(
     caps_path = root / f"{split}_caps_{tokenizer}.txt"
     if not caps_path.is_file():
         present = sorted(p.name for p in root.glob(f"{split}_caps_*.txt")) or ["none"]
-        raise DataError(f"{caps_path}: no {tokenizer} captions for split {split!r} "
-                        f"(present: {', '.join(present)})")  # fmt: skip
+        raise DataError(
+            f"{caps_path}: no {tokenizer} captions for split {split!r} (present: {', '.join(present)})"
+        )
     vocab_path = Path(vocab) if vocab else find_vocab(root, tokenizer)
     size, idx2word, word2idx = read_vocab(vocab_path)
     images = load_feature_array(ims_path, check_finite=True)
     lines = read_text_lines(caps_path)
     if len(lines) != images.shape[0]:
-        raise DataError(f"{caps_path}: {len(lines)} captions for {images.shape[0]} images in "
-                        f"{ims_path.name} (NoW has one caption per image)")  # fmt: skip
-    ids = _cut_tokens([parse_token_line(line, size, f"{caps_path}:{n}") for n, line in enumerate(lines, 1)],
-                      caps_path)  # fmt: skip
+        raise DataError(
+            f"{caps_path}: {len(lines)} captions for {images.shape[0]} images in "
+            f"{ims_path.name} (NoW has one caption per image)"
+        )
+    ids = _cut_tokens(
+        [parse_token_line(line, size, f"{caps_path}:{n}") for n, line in enumerate(lines, 1)], caps_path
+    )
     wrap = [word2idx[w] for w in ("<start>", "<end>") if w in word2idx and word2idx[w] < size]
     tokens = [[wrap[0], *t, wrap[1]] for t in ids] if len(wrap) == 2 else ids
     captions = [decode(t, idx2word) for t in ids] if idx2word else [line.strip() for line in lines]
@@ -162,8 +166,11 @@ def _cut_tokens(ids: list[list[int]], where: Path) -> list[list[int]]:
     bound = limit("MAX_TEXT_TOKENS")
     long = sum(len(t) > bound for t in ids)
     if long:
-        warnings.warn(f"{where}: {long} caption(s) longer than {bound} tokens were cut "
-                      f"({raise_hint('MAX_TEXT_TOKENS')})", stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"{where}: {long} caption(s) longer than {bound} tokens were cut "
+            f"({raise_hint('MAX_TEXT_TOKENS')})",
+            stacklevel=3,
+        )
     return [t[:bound] for t in ids]
 
 

@@ -126,9 +126,7 @@ class PairSet:
             name=name or self.name,
             image_ids=None if self.image_ids is None else [self.image_ids[i] for i in image_indices],
             image_meta={k: [v[i] for i in image_indices] for k, v in self.image_meta.items()},
-            caption_tokens=None
-            if self.caption_tokens is None
-            else [self.caption_tokens[k] for k in keep],
+            caption_tokens=None if self.caption_tokens is None else [self.caption_tokens[k] for k in keep],
             vocab_size=self.vocab_size,
             pair_ids=None if self.pair_ids is None else [self.pair_ids[k] for k in keep],
             text_features=None if self.text_features is None else self.text_features[keep],

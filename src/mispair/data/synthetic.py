@@ -62,9 +62,7 @@ def make_synthetic(
         [rng.choice(n_concepts, size=concepts_per_image, replace=False) for _ in range(n_images)]
     )
     images = _render_images(concepts, prototypes, n_fragments, feature_noise, rng)
-    captions = [
-        _caption(concepts[i], words, rng) for i in range(n_images) for _ in range(captions_per_image)
-    ]
+    captions = [_caption(concepts[i], words, rng) for i in range(n_images) for _ in range(captions_per_image)]
     return PairSet(
         images=images,
         captions=captions,

@@ -28,8 +28,11 @@ def warn_cut(count: int, where: object) -> None:
     """Warn that ``count`` captions of ``where`` were cut (nothing when ``count`` is 0)."""
     if count:
         bound = limit("MAX_TEXT_CHARS")
-        warnings.warn(f"{where}: {count} caption(s) longer than {bound} characters were cut "
-                      f"({raise_hint('MAX_TEXT_CHARS')})", stacklevel=3)  # fmt: skip
+        warnings.warn(
+            f"{where}: {count} caption(s) longer than {bound} characters were cut "
+            f"({raise_hint('MAX_TEXT_CHARS')})",
+            stacklevel=3,
+        )
 
 
 def read_lines(path: Path, max_chars: int) -> tuple[list[str], int]:

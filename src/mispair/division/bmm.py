@@ -44,8 +44,11 @@ def fit_bmm(losses: np.ndarray, *, max_iter: int = 10, eps: float = 1e-3) -> Div
     """
     losses = np.asarray(losses, dtype=np.float64)
     if np.any(np.isfinite(losses) & ((losses < 0) | (losses > 1))):
-        warnings.warn("beta mixture: losses outside [0, 1] are clipped; normalise them first",
-                      DegenerateDivisionWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            "beta mixture: losses outside [0, 1] are clipped; normalise them first",
+            DegenerateDivisionWarning,
+            stacklevel=2,
+        )
     return divide(losses, lambda finite: _fit_beta(np.clip(finite, eps, 1 - eps), max_iter))
 
 
@@ -62,18 +65,21 @@ def _fit_beta(x: np.ndarray, max_iter: int) -> tuple[np.ndarray, dict[str, list[
         alphas, betas, weights = _weighted_moments(x, resp)
     means = alphas / (alphas + betas)
     order = np.argsort(means)
-    params = {"alphas": alphas[order].tolist(), "betas": betas[order].tolist(),
-              "weights": weights[order].tolist(), "means": means[order].tolist()}  # fmt: skip
+    params = {
+        "alphas": alphas[order].tolist(),
+        "betas": betas[order].tolist(),
+        "weights": weights[order].tolist(),
+        "means": means[order].tolist(),
+    }
     return _beta_posterior(x, alphas[order], betas[order], weights[order]), params
 
 
-def _beta_posterior(
-    x: np.ndarray, alphas: np.ndarray, betas: np.ndarray, weights: np.ndarray
-) -> np.ndarray:
+def _beta_posterior(x: np.ndarray, alphas: np.ndarray, betas: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``[n, K]`` responsibilities ``π_k Beta(x_i | α_k, β_k) / Σ_j π_j Beta(x_i | α_j, β_j)``,
     computed in the log domain, for ``x`` ``[n]`` in (0, 1) and ``K`` components."""
-    log_density = (np.outer(np.log(x), alphas - 1) + np.outer(np.log1p(-x), betas - 1)
-                   - special.betaln(alphas, betas))  # fmt: skip
+    log_density = (
+        np.outer(np.log(x), alphas - 1) + np.outer(np.log1p(-x), betas - 1) - special.betaln(alphas, betas)
+    )
     return special.softmax(np.log(weights) + log_density, axis=1)
 
 

@@ -26,8 +26,10 @@ def detection_metrics(
     clean_prob = np.asarray(clean_prob, dtype=np.float64)
     is_clean = ~np.asarray(is_noisy, dtype=bool)
     if clean_prob.ndim != 1 or clean_prob.shape != is_clean.shape or not len(clean_prob):
-        raise ValueError(f"clean_prob {clean_prob.shape} and is_noisy {is_clean.shape}: "
-                         "need two non-empty 1-D arrays of the same length")  # fmt: skip
+        raise ValueError(
+            f"clean_prob {clean_prob.shape} and is_noisy {is_clean.shape}: "
+            "need two non-empty 1-D arrays of the same length"
+        )
     if not np.isfinite(clean_prob).all():
         raise ValueError("clean_prob has NaN or infinite entries")
     predicted = clean_prob > threshold
@@ -36,5 +38,10 @@ def detection_metrics(
     precision, recall, f1, _ = precision_recall_fscore_support(
         is_clean, predicted, average="binary", pos_label=True, zero_division=0.0
     )
-    return {"auc": float(auc), "precision": float(precision), "recall": float(recall),
-            "f1": float(f1), "clean_fraction": float(predicted.mean())}  # fmt: skip
+    return {
+        "auc": float(auc),
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+        "clean_fraction": float(predicted.mean()),
+    }

@@ -73,8 +73,9 @@ def fit_vbgmm(
         components, so which cluster k-means labels first (it depends on the sample order)
         moves the posteriors slightly (up to ~1e-2).
     """
-    model = BayesianGaussianMixture(n_components=2, max_iter=max_iter, tol=tol,
-                                    reg_covar=reg_covar, random_state=seed)  # fmt: skip
+    model = BayesianGaussianMixture(
+        n_components=2, max_iter=max_iter, tol=tol, reg_covar=reg_covar, random_state=seed
+    )
     return divide(losses, partial(_fit_gaussian, model))
 
 

@@ -6,9 +6,7 @@ import numpy as np
 from scipy import special
 
 
-def oscillation_scores(
-    prev_probs: np.ndarray, probs: np.ndarray, *, eps: float = 1e-12
-) -> np.ndarray:
+def oscillation_scores(prev_probs: np.ndarray, probs: np.ndarray, *, eps: float = 1e-12) -> np.ndarray:
     """Per-sample KL divergence between the pseudo-predictions of consecutive epochs, PC² Eq. 7.
 
     ``o_i^(e) = D_KL(p_i^(e) ‖ p_i^(e−1)) = Σ_k p_ik^(e) log(p_ik^(e) / p_ik^(e−1))`` — the
@@ -33,6 +31,7 @@ def oscillation_scores(
     prev_probs = np.asarray(prev_probs, dtype=np.float64)
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim != 2 or probs.shape != prev_probs.shape:
-        raise ValueError(f"prev_probs {prev_probs.shape} and probs {probs.shape}: "
-                         "need two [N, K] arrays of the same shape")  # fmt: skip
+        raise ValueError(
+            f"prev_probs {prev_probs.shape} and probs {probs.shape}: need two [N, K] arrays of the same shape"
+        )
     return (special.xlogy(probs, probs) - special.xlogy(probs, np.maximum(prev_probs, eps))).sum(1)

@@ -66,8 +66,11 @@ class RunData:
 
     def checkpoint_fields(self) -> dict[str, Any]:
         """What a checkpoint records to rebuild the models and the tokenizer."""
-        return {"vocab": tokenizer_words(self.tokenizer) if self.tokenizer else [],
-                "feature_dim": self.train.feature_dim, "vocab_size": self.vocab_size}  # fmt: skip
+        return {
+            "vocab": tokenizer_words(self.tokenizer) if self.tokenizer else [],
+            "feature_dim": self.train.feature_dim,
+            "vocab_size": self.vocab_size,
+        }
 
 
 def load_run_data(config: RunConfig) -> RunData:
@@ -80,8 +83,14 @@ def load_run_data(config: RunConfig) -> RunData:
     if train.caption_tokens is None and train.text_features is None:
         kind = text_encoder_class(config.model.text_encoder).tokenizer
         tokenizer = create_tokenizer(kind, config.data, train.captions + dev.captions)
-    return RunData(train, dev, tokenizer, noise_of_split(config.data, train),
-                   encode_captions(train, tokenizer), encode_captions(dev, tokenizer))  # fmt: skip
+    return RunData(
+        train,
+        dev,
+        tokenizer,
+        noise_of_split(config.data, train),
+        encode_captions(train, tokenizer),
+        encode_captions(dev, tokenizer),
+    )
 
 
 def training_pairs(config: RunConfig, data: RunData) -> tuple[TrainingPairs, NoiseRecord | None]:
@@ -120,8 +129,9 @@ def other_splits(config: RunConfig, data: RunData) -> TrainingPairs | None:
     if not config.division.score_other_splits:
         return None
     test = model_pairs(config.model, load_split(config.data, config.data.test_split))
-    return TrainingPairs.join([TrainingPairs(data.dev, data.dev_tokens),
-                               TrainingPairs(test, encode_captions(test, data.tokenizer))])  # fmt: skip
+    return TrainingPairs.join(
+        [TrainingPairs(data.dev, data.dev_tokens), TrainingPairs(test, encode_captions(test, data.tokenizer))]
+    )
 
 
 def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:
@@ -139,8 +149,14 @@ def text_cache_dir(data: DataConfig) -> Path | None:
     return None if cache is None else cache / "text"
 
 
-def prepare_text_encoder(model: ModelConfig, data: DataConfig, token_lists: list[list[int]], *,
-                         progress: bool = False, log: Callable[[str], None] = print) -> None:  # fmt: skip
+def prepare_text_encoder(
+    model: ModelConfig,
+    data: DataConfig,
+    token_lists: list[list[int]],
+    *,
+    progress: bool = False,
+    log: Callable[[str], None] = print,
+) -> None:
     """Let the text encoder precompute what it reads of ``token_lists`` (a frozen encoder's
     cached outputs) before the run; a cache folder that cannot be written is a one-line note and
     the outputs are kept in memory."""
@@ -153,12 +169,13 @@ def prepare_text_encoder(model: ModelConfig, data: DataConfig, token_lists: list
         log(f"note: {exc}; text features are kept in memory for this run")
         done = prepare(model, token_lists, None, progress)
     if done.get("text_cache/computed"):
-        log(f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "
-            f"{done['text_cache/size']} cached")
+        log(
+            f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "
+            f"{done['text_cache/size']} cached"
+        )
 
 
-def build_models(config: RunConfig, count: int, data: RunData, device: torch.device
-                 ) -> list[RetrievalModel]:  # fmt: skip
+def build_models(config: RunConfig, count: int, data: RunData, device: torch.device) -> list[RetrievalModel]:
     """``count`` freshly initialised models of the run (model ``k`` seeded from the run's seed)."""
     models = []
     for k in range(count):
@@ -174,10 +191,14 @@ def check_model_inputs(model: RetrievalModel, feature_dim: int, pairs: PairSet) 
     head sized for it (SGR/SAF's ``num_regions``) expects."""
     where = pairs.name or "the data"
     if pairs.feature_dim != feature_dim:
-        raise DataError(f"{where}: image features of dimension {pairs.feature_dim}, but the model was "
-                        f"built for {feature_dim}")  # fmt: skip
+        raise DataError(
+            f"{where}: image features of dimension {pairs.feature_dim}, but the model was "
+            f"built for {feature_dim}"
+        )
     regions = getattr(model.head, "required_regions", None)
     if regions is not None and pairs.images.shape[1] != regions:
-        raise ConfigError(f"model.head_options.num_regions: the head is sized for {regions} fragments per "
-                          f"image, {where} has {pairs.images.shape[1]} (set "
-                          f"model.head_options.num_regions={pairs.images.shape[1]})")  # fmt: skip
+        raise ConfigError(
+            f"model.head_options.num_regions: the head is sized for {regions} fragments per "
+            f"image, {where} has {pairs.images.shape[1]} (set "
+            f"model.head_options.num_regions={pairs.images.shape[1]})"
+        )

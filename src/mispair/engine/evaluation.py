@@ -37,8 +37,15 @@ def evaluate_split(
     per_image = pairs.captions_per_image
     if per_image is None and folds != 1:
         raise DataError(f"{pairs.name}: {folds}-fold evaluation needs the same number of captions per image")
-    block = similarity_matrix(models, pairs, tokens, batch_size=batch_size, device=device, progress=progress,
-                              images=shard.block(pairs.n_images))  # fmt: skip
+    block = similarity_matrix(
+        models,
+        pairs,
+        tokens,
+        batch_size=batch_size,
+        device=device,
+        progress=progress,
+        images=shard.block(pairs.n_images),
+    )
     sims = gather_rows(shard, block, pairs.n_images)
     return from_main(shard, lambda: _metrics(sims, pairs, per_image, folds))
 
@@ -85,6 +92,13 @@ def evaluate_checkpoint(
         if other.tokens(pairs) != tokens:
             raise ConfigError(f"{other.path}: tokenizes captions differently from {runs[0].path}")
     models = [m for run in runs for m in run.models]
-    return evaluate_split(models, pairs, tokens, folds=folds or config.data.test_folds,
-                          batch_size=config.train.eval_batch_size, device=dev, progress=progress,
-                          shard=shard)  # fmt: skip
+    return evaluate_split(
+        models,
+        pairs,
+        tokens,
+        folds=folds or config.data.test_folds,
+        batch_size=config.train.eval_batch_size,
+        device=dev,
+        progress=progress,
+        shard=shard,
+    )

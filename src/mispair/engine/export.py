@@ -17,8 +17,9 @@ from mispair.nn.model import RetrievalModel
 
 
 @torch.no_grad()
-def pair_similarities(models: list[RetrievalModel], train: TrainingPairs, batch_size: int,
-                      device: torch.device) -> np.ndarray:
+def pair_similarities(
+    models: list[RetrievalModel], train: TrainingPairs, batch_size: int, device: torch.device
+) -> np.ndarray:
     """``[len(train)]`` similarity of every pair of ``train`` as paired, in its order (averaged
     over ``models``)."""
     scores = []

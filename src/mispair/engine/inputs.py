@@ -19,8 +19,9 @@ from mispair.data.pairset import PairSet
 INPUTS_FILE = "inputs.json"
 
 
-def run_inputs(splits: list[PairSet], training_pairing: np.ndarray | None,
-               others: TrainingPairs | None = None) -> dict[str, Any]:  # fmt: skip
+def run_inputs(
+    splits: list[PairSet], training_pairing: np.ndarray | None, others: TrainingPairs | None = None
+) -> dict[str, Any]:
     """``{"mispair": version, "data": digest}``: the digest covers every split's captions,
     image features, image ids and pairing, the training pairing (planted noise included) and the
     other splits a run scores."""

@@ -8,9 +8,18 @@ import torch
 from mispair.errors import DataError, DivergedError
 
 METRIC_KEYS = (
-    "i2t_r1", "i2t_r5", "i2t_r10", "i2t_medr", "i2t_meanr",
-    "t2i_r1", "t2i_r5", "t2i_r10", "t2i_medr", "t2i_meanr", "rsum",
-)  # fmt: skip
+    "i2t_r1",
+    "i2t_r5",
+    "i2t_r10",
+    "i2t_medr",
+    "i2t_meanr",
+    "t2i_r1",
+    "t2i_r5",
+    "t2i_r10",
+    "t2i_medr",
+    "t2i_meanr",
+    "rsum",
+)
 
 
 def retrieval_metrics(
@@ -49,13 +58,13 @@ def retrieval_metrics(
     if sims.ndim != 2:
         raise DataError(f"similarity matrix must be [n_images, n_captions], got shape {sims.shape}")
     if not np.isfinite(sims).all():  # NaN would rank as a match: a diverged model must not score
-        raise DivergedError(f"{int((~np.isfinite(sims)).sum())} similarities are NaN or infinite: "
-                            "the model's weights diverged (lower train.lr)")  # fmt: skip
+        raise DivergedError(
+            f"{int((~np.isfinite(sims)).sum())} similarities are NaN or infinite: "
+            "the model's weights diverged (lower train.lr)"
+        )
     n_images, n_captions = sims.shape
     if caption_groups is not None and np.shape(caption_groups) != (n_captions,):
-        raise DataError(
-            f"caption_groups needs {n_captions} entries, got shape {np.shape(caption_groups)}"
-        )
+        raise DataError(f"caption_groups needs {n_captions} entries, got shape {np.shape(caption_groups)}")
     if image_of_caption is not None:
         owner = np.asarray(image_of_caption, dtype=np.int64)
         inside = owner.shape == (n_captions,) and 0 <= owner.min(initial=0) <= owner.max(initial=0) < n_images
@@ -90,9 +99,7 @@ def _fold_metrics(sims: np.ndarray, owner: np.ndarray, caption_groups: np.ndarra
     correct = owner[None, :] == np.arange(n_images)[:, None]  # [n_images, n_captions]
     if caption_groups is not None:
         own_groups = [set(caption_groups[owner == i].tolist()) for i in range(n_images)]
-        correct = np.stack(
-            [np.isin(caption_groups, list(own_groups[i])) for i in range(n_images)]
-        )
+        correct = np.stack([np.isin(caption_groups, list(own_groups[i])) for i in range(n_images)])
     return {**rank_metrics("i2t", _ranks(sims, correct)), **rank_metrics("t2i", _ranks(sims.T, correct.T))}
 
 

@@ -82,8 +82,10 @@ class FoldStash:
 
     def save(self, round_index: int, scorer: int, score: np.ndarray) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.folder / f"{round_index}_{scorer}.npz",
-                     lambda handle: np.savez(handle, score=score, key=np.array(self.key)))  # fmt: skip
+        atomic_write(
+            self.folder / f"{round_index}_{scorer}.npz",
+            lambda handle: np.savez(handle, score=score, key=np.array(self.key)),
+        )
 
     def clear(self) -> None:
         if self.folder.is_dir():
@@ -108,8 +110,11 @@ def other_groups(image_of_caption: np.ndarray, n_images: int, group_images: int,
     (``seed``) into groups of about ``group_images`` images, the size of a training fold, so that a
     ``contrast`` score weighs a pair against as many other images as a held-out training pair."""
     groups = max(1, round(n_images / max(group_images, 1)))
-    return image_folds(image_of_caption, n_images, groups, seed) if groups > 1 else np.zeros(
-        len(image_of_caption), dtype=np.int64)
+    return (
+        image_folds(image_of_caption, n_images, groups, seed)
+        if groups > 1
+        else np.zeros(len(image_of_caption), dtype=np.int64)
+    )
 
 
 def out_of_fold_scores(
@@ -167,8 +172,12 @@ def out_of_fold_scores(
     total = np.zeros(len(train) + n_others, dtype=np.float32)
     group = None
     if others is not None:
-        group = other_groups(others.image_of_caption, others.pairs.n_images,
-                             -(-data.train.n_images // folds), config.train.seed)  # fmt: skip
+        group = other_groups(
+            others.image_of_caption,
+            others.pairs.n_images,
+            -(-data.train.n_images // folds),
+            config.train.seed,
+        )
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
     for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
@@ -179,24 +188,32 @@ def out_of_fold_scores(
             fold_seed = child_seed(seeds[repeat], "fold", k, folds)
             fold_config = replace(config, train=replace(config.train, seed=fold_seed))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
-            model = train_scorer(fold_config, data, train.subset(np.flatnonzero(training)), device,
-                                 train_fold)  # fmt: skip
-            score = partial(held_out_scores, model, kind=score_kind, tau=tau,
-                            batch_size=config.train.eval_batch_size, device=device)  # fmt: skip
+            model = train_scorer(
+                fold_config, data, train.subset(np.flatnonzero(training)), device, train_fold
+            )
+            score = partial(
+                held_out_scores,
+                model,
+                kind=score_kind,
+                tau=tau,
+                batch_size=config.train.eval_batch_size,
+                device=device,
+            )
             kept = score(train.subset(held_out))
             if others is not None:
                 kept = np.concatenate([kept, grouped_scores(score, others, group)])
             if stash is not None:
                 stash.save(round_index, job, kept)
         total[held_out] += kept[: len(held_out)]
-        total[len(train):] += kept[len(held_out):]
+        total[len(train) :] += kept[len(held_out) :]
     total = sum_over(shard, total)
-    other_scores = None if others is None else total[len(train):] / np.float32(repeats * folds)
+    other_scores = None if others is None else total[len(train) :] / np.float32(repeats * folds)
     return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores)
 
 
-def grouped_scores(score: Callable[[TrainingPairs], np.ndarray], pairs: TrainingPairs,
-                   group: np.ndarray) -> np.ndarray:  # fmt: skip
+def grouped_scores(
+    score: Callable[[TrainingPairs], np.ndarray], pairs: TrainingPairs, group: np.ndarray
+) -> np.ndarray:
     """``[len(pairs)]``: ``score`` of each group of ``pairs`` (``group [len(pairs)]``) on its own."""
     out = np.zeros(len(pairs), dtype=np.float32)
     for g in np.unique(group):
@@ -208,9 +225,15 @@ def grouped_scores(score: Callable[[TrainingPairs], np.ndarray], pairs: Training
 ScoreKind = Literal["similarity", "contrast"]
 
 
-def held_out_scores(model: RetrievalModel, pairs: TrainingPairs, *, kind: ScoreKind = "similarity",
-                    tau: float = 0.05, batch_size: int = 256,
-                    device: torch.device | str = "cpu") -> np.ndarray:  # fmt: skip
+def held_out_scores(
+    model: RetrievalModel,
+    pairs: TrainingPairs,
+    *,
+    kind: ScoreKind = "similarity",
+    tau: float = 0.05,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+) -> np.ndarray:
     """``[len(pairs)]`` score of each pair of ``pairs`` under ``model``: its similarity, or its
     ``contrast``: the mean of the log-probabilities, at temperature ``tau``, of its image among
     the images of ``pairs`` given its caption and of its caption among their captions given its
@@ -230,8 +253,14 @@ def held_out_scores(model: RetrievalModel, pairs: TrainingPairs, *, kind: ScoreK
     return scores.numpy()
 
 
-def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, image_of_caption: Tensor,
-                    tau: float, *, chunk: int = 256) -> Tensor:  # fmt: skip
+def contrast_scores(
+    sims: Tensor | Callable[[int, int], Tensor],
+    n_images: int,
+    image_of_caption: Tensor,
+    tau: float,
+    *,
+    chunk: int = 256,
+) -> Tensor:
     """``[n_captions]``: for similarities ``[n_images, n_captions]`` and each caption's paired
     image, ½ (log p(image | caption) + log p(caption | image)), softmaxes of ``sims / tau`` over
     all images, and over the captions of other images plus this one.
@@ -257,11 +286,22 @@ def contrast_scores(sims: Tensor | Callable[[int, int], Tensor], n_images: int, 
     return (caption_to_image + image_to_caption) / 2
 
 
-def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: TrainingPairs, *, folds: int,
-                               rounds: int, repeats: int = 1, score_kind: ScoreKind = "similarity",
-                               tau: float = 0.05, device: torch.device | str = "cpu", progress: bool = False,
-                               stash: FoldStash | None = None, shard: Shard = SINGLE_PROCESS,
-                               others: TrainingPairs | None = None) -> OutOfFoldScores:  # fmt: skip
+def refined_out_of_fold_scores(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    *,
+    folds: int,
+    rounds: int,
+    repeats: int = 1,
+    score_kind: ScoreKind = "similarity",
+    tau: float = 0.05,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+    stash: FoldStash | None = None,
+    shard: Shard = SINGLE_PROCESS,
+    others: TrainingPairs | None = None,
+) -> OutOfFoldScores:
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
@@ -272,10 +312,22 @@ def refined_out_of_fold_scores(config: RunConfig, data: RunData, train: Training
     scores are returned)."""
     trusted = None
     for round_index in range(rounds):
-        scores = out_of_fold_scores(config, data, train, folds=folds, repeats=repeats, device=device,
-                                    trusted=trusted, score_kind=score_kind, tau=tau, progress=progress,
-                                    stash=stash, round_index=round_index, shard=shard,
-                                    others=others)  # fmt: skip
+        scores = out_of_fold_scores(
+            config,
+            data,
+            train,
+            folds=folds,
+            repeats=repeats,
+            device=device,
+            trusted=trusted,
+            score_kind=score_kind,
+            tau=tau,
+            progress=progress,
+            stash=stash,
+            round_index=round_index,
+            shard=shard,
+            others=others,
+        )
         trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
 
@@ -291,10 +343,17 @@ def train_scorer(
     returned frozen (eval mode, no gradients); ``train_fold`` as in :func:`out_of_fold_scores`."""
     recipe_cls = get_recipe(config.recipe)
     if recipe_cls.n_models != 1:
-        raise ValueError(f"out-of-fold scoring trains a single model, recipe {config.recipe!r} has "
-                         f"{recipe_cls.n_models}")  # fmt: skip
-    context = RecipeContext(pairs, config.train.batch_size, config.train.epochs, device,
-                            config.train.seed, config.train.eval_batch_size)  # fmt: skip
+        raise ValueError(
+            f"out-of-fold scoring trains a single model, recipe {config.recipe!r} has {recipe_cls.n_models}"
+        )
+    context = RecipeContext(
+        pairs,
+        config.train.batch_size,
+        config.train.epochs,
+        device,
+        config.train.seed,
+        config.train.eval_batch_size,
+    )
     models = build_models(config, 1, data, device)
     recipe = recipe_cls(models, build_options(recipe_cls, config.method), context)
     trainer = Trainer(config, recipe, progress=False)
@@ -306,9 +365,15 @@ def train_scorer(
     return frozen(models[0])
 
 
-def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *,
-                       device: torch.device | str = "cpu", progress: bool = False,
-                       others: TrainingPairs | None = None) -> OutOfFoldScores:  # fmt: skip
+def early_epoch_scores(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    *,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+    others: TrainingPairs | None = None,
+) -> OutOfFoldScores:
     """Each pair's similarity under one scorer of ``config`` trained on all pairs of ``train``,
     averaged over the scorer's ``config.train.epochs`` epochs (scored after each): ``score
     [n_pairs]``, and ``others`` for the pairs of ``others`` (which it never trains on)."""
@@ -317,18 +382,23 @@ def early_epoch_scores(config: RunConfig, data: RunData, train: TrainingPairs, *
     total = np.zeros(len(scored), dtype=np.float64)
 
     def score_each_epoch(trainer: Trainer) -> None:
-        epochs = progress_bar(range(config.train.epochs), desc="early scorer", disable=not progress,
-                              leave=False)  # fmt: skip
+        epochs = progress_bar(
+            range(config.train.epochs), desc="early scorer", disable=not progress, leave=False
+        )
         for epoch in epochs:
             trainer.train_epoch(epoch)
             with evaluating(*trainer.recipe.models):
-                total[:] += pair_similarities(trainer.recipe.models, scored, config.train.eval_batch_size,
-                                              device)  # fmt: skip
+                total[:] += pair_similarities(
+                    trainer.recipe.models, scored, config.train.eval_batch_size, device
+                )
 
     train_scorer(config, data, train, device, score_each_epoch)
     mean = (total / config.train.epochs).astype(np.float32)
-    return OutOfFoldScores(mean[: len(train)], np.zeros((0, len(train)), dtype=np.int64),
-                           None if others is None else mean[len(train):])  # fmt: skip
+    return OutOfFoldScores(
+        mean[: len(train)],
+        np.zeros((0, len(train)), dtype=np.int64),
+        None if others is None else mean[len(train) :],
+    )
 
 
 def scorer_config(config: RunConfig) -> RunConfig:
@@ -340,9 +410,17 @@ def scorer_config(config: RunConfig) -> RunConfig:
     return replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
 
 
-def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, device: torch.device, *,
-                    cache: Path | None = None, progress: bool = False, shard: Shard = SINGLE_PROCESS,
-                    others: TrainingPairs | None = None) -> DivisionScores | None:  # fmt: skip
+def division_scores(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    device: torch.device,
+    *,
+    cache: Path | None = None,
+    progress: bool = False,
+    shard: Shard = SINGLE_PROCESS,
+    others: TrainingPairs | None = None,
+) -> DivisionScores | None:
     """The scores ``config.division`` asks for (higher = more likely matched), or None for
     ``in_sample``: of the training pairs and, given ``others`` (the dev and test pairs), of those
     too, scored by the same scorers, none of which trained on them. With ``cache`` (a run's
@@ -363,13 +441,25 @@ def division_scores(config: RunConfig, data: RunData, train: TrainingPairs, devi
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     if kind == "out_of_fold":
         division = config.division
-        found = refined_out_of_fold_scores(scoring, data, train, folds=division.folds, rounds=division.rounds,
-                                           repeats=division.repeats, score_kind=division.pair_score,
-                                           tau=division.tau, device=device, progress=progress, stash=stash,
-                                           shard=shard, others=others)  # fmt: skip
+        found = refined_out_of_fold_scores(
+            scoring,
+            data,
+            train,
+            folds=division.folds,
+            rounds=division.rounds,
+            repeats=division.repeats,
+            score_kind=division.pair_score,
+            tau=division.tau,
+            device=device,
+            progress=progress,
+            stash=stash,
+            shard=shard,
+            others=others,
+        )
     else:
-        found = broadcast(shard, early_epoch_scores(scoring, data, train, device=device, progress=progress,
-                                                    others=others))  # fmt: skip
+        found = broadcast(
+            shard, early_epoch_scores(scoring, data, train, device=device, progress=progress, others=others)
+        )
     scores = DivisionScores(found.score, found.others)
     if cache is not None and shard.is_main:
         scores.save(cache, key)

@@ -71,8 +71,15 @@ def train_run(
     """
     device = pick_device(config.train.device)
     with process_group(device, timeout) as (shard, device):
-        return _train_run(config, device, shard, resume=resume, progress=progress, log=main_only(shard, log),
-                          overwrite=overwrite)  # fmt: skip
+        return _train_run(
+            config,
+            device,
+            shard,
+            resume=resume,
+            progress=progress,
+            log=main_only(shard, log),
+            overwrite=overwrite,
+        )
 
 
 def check_run_config(config: RunConfig) -> Any:
@@ -84,13 +91,22 @@ def check_run_config(config: RunConfig) -> Any:
     head_options(config.model.head, config.model.head_options)
     build_dataclass(get_recipe("vse").Options, config.division.scorer_options, "division.scorer_options")
     if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
-        raise ConfigError(f"recipe {config.recipe}: needs held-out pair scores "
-                          "(division.scored_by: out_of_fold or early)")  # fmt: skip
+        raise ConfigError(
+            f"recipe {config.recipe}: needs held-out pair scores (division.scored_by: out_of_fold or early)"
+        )
     return options
 
 
-def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume: bool, progress: bool,
-               log: Callable[[str], None], overwrite: bool) -> dict[str, Any]:  # fmt: skip
+def _train_run(
+    config: RunConfig,
+    device: torch.device,
+    shard: Shard,
+    *,
+    resume: bool,
+    progress: bool,
+    log: Callable[[str], None],
+    overwrite: bool,
+) -> dict[str, Any]:
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
     recipe_cls, options = get_recipe(config.recipe), check_run_config(config)
@@ -116,8 +132,15 @@ def _train_run(config: RunConfig, device: torch.device, shard: Shard, *, resume:
         from_main(shard, lambda: check_resume(out_dir, config, resume, inputs(), log))  # rank 0 only
         context = _context(config, data, train, noise, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
-        return _train(config, recipe_cls(models, options, context), data, out_dir, resume=resume,
-                      progress=progress, log=log)  # fmt: skip
+        return _train(
+            config,
+            recipe_cls(models, options, context),
+            data,
+            out_dir,
+            resume=resume,
+            progress=progress,
+            log=log,
+        )
 
 
 def _check_data_fits(config: RunConfig, data: RunData) -> None:
@@ -128,11 +151,27 @@ def _check_data_fits(config: RunConfig, data: RunData) -> None:
     check_model_inputs(SimpleNamespace(head=head), data.train.feature_dim, data.train)  # reads .head only
 
 
-def _context(config: RunConfig, data: RunData, train: TrainingPairs, noise: NoiseRecord | None,
-             others: TrainingPairs | None, device: torch.device, out_dir: Path, progress: bool,
-             shard: Shard) -> RecipeContext:  # fmt: skip
-    scores = division_scores(config, data, train, device, cache=out_dir / PAIR_SCORES_FILE, progress=progress,
-                             shard=shard, others=others)  # fmt: skip
+def _context(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    noise: NoiseRecord | None,
+    others: TrainingPairs | None,
+    device: torch.device,
+    out_dir: Path,
+    progress: bool,
+    shard: Shard,
+) -> RecipeContext:
+    scores = division_scores(
+        config,
+        data,
+        train,
+        device,
+        cache=out_dir / PAIR_SCORES_FILE,
+        progress=progress,
+        shard=shard,
+        others=others,
+    )
     return RecipeContext(
         train=train.sharded(shard),
         batch_size=config.train.batch_size,
@@ -146,21 +185,42 @@ def _context(config: RunConfig, data: RunData, train: TrainingPairs, noise: Nois
     )
 
 
-def _train(config: RunConfig, recipe: Recipe, data: RunData, out_dir: Path, *, resume: bool,
-           progress: bool, log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+def _train(
+    config: RunConfig,
+    recipe: Recipe,
+    data: RunData,
+    out_dir: Path,
+    *,
+    resume: bool,
+    progress: bool,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     kind = config.data.noise.protocol if config.data.noise.rate > 0 else "labelled"
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
-    log(f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
-        f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}")  # fmt: skip
-    trainer = Trainer(config, recipe, data.dev, data.dev_tokens, out_dir,
-                      extra_state=data.checkpoint_fields(), progress=progress, log=log)  # fmt: skip
+    log(
+        f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
+        f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}"
+    )
+    trainer = Trainer(
+        config,
+        recipe,
+        data.dev,
+        data.dev_tokens,
+        out_dir,
+        extra_state=data.checkpoint_fields(),
+        progress=progress,
+        log=log,
+    )
     result: TrainResult = trainer.fit(resume=resume)
     shard = recipe.context.shard
     test = evaluate_checkpoint(out_dir / "best.pt", progress=progress, shard=shard)
     summary = {"best_epoch": result.best_epoch, "dev": result.best_dev, "test": test}
     if config.data.noise.rate > 0:
-        summary["planted_noise"] = {"rate": config.data.noise.rate, "protocol": config.data.noise.protocol,
-                                    "seed": config.data.noise.seed}  # fmt: skip
+        summary["planted_noise"] = {
+            "rate": config.data.noise.rate,
+            "protocol": config.data.noise.protocol,
+            "seed": config.data.noise.seed,
+        }
     if shard.is_main:
         write_json(out_dir / "metrics.json", summary)
     return summary

@@ -23,15 +23,24 @@ from mispair.errors import ConfigError, DataError
 from mispair.safe_io import refuse_planted
 from mispair.safe_parse import load_json
 
-RUN_OUTPUTS = ("config.json", INPUTS_FILE, "last.pt", "best.pt", "log.jsonl", "metrics.json",
-               PAIR_SCORES_FILE, str(Path(PAIR_SCORES_FILE).with_suffix(".folds")),
-               "input.parquet")  # fmt: skip
+RUN_OUTPUTS = (
+    "config.json",
+    INPUTS_FILE,
+    "last.pt",
+    "best.pt",
+    "log.jsonl",
+    "metrics.json",
+    PAIR_SCORES_FILE,
+    str(Path(PAIR_SCORES_FILE).with_suffix(".folds")),
+    "input.parquet",
+)
 """What a run writes into its folder (and nothing else there is touched; ``input.parquet``: the
 DataFrame ``mispair.train`` was given)."""
 
 
-def check_resume(out_dir: Path, config: RunConfig, resume: bool, inputs: dict[str, Any],
-                 log: Callable[[str], None]) -> None:  # fmt: skip
+def check_resume(
+    out_dir: Path, config: RunConfig, resume: bool, inputs: dict[str, Any], log: Callable[[str], None]
+) -> None:
     """Refuse to resume a run whose saved config differs (a silent mix of two runs); train again,
     saying why, a run whose collection or mispair version changed (its results would be stale);
     then record the config and the inputs."""
@@ -54,8 +63,10 @@ def check_resume(out_dir: Path, config: RunConfig, resume: bool, inputs: dict[st
         log(f"note: {out_dir}: {why} since its run; training it again (its model and scores are stale)")
         resume = False
     elif why:
-        log(f"note: reusing the run in {out_dir}, which records no digest of its inputs (an older mispair "
-            "wrote it); --no-resume trains it again")  # fmt: skip
+        log(
+            f"note: reusing the run in {out_dir}, which records no digest of its inputs (an older mispair "
+            "wrote it); --no-resume trains it again"
+        )
     refuse_planted(out_dir / "log.jsonl")  # appended to: a link there is refused before any work
     if not resume:
         for name in ("last.pt", "best.pt", "log.jsonl", "metrics.json", PAIR_SCORES_FILE):

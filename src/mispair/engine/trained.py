@@ -116,9 +116,7 @@ class Checkpoint:
             if not isinstance(payload.get(key), kind):
                 raise DataError(f"{path}: not a mispair run checkpoint (its {key!r} is missing or malformed)")
         models = payload["models"]
-        if not all(
-            isinstance(w, dict) and all(isinstance(t, Tensor) for t in w.values()) for w in models
-        ):
+        if not all(isinstance(w, dict) and all(isinstance(t, Tensor) for t in w.values()) for w in models):
             raise DataError(f"{path}: a damaged checkpoint (its models are not name → tensor mappings)")
         for k, weights in enumerate(models):
             check_weights(weights, f"{path} (model {k + 1})")

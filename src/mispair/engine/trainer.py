@@ -151,8 +151,10 @@ class Trainer:
         if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
             return
         if not torch.isfinite(loss):  # stop before a step that would spread NaN into the weights
-            raise DivergedError(f"the training loss became {loss.item()} ({', '.join(update.terms)}); "
-                                "lower train.lr (last.pt keeps the last finished epoch)")  # fmt: skip
+            raise DivergedError(
+                f"the training loss became {loss.item()} ({', '.join(update.terms)}); "
+                "lower train.lr (last.pt keeps the last finished epoch)"
+            )
         loss.backward()
         if update.optimizer == MODEL_OPTIMIZER and self.config.train.grad_clip > 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -203,9 +205,13 @@ class Trainer:
         divided = time.perf_counter()
         losses = self._train_epoch(epoch)
         epoch_values.update(self.recipe.end_epoch(epoch))
-        return {"lr": lr, **losses, **epoch_values,
-                "seconds/division": round(divided - began, 3),
-                "seconds/train": round(time.perf_counter() - divided, 3)}  # fmt: skip
+        return {
+            "lr": lr,
+            **losses,
+            **epoch_values,
+            "seconds/division": round(divided - began, 3),
+            "seconds/train": round(time.perf_counter() - divided, 3),
+        }
 
     def _save(self, name: str, epoch: int, best_epoch: int, best_dev: dict[str, float]) -> None:
         if self.shard.is_main:
@@ -225,9 +231,13 @@ class Trainer:
             if not best_dev or last_dev["rsum"] > best_dev["rsum"]:
                 best_epoch, best_dev = epoch, last_dev
                 self._save("best.pt", epoch + 1, best_epoch, best_dev)
-            record = {"epoch": epoch, **values, **{f"dev/{k}": v for k, v in last_dev.items()},
-                      "seconds/eval": round(time.perf_counter() - trained, 3),
-                      "seconds": round(time.perf_counter() - began, 3)}  # fmt: skip
+            record = {
+                "epoch": epoch,
+                **values,
+                **{f"dev/{k}": v for k, v in last_dev.items()},
+                "seconds/eval": round(time.perf_counter() - trained, 3),
+                "seconds": round(time.perf_counter() - began, 3),
+            }
             losses = {k: v for k, v in values.items() if k.startswith("loss/")}
             if self.shard.is_main:
                 append_text(self.out_dir / "log.jsonl", json.dumps(record) + "\n")  # never through a link

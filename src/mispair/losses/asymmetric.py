@@ -75,9 +75,7 @@ def asymmetric_loss(
     return _one_direction(sims, *args) + _one_direction(sims.t(), *args)
 
 
-def _one_direction(
-    sims: Tensor, sigma: Tensor, m0: float, scale: float, detach_weights: bool
-) -> Tensor:
+def _one_direction(sims: Tensor, sigma: Tensor, m0: float, scale: float, detach_weights: bool) -> Tensor:
     """ASL Eq. 5 for the anchors in the rows of ``sims`` (positives on the diagonal), ``[B]``."""
     weight_sims = sims.detach() if detach_weights else sims
     positives = sims.diagonal()

@@ -27,8 +27,7 @@ def soft_margin(targets: Tensor, margin: float, curve: float = 10.0) -> Tensor:
     return margin * (curve**targets - 1) / (curve - 1)
 
 
-def rectified_target(clean_prob: Tensor, oscillation_prob: Tensor, threshold: float = 0.5
-                     ) -> Tensor:  # fmt: skip
+def rectified_target(clean_prob: Tensor, oscillation_prob: Tensor, threshold: float = 0.5) -> Tensor:
     """The exponent of PC² Eq. 8: ``w^c + (1 − w^c) · 1(w^o > τ) · w^o``.
 
     ``clean_prob`` ``w^c`` (co-divide on losses) and ``oscillation_prob`` ``w^o`` (co-divide on

@@ -31,9 +31,7 @@ def hinge_costs(sims: Tensor, margin: float | Tensor = 0.2) -> tuple[Tensor, Ten
     return i2t, t2i
 
 
-def triplet_loss(
-    sims: Tensor, margin: float | Tensor = 0.2, *, negatives: Negatives = "sum"
-) -> Tensor:
+def triplet_loss(sims: Tensor, margin: float | Tensor = 0.2, *, negatives: Negatives = "sum") -> Tensor:
     """Bidirectional hinge triplet loss of each positive pair, L2RM Eq. 2 / NCR Eq. 9.
 
     For pair ``i`` (image i, caption i) with margin ``α_i``::

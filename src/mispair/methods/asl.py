@@ -47,8 +47,9 @@ class ASL(CoTraining):
         if opts.loss == "triplet":
             margins = opts.margin * soft_boundary(soft_labels, opts.z)
             return triplet_loss(sims, margins, negatives="hardest")
-        return asymmetric_loss(sims, soft_labels, m0=opts.m0, scale=opts.scale, z=opts.z,
-                               detach_weights=opts.detach_weights)  # fmt: skip
+        return asymmetric_loss(
+            sims, soft_labels, m0=opts.m0, scale=opts.scale, z=opts.z, detach_weights=opts.detach_weights
+        )
 
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         model = self.models[k]

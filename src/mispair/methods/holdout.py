@@ -74,8 +74,9 @@ class Holdout(Recipe):
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
         if context.pair_scores is None:
-            raise ConfigError("recipe holdout: needs held-out pair scores "
-                              "(division.scored_by: out_of_fold or early)")
+            raise ConfigError(
+                "recipe holdout: needs held-out pair scores (division.scored_by: out_of_fold or early)"
+            )
         losses = -np.asarray(context.pair_scores, dtype=np.float64)
         self.clean_prob = clean_probability(losses[None], fit_gmm, context)[0]
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
@@ -96,8 +97,9 @@ class Holdout(Recipe):
         if len(suspected) < 2:
             return {}
         images = np.unique(ctx.train.image_of_caption[suspected])
-        sims = cross_similarities(self.models, ctx.train, images, suspected,
-                                  batch_size=ctx.eval_batch_size, device=ctx.device)  # fmt: skip
+        sims = cross_similarities(
+            self.models, ctx.train, images, suspected, batch_size=ctx.eval_batch_size, device=ctx.device
+        )
         best_image, best_caption = sims.argmax(dim=0).numpy(), sims.argmax(dim=1).numpy()
         mutual = best_caption[best_image] == np.arange(len(suspected))
         paired = ctx.train.image_of_caption.copy()

@@ -71,8 +71,13 @@ class RematchItem:
         def move(x: Any) -> Any:
             return None if x is None else x.to(device)
 
-        return replace(self, matched=self.matched.to(device), mismatched=move(self.mismatched),
-                       recon=move(self.recon), supervision=move(self.supervision))  # fmt: skip
+        return replace(
+            self,
+            matched=self.matched.to(device),
+            mismatched=move(self.mismatched),
+            recon=move(self.recon),
+            supervision=move(self.supervision),
+        )
 
 
 def reconstruct_pairs(
@@ -142,8 +147,9 @@ def refined_alignment(
     big = None
     if mass is not None:
         big = float((cost if mask is None else cost[mask]).max()) + dummy_margin
-    result = sinkhorn(cost[None], None, None, reg, mask=mask, partial_mass=mass, n_iter=n_iter,
-                      tol=tol, big=big)  # fmt: skip
+    result = sinkhorn(
+        cost[None], None, None, reg, mask=mask, partial_mass=mass, n_iter=n_iter, tol=tol, big=big
+    )
     return result.plan[0]
 
 
@@ -211,8 +217,9 @@ class L2RM(Recipe):
 
         def __post_init__(self) -> None:
             if not 0 < self.rho <= 1 or not self.reg > 0:
-                raise ConfigError(f"method: need 0 < rho <= 1 and reg > 0, got rho={self.rho}, "
-                                  f"reg={self.reg}")  # fmt: skip
+                raise ConfigError(
+                    f"method: need 0 < rho <= 1 and reg > 0, got rho={self.rho}, reg={self.reg}"
+                )
 
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
@@ -237,8 +244,9 @@ class L2RM(Recipe):
         if epoch < opts.warmup_epochs:
             return {}
         seed = child_seed(ctx.seed, "division", epoch)
-        losses = division_losses(self.models, ctx, batch_size=ctx.batch_size, seed=seed,
-                                 loss_fn=self.division_loss)  # fmt: skip
+        losses = division_losses(
+            self.models, ctx, batch_size=ctx.batch_size, seed=seed, loss_fn=self.division_loss
+        )
         clean_prob = clean_probability(losses[:1], fit_bmm, ctx)[0]
         if (1 - clean_prob <= opts.threshold).sum() < 2:
             # Nothing left to train on: keep the previous division (before the first, the warm-up goes on).
@@ -356,10 +364,15 @@ class L2RM(Recipe):
         mass = None
         if opts.partial:
             mass = min(1.0, opts.rho * n / opts.rho_batch if opts.rho_batch else opts.rho)
-        return refined_alignment(self.cost(sims), opts.reg, mass=mass,
-                                 mask_positives=self.mask_positives(),
-                                 dummy_margin=opts.dummy_margin, n_iter=opts.sinkhorn_iters,
-                                 tol=opts.sinkhorn_tol)  # fmt: skip
+        return refined_alignment(
+            self.cost(sims),
+            opts.reg,
+            mass=mass,
+            mask_positives=self.mask_positives(),
+            dummy_margin=opts.dummy_margin,
+            n_iter=opts.sinkhorn_iters,
+            tol=opts.sinkhorn_tol,
+        )
 
     def mask_positives(self) -> bool:
         """Eq. 8's mask: on, off, or ``auto`` — off when the split is taken as clean (D.1)."""

@@ -121,8 +121,10 @@ class OMIT(Recipe):
         def __post_init__(self) -> None:
             words = (self.caption_mask, self.caption_replace, self.caption_discard)
             if not all(0 <= r < 1 for r in (self.visual_mask, *words)) or sum(words) > 1:
-                raise ConfigError("method: augmentation rates must be in [0, 1) and the three "
-                                  "caption rates sum to at most 1")  # fmt: skip
+                raise ConfigError(
+                    "method: augmentation rates must be in [0, 1) and the three "
+                    "caption rates sum to at most 1"
+                )
 
     def __init__(self, models: list[RetrievalModel], options: Options, context: RecipeContext):
         super().__init__(models, options, context)
@@ -143,9 +145,14 @@ class OMIT(Recipe):
         self.step += 1
         images = drop_fragments(batch.images, opts.visual_mask, gen)
         rates = (opts.caption_mask, opts.caption_replace, opts.caption_discard)
-        tokens, lengths = corrupt_captions(batch.tokens, batch.lengths, rates,
-                                           mask_token=opts.mask_token,
-                                           vocabulary=self.vocabulary, generator=gen)  # fmt: skip
+        tokens, lengths = corrupt_captions(
+            batch.tokens,
+            batch.lengths,
+            rates,
+            mask_token=opts.mask_token,
+            vocabulary=self.vocabulary,
+            generator=gen,
+        )
         return images, tokens, lengths
 
     def train_step(self, batch: Batch, epoch: int) -> Update:

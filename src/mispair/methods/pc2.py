@@ -48,9 +48,7 @@ class PseudoClassifier(nn.Module):
 
     def __init__(self, embed_dim: int, n_classes: int = 128, hidden: int = 256) -> None:
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(embed_dim, hidden), nn.ReLU(), nn.Linear(hidden, n_classes)
-        )
+        self.net = nn.Sequential(nn.Linear(embed_dim, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
 
     def forward(self, pooled: Tensor) -> Tensor:
         return self.net(pooled)
@@ -126,8 +124,7 @@ class PC2(CoTraining):
             probe = context.train.batch(np.arange(1)).images.to(context.device)
             embed_dim = models[0].encode_images(probe).pooled.shape[1]
         self.classifiers = nn.ModuleList(
-            PseudoClassifier(embed_dim, options.n_classes, options.classifier_hidden)
-            for _ in models
+            PseudoClassifier(embed_dim, options.n_classes, options.classifier_hidden) for _ in models
         ).to(context.device)
         self.previous_predictions: np.ndarray | None = None  # [n_models, n_images, K]
         self.oscillation_prob: np.ndarray | None = None  # [n_models, n_pairs]
@@ -181,8 +178,10 @@ class PC2(CoTraining):
         self.oscillation_prob = None
         if predictions is not None and self.previous_predictions is not None:
             image_of_pair = self.context.train.image_of_caption
-            scores = [division.oscillation_scores(prev, now)[image_of_pair]
-                      for prev, now in zip(self.previous_predictions, predictions)]  # fmt: skip
+            scores = [
+                division.oscillation_scores(prev, now)[image_of_pair]
+                for prev, now in zip(self.previous_predictions, predictions)
+            ]
             self.oscillation_prob = clean_probability(np.stack(scores), MIXTURES[opts.mixture], self.context)
             values.update(self.detection_log(self.oscillation_prob, prefix="oscillation"))
         self.previous_predictions = predictions
@@ -231,20 +230,24 @@ class PC2(CoTraining):
         target = self.labeled_prob(k, batch)
         if opts.rectification and self.oscillation_prob is not None:
             index = batch.index.cpu().numpy()
-            w_o = torch.as_tensor(self.oscillation_prob[1 - k][index], dtype=target.dtype,
-                                  device=target.device)  # fmt: skip
+            w_o = torch.as_tensor(
+                self.oscillation_prob[1 - k][index], dtype=target.dtype, device=target.device
+            )
             target = rectified_target(target, w_o, opts.p_threshold)
         return soft_margin(target, opts.margin, opts.curve)
 
-    def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int
-                     ) -> dict[str, Tensor]:  # fmt: skip
+    def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         images, texts, sims = self._encode(k, labeled)
         clean = triplet_loss(sims, self.clean_margins(k, labeled), negatives="hardest")
         terms = {"clean": reduce_batch(clean, "sum")}  # summed over the batch, as NCR
         terms |= self._classification_terms(k, images, texts)
         opts = self.options
-        if (opts.pseudo_captioning and unlabeled is not None and len(unlabeled) > 1
-                and self.use_unlabeled(epoch)):  # fmt: skip
+        if (
+            opts.pseudo_captioning
+            and unlabeled is not None
+            and len(unlabeled) > 1
+            and self.use_unlabeled(epoch)
+        ):
             loss = self.pseudo_caption_loss(k, images, texts, labeled, unlabeled)
             terms["pseudo_cap"] = opts.lambda_n * loss
         return terms
@@ -266,8 +269,7 @@ class PC2(CoTraining):
         return reduce_batch(pseudo_pair_loss(sims, lender, margins), "sum")
 
     # ---------------------------------------------------------------- pseudo-caption quality log
-    def _record_captions(self, k: int, noisy_images: Tensor, lenders: Tensor, similarity: Tensor
-                         ) -> None:  # fmt: skip
+    def _record_captions(self, k: int, noisy_images: Tensor, lenders: Tensor, similarity: Tensor) -> None:
         stats = self._caption_stats[k]
         stats[0] += len(lenders)
         stats[2] += float(similarity.sum())

@@ -57,9 +57,9 @@ class RCL(Recipe):
         generator.manual_seed(child_seed(epoch, "batch labels", int(batch.index[0])))
         sims = self.models[0](batch.images, batch.tokens, batch.lengths)
         if opts.loss.lower() in COMPLEMENTARY_KINDS:
-            loss = complementary_loss(sims, kind=opts.loss.lower(), tau=opts.tau, q=opts.q,
-                                      ratio=opts.ratio, generator=generator)  # fmt: skip
+            loss = complementary_loss(
+                sims, kind=opts.loss.lower(), tau=opts.tau, q=opts.q, ratio=opts.ratio, generator=generator
+            )
         else:
-            loss = rcl_ablation_loss(sims, opts.loss, margin=opts.margin, tau=opts.tau,
-                                     generator=generator)  # fmt: skip
+            loss = rcl_ablation_loss(sims, opts.loss, margin=opts.margin, tau=opts.tau, generator=generator)
         return Update({f"rcl_{opts.loss.lower()}": reduce_batch(loss, "mean")})

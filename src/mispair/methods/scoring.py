@@ -57,8 +57,9 @@ def per_sample_losses(
     return sum_over(shard, losses)
 
 
-def clean_probability(losses: np.ndarray, fit: Callable[[np.ndarray], Division],
-                      context: RecipeContext) -> np.ndarray:  # fmt: skip
+def clean_probability(
+    losses: np.ndarray, fit: Callable[[np.ndarray], Division], context: RecipeContext
+) -> np.ndarray:
     """``[n_rows, n_pairs]`` the clean probability of every pair under the two-component mixture
     ``fit`` (``fit_gmm``, ``fit_bmm``, ...) of each row of ``losses [n_rows, n_pairs]``
     (min–max normalised; low = clean). Fitted once, on rank 0, in a multi-process run."""
@@ -82,8 +83,9 @@ def division_losses(
     for every model) when it has them, else :func:`per_sample_losses` of ``models`` in-sample."""
     if context.pair_scores is not None:
         return np.tile(-np.asarray(context.pair_scores, dtype=np.float64), (len(models), 1))
-    return per_sample_losses(models, context.train, batch_size=batch_size, seed=seed,
-                             device=context.device, loss_fn=loss_fn)  # fmt: skip
+    return per_sample_losses(
+        models, context.train, batch_size=batch_size, seed=seed, device=context.device, loss_fn=loss_fn
+    )
 
 
 def cross_similarities(

@@ -82,15 +82,18 @@ def all_pair_similarities(
     head = _prepared_head(similarity)
     if head is not None:
         return _prepared_similarities(
-            head, images, texts, image_chunk, caption_chunk, device, dtype, progress,
+            head,
+            images,
+            texts,
+            image_chunk,
+            caption_chunk,
+            device,
+            dtype,
+            progress,
             max_block_bytes,
-        )  # fmt: skip
+        )
     out = torch.empty(len(images), len(texts), dtype=torch.float32)
-    blocks = [
-        (i, j)
-        for i in _blocks(len(images), image_chunk)
-        for j in _blocks(len(texts), caption_chunk)
-    ]
+    blocks = [(i, j) for i in _blocks(len(images), image_chunk) for j in _blocks(len(texts), caption_chunk)]
     for i, j in progress_bar(blocks, desc="similarities", disable=not progress, leave=False):
         block = similarity(images[i].to(device, dtype), texts[j].to(device, dtype))
         out[i, j] = block.float().cpu()

@@ -15,8 +15,13 @@ def build_model(cfg: ModelConfig, feature_dim: int, vocab_size: int) -> Retrieva
     # the text encoder is initialised first: the random draws of every released result follow
     # this order (text encoder, image encoder, head)
     text_encoder = text_encoder_class(cfg.text_encoder).from_config(cfg, vocab_size)
-    image_encoder = FragmentImageEncoder(feature_dim, cfg.embed_dim, mlp=cfg.image_mlp,
-                                         pooling=cfg.image_pooling, fragments=head_reads_fragments(cfg.head))
+    image_encoder = FragmentImageEncoder(
+        feature_dim,
+        cfg.embed_dim,
+        mlp=cfg.image_mlp,
+        pooling=cfg.image_pooling,
+        fragments=head_reads_fragments(cfg.head),
+    )
     return RetrievalModel(
         image_encoder,
         text_encoder,

@@ -24,8 +24,15 @@ class FragmentImageEncoder(nn.Module):
     each fragment: ``local`` is then the pooled embedding as a single fragment ``[B, 1, d]``.
     """
 
-    def __init__(self, feature_dim: int, embed_dim: int = 1024, *, mlp: bool = False,
-                 pooling: str = "fragments", fragments: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        feature_dim: int,
+        embed_dim: int = 1024,
+        *,
+        mlp: bool = False,
+        pooling: str = "fragments",
+        fragments: bool = True,
+    ) -> None:
         super().__init__()
         if pooling not in ("fragments", "features"):
             raise ValueError(f"pooling: fragments or features, got {pooling!r}")

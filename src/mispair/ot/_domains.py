@@ -51,9 +51,7 @@ class Problem:
 
     def select(self, idx: Tensor) -> Problem:
         """The sub-batch ``idx`` (a bool mask or an index tensor over problems)."""
-        return Problem(
-            *(None if x is None else x[idx] for x in (getattr(self, k) for k in _FIELDS))
-        )
+        return Problem(*(None if x is None else x[idx] for x in (getattr(self, k) for k in _FIELDS)))
 
 
 _FIELDS = tuple(Problem.__dataclass_fields__)

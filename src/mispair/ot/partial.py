@@ -6,9 +6,7 @@ import torch
 from torch import Tensor
 
 
-def positive_pair_mask(
-    n: int, m: int | None = None, *, device: torch.device | str | None = None
-) -> Tensor:
+def positive_pair_mask(n: int, m: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
     r"""Mask of L2RM Eq. 8 that forbids transport between the two halves of a given pair.
 
     .. math:: M_{ij} = 0 \text{ if } i = j, \quad 1 \text{ otherwise.}

@@ -69,8 +69,11 @@ class IndexSpec:
 
     def with_search(self, nprobe: int | None = None, ef_search: int | None = None) -> IndexSpec:
         """This spec with other search-time settings (None keeps the current one)."""
-        return dataclasses.replace(self, nprobe=self.nprobe if nprobe is None else nprobe,
-                                   ef_search=self.ef_search if ef_search is None else ef_search)
+        return dataclasses.replace(
+            self,
+            nprobe=self.nprobe if nprobe is None else nprobe,
+            ef_search=self.ef_search if ef_search is None else ef_search,
+        )
 
     def cells(self, n_vectors: int) -> int:
         """The number of IVF cells for ``n_vectors`` vectors."""
@@ -95,8 +98,9 @@ def build_ann(vectors: np.ndarray, spec: IndexSpec) -> Any:
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     dim = vectors.shape[1]
     if spec.kind == "ivf":
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, spec.cells(len(vectors)),
-                                   faiss.METRIC_INNER_PRODUCT)  # fmt: skip
+        index = faiss.IndexIVFFlat(
+            faiss.IndexFlatIP(dim), dim, spec.cells(len(vectors)), faiss.METRIC_INNER_PRODUCT
+        )
         index.cp.min_points_per_centroid = 1  # small collections: no warning, the cells stay as asked
         index.train(vectors)
     elif spec.kind == "hnsw":

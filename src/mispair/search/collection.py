@@ -62,8 +62,11 @@ class Collection:
 
     def image_ids(self) -> list[str]:
         """An identifier per image: the dataset's (file name, id), else ``split:number``."""
-        return [name for split, p in zip(self.splits, self.parts)
-                for name in (p.image_ids or [f"{split}:{i}" for i in range(p.n_images)])]  # fmt: skip
+        return [
+            name
+            for split, p in zip(self.splits, self.parts)
+            for name in (p.image_ids or [f"{split}:{i}" for i in range(p.n_images)])
+        ]
 
     def image_splits(self) -> list[str]:
         return [split for split, p in zip(self.splits, self.parts) for _ in range(p.n_images)]
@@ -87,8 +90,12 @@ class Collection:
         is not part of it (a moved copy matches)."""
         digest = hashlib.blake2b(digest_size=16)
         for split, part in zip(self.splits, self.parts):
-            layout = {"split": split, "shape": list(part.images.shape), "captions": part.captions,
-                      "image_ids": part.image_ids}  # fmt: skip
+            layout = {
+                "split": split,
+                "shape": list(part.images.shape),
+                "captions": part.captions,
+                "image_ids": part.image_ids,
+            }
             digest.update(json.dumps(layout, ensure_ascii=False).encode("utf-8"))
             digest.update(part.image_of_caption.astype("<i8").tobytes())
             rows = np.unique(np.linspace(0, part.n_images - 1, FINGERPRINT_ROWS).round().astype(np.int64))

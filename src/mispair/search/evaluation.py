@@ -21,8 +21,9 @@ from mispair.progress import progress_bar
 from mispair.search.index import Index
 
 
-def evaluate_index(index: Index, *, k: int = 100, rerank: int = 0,
-                   progress: bool = False) -> dict[str, float]:  # fmt: skip
+def evaluate_index(
+    index: Index, *, k: int = 100, rerank: int = 0, progress: bool = False
+) -> dict[str, float]:
     """Image→text and text→image R@1/5/10 and rSum of the collection of ``index`` from top-``k``
     lists (``rerank=K``: the first ``K`` candidates reordered by the head), plus ``eq_*`` variants
     when captions repeat (one caption per image), as :func:`mispair.engine.evaluation.evaluate_split`.
@@ -45,8 +46,9 @@ def evaluate_index(index: Index, *, k: int = 100, rerank: int = 0,
     return metrics
 
 
-def ranked_lists(index: Index, target: str, k: int, rerank: int = 0,
-                 progress: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def ranked_lists(
+    index: Index, target: str, k: int, rerank: int = 0, progress: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """``scores [q, k]`` and ``ids [q, k]`` (-1 where nothing was found) of every item of the
     other side (its stored vector) searching ``target`` (``images``: every caption is a query);
     ``rerank=K``: each list's first ``K`` reordered by the head (``k = K``)."""
@@ -66,10 +68,16 @@ def ranked_lists(index: Index, target: str, k: int, rerank: int = 0,
     return scores, ids
 
 
-def _metrics(t2i: tuple[np.ndarray, np.ndarray], i2t: tuple[np.ndarray, np.ndarray],
-             t2i_correct: np.ndarray, i2t_correct: np.ndarray) -> dict[str, float]:  # fmt: skip
-    metrics = {**rank_metrics("i2t", list_ranks(*i2t, i2t_correct)),
-               **rank_metrics("t2i", list_ranks(*t2i, t2i_correct))}  # fmt: skip
+def _metrics(
+    t2i: tuple[np.ndarray, np.ndarray],
+    i2t: tuple[np.ndarray, np.ndarray],
+    t2i_correct: np.ndarray,
+    i2t_correct: np.ndarray,
+) -> dict[str, float]:
+    metrics = {
+        **rank_metrics("i2t", list_ranks(*i2t, i2t_correct)),
+        **rank_metrics("t2i", list_ranks(*t2i, t2i_correct)),
+    }
     metrics["rsum"] = sum(metrics[f"{d}_r{n}"] for d in ("i2t", "t2i") for n in (1, 5, 10))
     return metrics
 

@@ -70,10 +70,19 @@ class Index:
         >>> [h.image_id for h in Index.load("oc.index").search("a red bicycle", k=3)]  # doctest: +SKIP
     """
 
-    def __init__(self, manifest: dict[str, Any], model: SearchModel, anns: dict[str, Any],
-                 image_ids: list[str], captions: list[str], image_of_caption: np.ndarray, *,
-                 path: Path | None = None, collection: Collection | None = None,
-                 data_root: str | Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        manifest: dict[str, Any],
+        model: SearchModel,
+        anns: dict[str, Any],
+        image_ids: list[str],
+        captions: list[str],
+        image_of_caption: np.ndarray,
+        *,
+        path: Path | None = None,
+        collection: Collection | None = None,
+        data_root: str | Path | None = None,
+    ) -> None:
         self.manifest, self.model, self.anns = manifest, model, anns
         self.image_ids, self.captions = image_ids, captions
         self.image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
@@ -89,10 +98,18 @@ class Index:
     # --- building, saving, loading ------------------------------------------------------------
 
     @classmethod
-    def build(cls, checkpoint: str | Path, data: str | Path, *, split: str = "all",
-              spec: IndexSpec | None = None, device: str = "auto", progress: bool = False,
-              log: Callable[[str], None] = print,
-              data_options: dict[str, Any] | None = None) -> Index:  # fmt: skip
+    def build(
+        cls,
+        checkpoint: str | Path,
+        data: str | Path,
+        *,
+        split: str = "all",
+        spec: IndexSpec | None = None,
+        device: str = "auto",
+        progress: bool = False,
+        log: Callable[[str], None] = print,
+        data_options: dict[str, Any] | None = None,
+    ) -> Index:
         """Embed every image and caption of ``split`` (a name, names separated by commas, or
         ``all``) of the folder or precomputed dataset ``data`` with the models of ``checkpoint``
         and index them as ``spec`` says (default: exact); ``data_options``: the collection's
@@ -104,24 +121,37 @@ class Index:
             model.check_inputs(part)
         tokens = [ids for part in collection.parts for ids in model.tokens(part)]
         model.prepare_texts(collection.data, tokens, progress=progress, log=log)
-        vectors = {"images": np.concatenate([model.image_vectors(p, progress) for p in collection.parts]),
-                   "captions": model.text_vectors(tokens, progress)}  # fmt: skip
+        vectors = {
+            "images": np.concatenate([model.image_vectors(p, progress) for p in collection.parts]),
+            "captions": model.text_vectors(tokens, progress),
+        }
         for target in TARGETS:  # a degenerate model never becomes an index
             check_finite(vectors[target], f"{target[:-1]} vectors", checkpoint)
         anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
         manifest = {
             "mispair": __version__,
             "checkpoint": {"path": str(Path(checkpoint).resolve()), "fingerprint": model.fingerprint},
-            "collection": {"root": str(collection.root), "source": collection.data.source,
-                           "options": dict(data_options or {}),
-                           "splits": collection.splits,
-                           "split_images": [p.n_images for p in collection.parts],
-                           "n_captions": collection.n_captions, "fingerprint": collection.fingerprint()},
+            "collection": {
+                "root": str(collection.root),
+                "source": collection.data.source,
+                "options": dict(data_options or {}),
+                "splits": collection.splits,
+                "split_images": [p.n_images for p in collection.parts],
+                "n_captions": collection.n_captions,
+                "fingerprint": collection.fingerprint(),
+            },
             "index": spec.to_dict(),
             "dim": model.dim,
-        }  # fmt: skip
-        return cls(manifest, model, anns, collection.image_ids(), collection.captions,
-                   collection.image_of_caption, collection=collection)  # fmt: skip
+        }
+        return cls(
+            manifest,
+            model,
+            anns,
+            collection.image_ids(),
+            collection.captions,
+            collection.image_of_caption,
+            collection=collection,
+        )
 
     def save(self, path: str | Path) -> None:
         """Write the index to the folder ``path`` (atomically; an older index there is replaced)."""
@@ -132,8 +162,14 @@ class Index:
         self.path = Path(path)
 
     @classmethod
-    def load(cls, path: str | Path, *, checkpoint: str | Path | None = None, data: str | Path | None = None,
-             device: str = "auto") -> Index:  # fmt: skip
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        checkpoint: str | Path | None = None,
+        data: str | Path | None = None,
+        device: str = "auto",
+    ) -> Index:
         """The index in the folder ``path``, with the checkpoint it was built from (the one it
         records, or ``checkpoint`` when it moved); ``data``: where its collection is now (read
         only to rerank). Any other checkpoint is a one-line error."""
@@ -143,17 +179,31 @@ class Index:
         return cls._from_files(path, manifest, files, checkpoint, data, device)
 
     @classmethod
-    def _from_files(cls, path: Path, manifest: dict[str, Any], files: dict[str, bytes],
-                    checkpoint: str | Path | None, data: str | Path | None,
-                    device: str) -> Index:  # fmt: skip
+    def _from_files(
+        cls,
+        path: Path,
+        manifest: dict[str, Any],
+        files: dict[str, bytes],
+        checkpoint: str | Path | None,
+        data: str | Path | None,
+        device: str,
+    ) -> Index:
         model = _matching_model(path, manifest["checkpoint"], checkpoint, device)
         anns = {t: from_bytes(files[f"{t}.faiss"], str(path / f"{t}.faiss")) for t in TARGETS}
         info = json_from_bytes(files["collection.json"], str(path / "collection.json"))
         image_of_caption = array_from_bytes(files["image_of_caption.npy"], str(path / "image_of_caption.npy"))
         _check_agreement(path, manifest, anns, info, image_of_caption, model.dim)
         IndexSpec.from_dict(manifest["index"], f"{path / MANIFEST}: index")
-        return cls(manifest, model, anns, info["image_ids"], info["captions"], image_of_caption, path=path,
-                   data_root=data)  # fmt: skip
+        return cls(
+            manifest,
+            model,
+            anns,
+            info["image_ids"],
+            info["captions"],
+            image_of_caption,
+            path=path,
+            data_root=data,
+        )
 
     # --- what it holds ------------------------------------------------------------------------
 
@@ -188,23 +238,34 @@ class Index:
             except DataError as exc:
                 raise DataError(f"{exc} (the collection of {where}; give its place with --data)") from None
             if collection.fingerprint() != recorded["fingerprint"]:
-                raise DataError(f"{root}: not the collection {where} was built from (its captions, "
-                                "images or splits differ); rebuild the index, or give the original with "
-                                "--data")  # fmt: skip
+                raise DataError(
+                    f"{root}: not the collection {where} was built from (its captions, "
+                    "images or splits differ); rebuild the index, or give the original with "
+                    "--data"
+                )
             self._collection = collection
         return self._collection
 
     # --- searching ----------------------------------------------------------------------------
 
-    def search(self, text: str | None = None, *, image: str | Path | None = None, k: int = 10,
-               rerank: int = 0, nprobe: int | None = None,
-               ef_search: int | None = None) -> list[Hit]:  # fmt: skip
+    def search(
+        self,
+        text: str | None = None,
+        *,
+        image: str | Path | None = None,
+        k: int = 10,
+        rerank: int = 0,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+    ) -> list[Hit]:
         """The ``k`` best images for ``text``, or the ``k`` best captions for the picture file
         ``image``; ``rerank=K`` orders the first ``K`` candidates by the head (then ``k <= K``).
         ``nprobe`` / ``ef_search`` override the index's search settings."""
         if (text is None) == (image is None):
-            raise ConfigError("give a query text (`mispair search INDEX \"a red apple\"`) or --image "
-                              "PICTURE, exactly one of them")
+            raise ConfigError(
+                'give a query text (`mispair search INDEX "a red apple"`) or --image '
+                "PICTURE, exactly one of them"
+            )
         if rerank and k > rerank:
             raise ConfigError(f"--top-k {k}: at most --rerank {rerank} (the candidates the head orders)")
         spec = self.spec.with_search(nprobe, ef_search)
@@ -222,8 +283,9 @@ class Index:
             scores, ids = self.rerank_captions(ids[:rerank], features)
         return [self._caption_hit(r, s, c) for r, (s, c) in enumerate(zip(scores[:k], ids[:k]), start=1)]
 
-    def search_vectors(self, queries: np.ndarray, k: int, target: str,
-                       spec: IndexSpec | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    def search_vectors(
+        self, queries: np.ndarray, k: int, target: str, spec: IndexSpec | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``scores [q, k]`` and ``ids [q, k]`` (-1: not found) of the ``k`` best ``target``
         (``images`` or ``captions``) for each of ``queries [q, dim]``; a non-finite query or score
         (a degenerate model, a tampered index) is a one-line error, never a result."""
@@ -269,53 +331,83 @@ class Index:
         if not path.is_file():
             raise DataError(f"--image {path}: no such file")
         with tempfile.TemporaryDirectory(prefix="mispair-query-") as cache:
-            features, valid = extract_folder_features(path.parent, [path.name], progress=False,
-                                                      cache_dir=Path(cache))  # fmt: skip
+            features, valid = extract_folder_features(
+                path.parent, [path.name], progress=False, cache_dir=Path(cache)
+            )
         if not valid[0]:
             raise DataError(f"--image {path}: not a readable picture")
         pairs = PairSet(np.asarray(features, dtype=np.float32), [], np.zeros(0))
         reads = self.model.run.features.feature_dim
         if pairs.feature_dim != reads:
-            raise DataError(f"--image {path}: the picture gives features of dimension {pairs.feature_dim}, "
-                            f"the index's model reads {reads} (its collection was "
-                            "not made from pictures by mispair's extractor): search it by text")  # fmt: skip
+            raise DataError(
+                f"--image {path}: the picture gives features of dimension {pairs.feature_dim}, "
+                f"the index's model reads {reads} (its collection was "
+                "not made from pictures by mispair's extractor): search it by text"
+            )
         self.model.check_inputs(pairs)
         return pairs.images
 
     def _image_hit(self, rank: int, score: float, image: int) -> Hit:
         caption = self._first_caption[image]
-        return Hit(rank, float(score), int(image), self.image_ids[image], self.image_splits[image],
-                   self.captions[caption] if caption >= 0 else "")  # fmt: skip
+        return Hit(
+            rank,
+            float(score),
+            int(image),
+            self.image_ids[image],
+            self.image_splits[image],
+            self.captions[caption] if caption >= 0 else "",
+        )
 
     def _caption_hit(self, rank: int, score: float, caption: int) -> Hit:
         image = int(self.image_of_caption[caption])
-        return Hit(rank, float(score), image, self.image_ids[image], self.image_splits[image],
-                   self.captions[caption], int(caption))  # fmt: skip
+        return Hit(
+            rank,
+            float(score),
+            image,
+            self.image_ids[image],
+            self.image_splits[image],
+            self.captions[caption],
+            int(caption),
+        )
 
     def describe(self) -> str:
         """One line: the index's kind, size and checkpoint."""
-        return (f"{self.spec.describe()} index of {self.n_images} images and {self.n_captions} captions "
-                f"(dim {self.manifest['dim']}), checkpoint {self.model.path}")
+        return (
+            f"{self.spec.describe()} index of {self.n_images} images and {self.n_captions} captions "
+            f"(dim {self.manifest['dim']}), checkpoint {self.model.path}"
+        )
 
 
-def _matching_model(path: Path, recorded: dict[str, Any], checkpoint: str | Path | None,
-                    device: str) -> SearchModel:  # fmt: skip
+def _matching_model(
+    path: Path, recorded: dict[str, Any], checkpoint: str | Path | None, device: str
+) -> SearchModel:
     """The checkpoint's models, refused unless it is the one the index was built from."""
     if checkpoint is None and not Path(recorded["path"]).is_file():
-        raise DataError(f"{path}: built from the checkpoint {recorded['path']}, which is not there any more "
-                        "(give its new place with --checkpoint)")  # fmt: skip
+        raise DataError(
+            f"{path}: built from the checkpoint {recorded['path']}, which is not there any more "
+            "(give its new place with --checkpoint)"
+        )
     model = SearchModel.load(checkpoint or recorded["path"], device)
     if model.fingerprint != recorded["fingerprint"]:
-        raise DataError(f"{model.path}: not the checkpoint index {path} was built from ({recorded['path']}); "
-                        f"search with that one, or rebuild the index with this one")  # fmt: skip
+        raise DataError(
+            f"{model.path}: not the checkpoint index {path} was built from ({recorded['path']}); "
+            f"search with that one, or rebuild the index with this one"
+        )
     return model
 
 
 _MANIFEST_FIELDS = {
-    "checkpoint.path": str, "checkpoint.fingerprint": str, "collection.root": str, "collection.source": str,
-    "collection.splits": list, "collection.split_images": list, "collection.n_captions": int,
-    "collection.fingerprint": str, "index": dict, "dim": int,
-}  # fmt: skip
+    "checkpoint.path": str,
+    "checkpoint.fingerprint": str,
+    "collection.root": str,
+    "collection.source": str,
+    "collection.splits": list,
+    "collection.split_images": list,
+    "collection.n_captions": int,
+    "collection.fingerprint": str,
+    "index": dict,
+    "dim": int,
+}
 _FILES = ("images.faiss", "captions.faiss", "collection.json", "image_of_caption.npy")
 
 
@@ -326,24 +418,36 @@ def _check_manifest(where: Path, manifest: dict[str, Any], files: dict[str, byte
         for key in label.split("."):
             value = value.get(key) if isinstance(value, dict) else None
         if not isinstance(value, wanted):
-            raise DataError(f"{where}: not a mispair index manifest ({label}: missing or not a "
-                            f"{wanted.__name__})")  # fmt: skip
+            raise DataError(
+                f"{where}: not a mispair index manifest ({label}: missing or not a {wanted.__name__})"
+            )
     missing = [name for name in _FILES if name not in files]
     if missing:
         raise DataError(f"{where}: not a mispair index manifest (no {', '.join(missing)})")
 
 
-def _check_agreement(path: Path, manifest: dict[str, Any], anns: dict[str, Any], info: dict[str, Any],
-                     image_of_caption: np.ndarray, dim: int) -> None:  # fmt: skip
+def _check_agreement(
+    path: Path,
+    manifest: dict[str, Any],
+    anns: dict[str, Any],
+    info: dict[str, Any],
+    image_of_caption: np.ndarray,
+    dim: int,
+) -> None:
     """A one-line error unless the index's files agree on its sizes and the checkpoint's vectors
     have its dimension."""
     split_images = manifest["collection"]["split_images"]
     if not all(isinstance(n, int) and n >= 0 for n in split_images) or not _strings(info):
-        raise DataError(f"{path}: damaged (its image counts or collection.json are not what an index "
-                        "holds); rebuild it with `mispair index`")  # fmt: skip
+        raise DataError(
+            f"{path}: damaged (its image counts or collection.json are not what an index "
+            "holds); rebuild it with `mispair index`"
+        )
     counts = (sum(split_images), manifest["collection"]["n_captions"])
-    sizes = {(anns["images"].ntotal, anns["captions"].ntotal), (counts[0], len(image_of_caption)),
-             (len(info["image_ids"]), len(info["captions"]))}  # fmt: skip
+    sizes = {
+        (anns["images"].ntotal, anns["captions"].ntotal),
+        (counts[0], len(image_of_caption)),
+        (len(info["image_ids"]), len(info["captions"])),
+    }
     if sizes != {counts} or image_of_caption.ndim != 1 or image_of_caption.dtype != np.int64:
         raise DataError(f"{path}: its files disagree on the number of images and captions; rebuild it")
     if len(image_of_caption) and not 0 <= image_of_caption.min() <= image_of_caption.max() < counts[0]:

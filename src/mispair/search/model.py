@@ -85,8 +85,13 @@ class SearchModel:
         """A one-line error when the models cannot read ``pairs``' image features."""
         self.run.check_inputs(pairs)
 
-    def prepare_texts(self, data: DataConfig, tokens: list[list[int]], progress: bool = False,
-                      log: Callable[[str], None] = print) -> None:  # fmt: skip
+    def prepare_texts(
+        self,
+        data: DataConfig,
+        tokens: list[list[int]],
+        progress: bool = False,
+        log: Callable[[str], None] = print,
+    ) -> None:
         """Let a frozen text encoder (MiniLM) fill its cache of ``tokens`` beside ``data``."""
         self.run.prepare_texts(tokens, data=data, progress=progress, log=log)
 
@@ -106,8 +111,9 @@ class SearchModel:
     def _vectors(self, batches: list[Iterator[Fragments]], n: int, what: str, progress: bool) -> np.ndarray:
         out = np.empty((n, self.dim), dtype=np.float32)
         width, scale = self.config.model.embed_dim, 1 / math.sqrt(len(self.models))
-        with progress_bar(total=n * len(self.models), desc=what, unit="item", disable=not progress,
-                          leave=False) as bar:  # fmt: skip
+        with progress_bar(
+            total=n * len(self.models), desc=what, unit="item", disable=not progress, leave=False
+        ) as bar:
             for k, model_batches in enumerate(batches):
                 start = 0
                 for part in model_batches:
@@ -120,20 +126,26 @@ class SearchModel:
     def encode_images(self, pairs: PairSet) -> list[Fragments]:
         """Each model's embeddings of ``pairs``' images (fragments and pooled)."""
         pairs = model_pairs(self.config.model, pairs)
-        return [Fragments.cat(list(image_batches(m, pairs, batch_size=self.batch_size, device=self.device)))
-                for m in self.models]  # fmt: skip
+        return [
+            Fragments.cat(list(image_batches(m, pairs, batch_size=self.batch_size, device=self.device)))
+            for m in self.models
+        ]
 
     def encode_texts(self, tokens: list[list[int]]) -> list[Fragments]:
         """Each model's embeddings of captions given as token ids."""
-        return [Fragments.cat(list(text_batches(m, tokens, batch_size=self.batch_size, device=self.device)))
-                for m in self.models]  # fmt: skip
+        return [
+            Fragments.cat(list(text_batches(m, tokens, batch_size=self.batch_size, device=self.device)))
+            for m in self.models
+        ]
 
     def pair_scores(self, images: list[Fragments], texts: list[Fragments]) -> Tensor:
         """``[n_images, n_captions]`` the head's similarities of encoded images and captions (each
         model's, from :meth:`encode_images` / :meth:`encode_texts`), averaged over the models,
         through the all-pairs engine (:func:`~mispair.nn.allpairs.all_pair_similarities`)."""
-        sims = [all_pair_similarities(m.similarity, i, t, device=self.device)
-                for m, i, t in zip(self.models, images, texts)]  # fmt: skip
+        sims = [
+            all_pair_similarities(m.similarity, i, t, device=self.device)
+            for m, i, t in zip(self.models, images, texts)
+        ]
         return torch.stack(sims).mean(dim=0)
 
     def query_tokens(self, text: str) -> list[int]:

@@ -34,8 +34,9 @@ def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[s
         for name, data in files.items():
             (folder / name).write_bytes(data)
         digests = {name: _digest(data) for name, data in files.items()}
-        text = json.dumps({"format": FORMAT, "version": VERSION, **manifest, "files": digests}, indent=2,
-                          ensure_ascii=False)  # fmt: skip
+        text = json.dumps(
+            {"format": FORMAT, "version": VERSION, **manifest, "files": digests}, indent=2, ensure_ascii=False
+        )
         (folder / MANIFEST).write_text(text + "\n", encoding="utf-8")
 
     atomic_directory(path, write, what="mispair index", replaceable=_only_index_files)
@@ -61,8 +62,10 @@ def _only_index_files(path: Path) -> bool:
         return False
     others = sorted(p.name for p in path.iterdir() if p.name not in own)
     if others:
-        raise DataError(f"{path}: holds files the index did not write (e.g. {others[0]!r}); move them "
-                        "out of the folder or choose another --out")  # fmt: skip
+        raise DataError(
+            f"{path}: holds files the index did not write (e.g. {others[0]!r}); move them "
+            "out of the folder or choose another --out"
+        )
     return True
 
 
@@ -79,11 +82,14 @@ def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes
         try:
             data = (path / name).read_bytes()
         except OSError as exc:
-            raise DataError(f"{path / name}: cannot read this file of the index ({exc.strerror or exc})"
-                            ) from None  # fmt: skip
+            raise DataError(
+                f"{path / name}: cannot read this file of the index ({exc.strerror or exc})"
+            ) from None
         if _digest(data) != digest:
-            raise DataError(f"{path / name}: corrupt (its content differs from the one the manifest "
-                            "records); rebuild the index with `mispair index`")  # fmt: skip
+            raise DataError(
+                f"{path / name}: corrupt (its content differs from the one the manifest "
+                "records); rebuild the index with `mispair index`"
+            )
         files[name] = data
     return manifest, files
 
@@ -98,8 +104,10 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a mispair index manifest")
     if manifest.get("version") != VERSION:
-        raise DataError(f"{path}: index format version {manifest.get('version')!r}, this mispair reads "
-                        f"{VERSION} (rebuild the index)")  # fmt: skip
+        raise DataError(
+            f"{path}: index format version {manifest.get('version')!r}, this mispair reads "
+            f"{VERSION} (rebuild the index)"
+        )
     if not isinstance(manifest.get("files"), dict):
         raise DataError(f"{path}: not a mispair index manifest (no file list)")
     return manifest

@@ -34,8 +34,9 @@ CAPTION_ENCODERS: Registry[Any] = Registry("caption encoder", "data.caption_enco
 register_caption_encoder = CAPTION_ENCODERS.register
 
 
-def caption_vectors(name: str, options: dict[str, Any], captions: list[str], cache_dir: Path | None,
-                    batch_size: int = 64) -> np.ndarray:  # fmt: skip
+def caption_vectors(
+    name: str, options: dict[str, Any], captions: list[str], cache_dir: Path | None, batch_size: int = 64
+) -> np.ndarray:
     """``[len(captions), D]`` float32 vectors of ``captions`` by the encoder ``name``, read from
     ``cache_dir/captions/`` when computed before (and written there when computed now)."""
     encoder: CaptionEncoder = CAPTION_ENCODERS.get(name)(options)

@@ -49,8 +49,10 @@ def _load(path: Path) -> dict[str, Any]:
     size = path.stat().st_size
     bound = limit("MAX_COCO_JSON_BYTES")
     if size > bound:
-        raise DataError(f"{path}: {size:,} bytes, more than the {bound:,} read at once "
-                        f"({raise_hint('MAX_COCO_JSON_BYTES')})")  # fmt: skip
+        raise DataError(
+            f"{path}: {size:,} bytes, more than the {bound:,} read at once "
+            f"({raise_hint('MAX_COCO_JSON_BYTES')})"
+        )
     try:
         document = json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:

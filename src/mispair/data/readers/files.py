@@ -40,8 +40,14 @@ IMAGE_MAGIC = (
 
 def columns_of(data: DataConfig) -> Columns:
     """The columns the config (or the command line) names."""
-    return Columns(data.image_column, data.caption_column, data.id_column, data.split_column,
-                   data.image_embedding_column, data.text_embedding_column)  # fmt: skip
+    return Columns(
+        data.image_column,
+        data.caption_column,
+        data.id_column,
+        data.split_column,
+        data.image_embedding_column,
+        data.text_embedding_column,
+    )
 
 
 def read_frame(path: Path) -> pd.DataFrame:
@@ -51,8 +57,10 @@ def read_frame(path: Path) -> pd.DataFrame:
     size = path.stat().st_size
     bound = limit("MAX_TABLE_BYTES")
     if size > bound:
-        raise DataError(f"{path}: {size:,} bytes, more than the {bound:,} read at once; split it, or "
-                        f"{raise_hint('MAX_TABLE_BYTES')}")  # fmt: skip
+        raise DataError(
+            f"{path}: {size:,} bytes, more than the {bound:,} read at once; split it, or "
+            f"{raise_hint('MAX_TABLE_BYTES')}"
+        )
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -88,8 +96,9 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     with open(path, encoding="utf-8-sig") as lines:
         for n, line in enumerate(iter(lambda: lines.readline(bound + 1), ""), start=1):
             if len(line.rstrip("\n")) > bound:  # never more than the bound read into memory
-                raise DataError(f"{path}:{n}: a line of more than {bound:,} characters "
-                                f"({raise_hint('MAX_LINE_CHARS')})")  # fmt: skip
+                raise DataError(
+                    f"{path}:{n}: a line of more than {bound:,} characters ({raise_hint('MAX_LINE_CHARS')})"
+                )
             if line.strip():
                 try:
                     row = json.loads(line)

@@ -262,8 +262,9 @@ def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> Prepar
     return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
 
 
-def _extracted(table: CollectionTable, cache_dir: Path, data: DataConfig
-               ) -> tuple[CollectionTable, np.ndarray, list[str]]:  # fmt: skip
+def _extracted(
+    table: CollectionTable, cache_dir: Path, data: DataConfig
+) -> tuple[CollectionTable, np.ndarray, list[str]]:
     """The table without the rows whose picture cannot be read, the features of its images, and
     the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
@@ -324,8 +325,9 @@ def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionT
     )
 
 
-def image_features(root: Path, images: list[str], cache_dir: Path,
-                   data: DataConfig) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def image_features(
+    root: Path, images: list[str], cache_dir: Path, data: DataConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
     stacked ``.npy`` feature arrays when every image is one, else the features of
     ``data.image_encoder`` (cached)."""

@@ -122,5 +122,3 @@ def _read_manifest(out: Path) -> dict:
         return json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-

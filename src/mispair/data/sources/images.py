@@ -78,13 +78,17 @@ def open_raster(source, max_pixels: int | None = None, where: object = None) -> 
             with image_module.open(source, formats=RASTER_FORMATS) as image:
                 width, height = image.size
                 if width * height > max_pixels:
-                    raise ImageTooLarge(f"{where}: {width}×{height} pixels exceeds {max_pixels:,} "
-                                        f"({raise_hint('MAX_PIXELS')})")  # fmt: skip
+                    raise ImageTooLarge(
+                        f"{where}: {width}×{height} pixels exceeds {max_pixels:,} "
+                        f"({raise_hint('MAX_PIXELS')})"
+                    )
                 image.load()
                 yield image
     except image_module.UnidentifiedImageError:
-        raise DataError(f"{where}: not a PNG, JPEG, WebP, GIF or BMP picture by its content (other "
-                        "formats are refused; convert the file to PNG)") from None  # fmt: skip
+        raise DataError(
+            f"{where}: not a PNG, JPEG, WebP, GIF or BMP picture by its content (other "
+            "formats are refused; convert the file to PNG)"
+        ) from None
     except (image_module.DecompressionBombError, image_module.DecompressionBombWarning):
         hint = raise_hint("MAX_PIXELS")
         raise ImageTooLarge(f"{where}: more than {max_pixels:,} pixels ({hint})") from None
@@ -106,8 +110,9 @@ def render_svg(path: Path, size: int = 224, *, trusted: bool = False):
     data = read_svg_bytes(path)
     fetcher = BoundedFetcher(path, trusted=trusted)
     try:
-        png = surface.PNGSurface.convert(bytestring=data, output_width=size, output_height=size,
-                                         unsafe=trusted, url_fetcher=fetcher)  # fmt: skip
+        png = surface.PNGSurface.convert(
+            bytestring=data, output_width=size, output_height=size, unsafe=trusted, url_fetcher=fetcher
+        )
     except DataError:
         raise
     except Exception as exc:  # CairoSVG raises many exception types for bad input

@@ -113,9 +113,7 @@ def parse_svg_metadata(path: Path, *, trusted: bool = False) -> ClipMeta:
     except (OSError, SyntaxError, ValueError, defused.DefusedXmlException) as exc:
         raise DataError(f"{path}: cannot read SVG metadata ({type(exc).__name__}: {exc})") from None
     first = {key: values[0] if values else "" for key, values in found.items()}
-    return ClipMeta(
-        first["title"], first["description"], tuple(found["keywords"]), first["creator"]
-    )
+    return ClipMeta(first["title"], first["description"], tuple(found["keywords"]), first["creator"])
 
 
 def _collect(element, open_tags: list[str], found: dict[str, list[str]]) -> None:
@@ -139,11 +137,7 @@ def find_clips(png_dir: Path, svg_dir: Path, *, trusted: bool = False) -> list[C
         by_real.setdefault(Path(os.path.realpath(png)), png)
     clips = []
     for real, png in sorted(by_real.items()):
-        rel = (
-            real.relative_to(real_root)
-            if real.is_relative_to(real_root)
-            else png.relative_to(png_dir)
-        )
+        rel = real.relative_to(real_root) if real.is_relative_to(real_root) else png.relative_to(png_dir)
         svg = Path(svg_dir) / rel.with_suffix(".svg")
         try:
             clips.append(Clip(rel.as_posix(), real, svg, parse_svg_metadata(svg, trusted=trusted)))
@@ -282,9 +276,7 @@ def prepare_openclipart(
         DataError: a package is not installed, an unknown caption source, or no clip found.
     """
     if caption_source not in CAPTION_SOURCES:
-        raise DataError(
-            f"caption source {caption_source!r}: expected one of {', '.join(CAPTION_SOURCES)}"
-        )
+        raise DataError(f"caption source {caption_source!r}: expected one of {', '.join(CAPTION_SOURCES)}")
     out = Path(out)
     png_root, _ = find_source_dir(png_dir, PNG_DIR, "openclipart-png")
     svg_root, trusted = find_source_dir(svg_dir, SVG_DIR, "openclipart-svg")
@@ -295,12 +287,8 @@ def prepare_openclipart(
         raise DataError(f"{png_root}: no usable clip art found")
     noise = natural_noise(clips)
     splits = split_indices([c.id for c in clips], eval_eligible(clips, noise), seed)
-    pairsets = {
-        name: _pairset(clips, features, idx, caption_source, name) for name, idx in splits.items()
-    }
-    extras = (
-        {} if caption_source == "filename" else {"train": {"natural_noise": noise[splits["train"]]}}
-    )
+    pairsets = {name: _pairset(clips, features, idx, caption_source, name) for name, idx in splits.items()}
+    extras = {} if caption_source == "filename" else {"train": {"natural_noise": noise[splits["train"]]}}
     params = {"source": "openclipart", "caption_source": caption_source, "seed": seed}
     write_splits(out, pairsets, params, extras)
     return out

@@ -92,11 +92,15 @@ class BoundedFetcher:
     def _charge(self) -> None:
         self.count += 1
         if self.count > limit("MAX_NESTED_IMAGES"):
-            raise DataError(f"{self.where}: SVG embeds more than {limit('MAX_NESTED_IMAGES')} images; "
-                            f"refused ({raise_hint('MAX_NESTED_IMAGES')})")  # fmt: skip
+            raise DataError(
+                f"{self.where}: SVG embeds more than {limit('MAX_NESTED_IMAGES')} images; "
+                f"refused ({raise_hint('MAX_NESTED_IMAGES')})"
+            )
         if time.monotonic() > self.deadline:
-            raise DataError(f"{self.where}: SVG took more than {limit('SVG_SECONDS')} s to render; "
-                            f"refused ({raise_hint('SVG_SECONDS')})")  # fmt: skip
+            raise DataError(
+                f"{self.where}: SVG took more than {limit('SVG_SECONDS')} s to render; "
+                f"refused ({raise_hint('SVG_SECONDS')})"
+            )
 
     def _data_uri(self, url: str) -> bytes:
         header, _, payload = url[5:].partition(",")

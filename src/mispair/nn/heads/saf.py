@@ -21,8 +21,16 @@ def caption_batch_norm(values: Tensor, mask: Tensor, norm: nn.BatchNorm1d) -> Te
         values: ``[Bi, Bt, N]``; mask: ``[Bt, N]`` bool, True for real nodes.
     """
     if not (norm.training or norm.running_mean is None):
-        flat = F.batch_norm(values.reshape(-1, 1), norm.running_mean, norm.running_var,
-                            norm.weight, norm.bias, False, 0.0, norm.eps)  # fmt: skip
+        flat = F.batch_norm(
+            values.reshape(-1, 1),
+            norm.running_mean,
+            norm.running_var,
+            norm.weight,
+            norm.bias,
+            False,
+            0.0,
+            norm.eps,
+        )
         return flat.view_as(values)
     weights = mask.to(values.dtype)
     count = weights.sum(dim=1) * values.shape[0]

@@ -107,8 +107,13 @@ class MiniLMTextEncoder(nn.Module):
         return cls(cfg.embed_dim, cfg.text_trainable_layers)
 
     @classmethod
-    def prepare(cls, cfg: ModelConfig, token_lists: Sequence[Sequence[int]], cache_dir: Path | None,
-                progress: bool = False) -> dict[str, Any]:  # fmt: skip
+    def prepare(
+        cls,
+        cfg: ModelConfig,
+        token_lists: Sequence[Sequence[int]],
+        cache_dir: Path | None,
+        progress: bool = False,
+    ) -> dict[str, Any]:
         """Before training: the frozen encoder's states of ``token_lists`` computed once (on disk
         in ``cache_dir`` when given). Returns what it did, for the log."""
         if cfg.text_trainable_layers:
@@ -116,8 +121,9 @@ class MiniLMTextEncoder(nn.Module):
         cache = shared_cache(minilm_tag())
         if cache_dir is not None:
             cache.use_directory(cache_dir)
-        computed = cache.fill(token_lists, functools.partial(minilm_states, frozen_minilm()),
-                              progress=progress)  # fmt: skip
+        computed = cache.fill(
+            token_lists, functools.partial(minilm_states, frozen_minilm()), progress=progress
+        )
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:

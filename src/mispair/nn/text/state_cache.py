@@ -78,8 +78,13 @@ class TokenStateCache:
         longest first, with a progress bar when ``progress``) and write a shard per
         ``chunk_size`` of them when a directory is in use. Returns how many were computed."""
         todo = sorted(self.missing(token_lists), key=len, reverse=True)
-        bar = progress_bar(total=len(todo), desc="text features", unit="caption",
-                           disable=not progress or not todo, leave=False)  # fmt: skip
+        bar = progress_bar(
+            total=len(todo),
+            desc="text features",
+            unit="caption",
+            disable=not progress or not todo,
+            leave=False,
+        )
         for start in range(0, len(todo), chunk_size):
             chunk = todo[start : start + chunk_size]
             keys = []
