@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mispair.data.noise import NoiseRecord, inject_noise
-from mispair.engine import run as engine_run
+from mispair.engine import context as engine_context
 from mispair.engine.run import train_run
 from mispair.engine.trained import load_checkpoint
 from tests.engine.tiny_runs import tiny_config
@@ -48,13 +48,13 @@ def test_permuted_noise_flags_leave_the_division_unchanged(tmp_path):
 
 def test_the_check_fails_when_the_flags_are_fed_into_the_scores(tmp_path, monkeypatch):
     truth, shuffled = _records(tmp_path)
-    real = engine_run.division_scores
+    real = engine_context.division_scores
 
     def leaking(config, data, train, *args, **kwargs):
         scores = real(config, data, train, *args, **kwargs)
         leak = data.noise.is_noisy.astype(np.float32)
         return type(scores)(scores.train - leak, scores.others)
 
-    monkeypatch.setattr(engine_run, "division_scores", leaking)
+    monkeypatch.setattr(engine_context, "division_scores", leaking)
     with pytest.raises(AssertionError, match="differ"):
         _assert_same_division(_trained(truth, tmp_path / "a"), _trained(shuffled, tmp_path / "b"))

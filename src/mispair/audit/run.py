@@ -36,7 +36,8 @@ from mispair.data.readers import reader_of
 from mispair.division import min_max_normalize
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
-from mispair.engine.run import check_run_config, train_run
+from mispair.engine.checks import check_run_config
+from mispair.engine.run import train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
 from mispair.output_folder import check_folder, claim_folder, holding

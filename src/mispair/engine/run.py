@@ -8,16 +8,13 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from mispair.atomic import ensure_directory, folder_lock
 from mispair.config import RunConfig
-from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source
-from mispair.data.noise import NoiseRecord
 from mispair.distributed import (
     DEFAULT_TIMEOUT,
     Shard,
@@ -26,11 +23,9 @@ from mispair.distributed import (
     main_only,
     process_group,
 )
-from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.assembly import (
     RunData,
     build_models,
-    check_model_inputs,
     load_run_data,
     other_splits,
     pick_device,
@@ -38,15 +33,13 @@ from mispair.engine.assembly import (
     prepare_text_encoder,
     training_pairs,
 )
+from mispair.engine.checks import check_data_fits, check_run_config
+from mispair.engine.context import recipe_context
 from mispair.engine.evaluation import evaluate_checkpoint
 from mispair.engine.inputs import run_inputs
-from mispair.engine.pair_scores import division_scores
 from mispair.engine.run_folder import RUN_OUTPUTS, check_resume, write_json
 from mispair.engine.trainer import Trainer, TrainResult
-from mispair.errors import ConfigError
-from mispair.methods.base import Recipe, RecipeContext, build_options, get_recipe
-from mispair.nn.heads import create_head, head_options
-from mispair.options import build_dataclass
+from mispair.methods.base import Recipe, get_recipe
 from mispair.output_folder import check_folder, claim_folder
 
 
@@ -82,21 +75,6 @@ def train_run(
         )
 
 
-def check_run_config(config: RunConfig) -> Any:
-    """Every free-form option of ``config`` checked against its type before anything is written:
-    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``); returns
-    the recipe's options."""
-    recipe_cls = get_recipe(config.recipe)
-    options = build_options(recipe_cls, config.method)
-    head_options(config.model.head, config.model.head_options)
-    build_dataclass(get_recipe("vse").Options, config.division.scorer_options, "division.scorer_options")
-    if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
-        raise ConfigError(
-            f"recipe {config.recipe}: needs held-out pair scores (division.scored_by: out_of_fold or early)"
-        )
-    return options
-
-
 def _train_run(
     config: RunConfig,
     device: torch.device,
@@ -122,7 +100,7 @@ def _train_run(
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
     with main_first(shard):  # rank 0 fills the text cache, the others read it
         prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
-    _check_data_fits(config, data)
+    check_data_fits(config, data)
     if shard.is_main:
         claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
     out_dir = ensure_directory(config.output_dir)
@@ -130,7 +108,7 @@ def _train_run(
         pairing = None if data.noise is None else data.noise.image_of_caption
         inputs = lambda: run_inputs([data.train, data.dev], pairing, others)  # noqa: E731
         from_main(shard, lambda: check_resume(out_dir, config, resume, inputs(), log))  # rank 0 only
-        context = _context(config, data, train, noise, others, device, out_dir, progress, shard)
+        context = recipe_context(config, data, train, noise, others, device, out_dir, progress, shard)
         models = build_models(config, recipe_cls.n_models, data, device)
         return _train(
             config,
@@ -141,48 +119,6 @@ def _train_run(
             progress=progress,
             log=log,
         )
-
-
-def _check_data_fits(config: RunConfig, data: RunData) -> None:
-    """The head fits the data's fragments, checked before anything is written (its head alone is
-    built, off the run's random stream, so the run's draws stay as they were)."""
-    with torch.random.fork_rng(devices=[]):
-        head = create_head(config.model.head, config.model.embed_dim, **config.model.head_options)
-    check_model_inputs(SimpleNamespace(head=head), data.train.feature_dim, data.train)  # reads .head only
-
-
-def _context(
-    config: RunConfig,
-    data: RunData,
-    train: TrainingPairs,
-    noise: NoiseRecord | None,
-    others: TrainingPairs | None,
-    device: torch.device,
-    out_dir: Path,
-    progress: bool,
-    shard: Shard,
-) -> RecipeContext:
-    scores = division_scores(
-        config,
-        data,
-        train,
-        device,
-        cache=out_dir / PAIR_SCORES_FILE,
-        progress=progress,
-        shard=shard,
-        others=others,
-    )
-    return RecipeContext(
-        train=train.sharded(shard),
-        batch_size=config.train.batch_size,
-        epochs=config.train.epochs,
-        device=device,
-        seed=config.train.seed,
-        eval_batch_size=config.train.eval_batch_size,
-        noise=noise,
-        pair_scores=None if scores is None else scores.train,
-        p_threshold=config.division.p_threshold,
-    )
 
 
 def _train(
@@ -201,15 +137,9 @@ def _train(
         f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
         f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}"
     )
+    fields = data.checkpoint_fields()
     trainer = Trainer(
-        config,
-        recipe,
-        data.dev,
-        data.dev_tokens,
-        out_dir,
-        extra_state=data.checkpoint_fields(),
-        progress=progress,
-        log=log,
+        config, recipe, data.dev, data.dev_tokens, out_dir, extra_state=fields, progress=progress, log=log
     )
     result: TrainResult = trainer.fit(resume=resume)
     shard = recipe.context.shard

@@ -1,0 +1,39 @@
+"""What a run checks before anything is written: every free-form option against its type, and
+the data against the model it is to train."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from mispair.config import RunConfig
+from mispair.engine.assembly import RunData, check_model_inputs
+from mispair.errors import ConfigError
+from mispair.methods.base import build_options, get_recipe
+from mispair.nn.heads import create_head, head_options
+from mispair.options import build_dataclass
+
+
+def check_run_config(config: RunConfig) -> Any:
+    """Every free-form option of ``config`` checked against its type before anything is written:
+    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``); returns
+    the recipe's options."""
+    recipe_cls = get_recipe(config.recipe)
+    options = build_options(recipe_cls, config.method)
+    head_options(config.model.head, config.model.head_options)
+    build_dataclass(get_recipe("vse").Options, config.division.scorer_options, "division.scorer_options")
+    if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
+        raise ConfigError(
+            f"recipe {config.recipe}: needs held-out pair scores (division.scored_by: out_of_fold or early)"
+        )
+    return options
+
+
+def check_data_fits(config: RunConfig, data: RunData) -> None:
+    """The head fits the data's fragments, checked before anything is written (its head alone is
+    built, off the run's random stream, so the run's draws stay as they were)."""
+    with torch.random.fork_rng(devices=[]):
+        head = create_head(config.model.head, config.model.embed_dim, **config.model.head_options)
+    check_model_inputs(SimpleNamespace(head=head), data.train.feature_dim, data.train)  # reads .head only
