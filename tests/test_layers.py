@@ -9,8 +9,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "mispair"
 LAYERS = [
     {"errors", "options", "registry", "atomic", "progress", "config", "seeds", "pretrained", "distributed"}
-    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder"}
-    | {"__version__"},
+    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder", "version"},
     {"data", "ot"},
     {"nn", "losses"},
     {"encoding", "division"},
@@ -22,8 +21,6 @@ LAYERS = [
     {"cli", "testing"},
     {"__main__", "__init__"},
 ]
-"""``__version__``: the package's version, read from ``mispair/__init__.py`` (which Python loads
-before any of its modules)."""
 LAYER = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
 

@@ -27,7 +27,7 @@ __all__ = [
     "train",
     "write_precomp",
 ]
-__version__ = "0.1.0"
+from mispair.version import __version__ as __version__  # re-exported
 
 
 def __getattr__(name: str) -> Any:  # the engine is imported on first use

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from mispair import __version__
 from mispair.data.batching import TrainingPairs
 from mispair.data.pairset import PairSet
+from mispair.version import __version__
 
 INPUTS_FILE = "inputs.json"
 

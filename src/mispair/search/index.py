@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from mispair import __version__
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.nn.embedding import Fragments
@@ -40,6 +39,7 @@ from mispair.search.storage import (
     read_index_folder,
     write_index_folder,
 )
+from mispair.version import __version__
 
 TARGETS = ("images", "captions")
 
