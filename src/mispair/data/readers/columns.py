@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mispair.errors import DataError
+
+if TYPE_CHECKING:
+    from mispair.config import DataConfig
 
 USUAL_NAMES: dict[str, tuple[str, ...]] = {
     "image": ("image", "file_name", "image_path", "filepath", "file", "path", "img", "jpg", "png", "webp"),
@@ -64,3 +68,15 @@ class Columns:
                 f"with {OPTIONS[role]} (columns found: {listed})"
             )
         return usual[0] if usual else None
+
+
+def columns_of(data: DataConfig) -> Columns:
+    """The columns the config (or the command line) names."""
+    return Columns(
+        data.image_column,
+        data.caption_column,
+        data.id_column,
+        data.split_column,
+        data.image_embedding_column,
+        data.text_embedding_column,
+    )

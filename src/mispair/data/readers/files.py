@@ -24,7 +24,6 @@ from mispair.limits import limit, raise_hint
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mispair.config import DataConfig
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 IMAGE_MAGIC = (
@@ -36,18 +35,6 @@ IMAGE_MAGIC = (
     (b"<svg", ".svg"),
     (b"<?xml", ".svg"),
 )
-
-
-def columns_of(data: DataConfig) -> Columns:
-    """The columns the config (or the command line) names."""
-    return Columns(
-        data.image_column,
-        data.caption_column,
-        data.id_column,
-        data.split_column,
-        data.image_embedding_column,
-        data.text_embedding_column,
-    )
 
 
 def read_frame(path: Path) -> pd.DataFrame:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mispair.data.readers.base import READERS
-from mispair.data.readers.files import columns_of, frame_table, read_frame
+from mispair.data.readers.columns import columns_of
+from mispair.data.readers.files import frame_table, read_frame
 from mispair.data.readers.table import CollectionTable, TableReader
 from mispair.errors import DataError
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from mispair.data.pairset import PairSet
 from mispair.data.readers.base import Reader
+from mispair.data.readers.columns import columns_of
 from mispair.data.text_bounds import cut_long_texts
 from mispair.errors import DataError
 
@@ -223,12 +224,7 @@ class TableReader(Reader):
         key = (
             self.name,
             str(Path(data.root).resolve()),
-            data.image_column,
-            data.caption_column,
-            data.id_column,
-            data.split_column,
-            data.image_embedding_column,
-            data.text_embedding_column,
+            columns_of(data),
             data.image_encoder,
             repr(sorted(data.image_encoder_options.items())),
             data.image_root,

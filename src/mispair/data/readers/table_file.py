@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mispair.data.readers.base import READERS
-from mispair.data.readers.files import TABLE_SUFFIXES, columns_of, frame_table, read_frame
+from mispair.data.readers.columns import columns_of
+from mispair.data.readers.files import TABLE_SUFFIXES, frame_table, read_frame
 from mispair.data.readers.table import CollectionTable, TableReader
 
 if TYPE_CHECKING:
