@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,3 +308,29 @@ def test_a_missing_argument_names_it_and_the_commands_own_help(argv, named, not_
     err = capsys.readouterr().err
     one_line_error(exit_info.value.code, err, *named)
     assert not any(word in err for word in not_named), err
+
+
+def _audit_summary(**changes):
+    metrics = {f"{d}_r{k}": 10.0 for d in ("i2t", "t2i") for k in (1, 5, 10)} | {"rsum": 60.0}
+    summary = {
+        "estimated_mismatched_share_interval": [0.3, 0.5], "estimated_mismatched_share": 0.4,
+        "pairs_by_split": {"train": 8, "test": 2}, "pairs_scored": 10, "pairs": 10,
+        "collection_name": "c", "suspected": 4, "detection": None, "self_check": None,
+        "retrieval": {"test": metrics, "clean_run_test": None},
+    }  # fmt: skip
+    return summary | changes
+
+
+def test_the_audit_says_what_its_share_rests_on():
+    from mispair.cli import format_audit
+
+    unchecked = format_audit(_audit_summary(), Path("out"))
+    assert "errs high" in unchecked and "--plant" in unchecked
+    check = {"measured_auc": 0.77, "estimated_auc": 0.77, "originals_mismatched_share": 0.47,
+             "share_upper_bound": 0.46, "consistent": False, "planted": 28, "originals": 318}  # fmt: skip
+    detection = {"auc": 0.77, "average_precision": 0.2, "precision": 0.1, "recall": 1.0}
+    flagged = format_audit(_audit_summary(self_check=check, detection=detection, truth="t"), Path("o"))
+    assert "at least 0.770" in flagged and "at most 46%" in flagged and "errs high" not in flagged
+    consistent = format_audit(_audit_summary(self_check={**check, "consistent": True}, detection=detection,
+                                             truth="t"), Path("o"))  # fmt: skip
+    assert "about 0.770" in consistent and "overstated" not in consistent
