@@ -16,17 +16,9 @@ from mispair.safe_io import append_text
 from tests.audit.test_audit_errors import TINY as AUDIT_TINY
 from tests.audit.test_audit_errors import _collection, _good_rows
 from tests.cli_errors import one_line_error
+from tests.tiny import TINY_SYNTHETIC_TRAIN
 
-TINY = [
-    "data.source=synthetic",
-    "data.synthetic_images=40",
-    "model.embed_dim=16",
-    "model.word_dim=8",
-    "model.text_encoder=bigru",
-    "train.epochs=1",
-    "train.batch_size=20",
-    "train.threads=1",
-]
+TINY = TINY_SYNTHETIC_TRAIN
 
 
 def _leftovers(folder) -> list[str]:

@@ -12,17 +12,9 @@ from mispair.cli import main
 from mispair.errors import DataError
 from mispair.safe_io import open_append, open_lock
 from tests.cli_errors import one_line_error
+from tests.tiny import TINY_SYNTHETIC_TRAIN
 
-TINY = [
-    "data.source=synthetic",
-    "data.synthetic_images=40",
-    "model.embed_dim=16",
-    "model.word_dim=8",
-    "model.text_encoder=bigru",
-    "train.epochs=1",
-    "train.batch_size=20",
-    "train.threads=1",
-]
+TINY = TINY_SYNTHETIC_TRAIN
 
 
 @pytest.fixture
