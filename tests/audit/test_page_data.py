@@ -32,6 +32,7 @@ def _table(n=6, numbered=True):
         table["why"] = [f"reason {k}" for k in range(n)]
         table["duplicate_image_of"] = ["", "0.png", "", "", "", ""][:n]
         table["same_caption_images"] = [0, 0, 2, 0, 0, 0][:n]
+        table["raw_similarity"] = rng.uniform(-1, 1, n)  # aligned embeddings' plain cosine
     else:
         table |= {
             "suggested_caption": [f"caption {(k + 1) % n}" for k in range(n)],
@@ -77,6 +78,7 @@ def test_every_row_comes_in_rank_order_with_its_suggestions(numbered):
         assert (images[got["duplicate_image_of"]][0] if got["duplicate_image_of"] >= 0 else "") == duplicate
         assert got["duplicate_caption_count"] == expected.get("same_caption_images", 0)
         assert got["truly_mismatched"] is None
+        assert got["raw_similarity"] == (round(expected["raw_similarity"], 3) if numbered else None)
     assert len(data["rows"][0][FIELDS.index("suggested_captions")]) == (2 if numbered else 1)
 
 

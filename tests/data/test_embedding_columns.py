@@ -211,6 +211,10 @@ def test_aligned_vectors_put_their_raw_cosine_beside_the_audit(tmp_path):
     raw = result.summary["raw_score"]["detection"]
     assert raw["auc"] == pytest.approx(roc_auc_score(pairs["truly_mismatched"], -pairs["raw_similarity"]))
     assert raw["auc"] > 0.9 and "auc" in result.summary["detection"]  # swapped kinds: low raw cosine
+    assert f"raw cosine AUC<b>{raw['auc']:.3f}</b>" in result.report  # both detections, side by side
+    page = json.loads(result.page_data.split("= ", 1)[1].removesuffix(";\n"))
+    shown = [row[page["fields"].index("raw_similarity")] for row in page["rows"]]
+    np.testing.assert_allclose(shown, pairs["raw_similarity"], atol=6e-4)  # each row's raw cosine
 
 
 def test_aligned_vectors_of_two_dimensions_are_an_error_before_training(tmp_path):

@@ -7,9 +7,10 @@ suspect pair to the least, each ``[pair_id, image (index into images), caption, 
 probability, held-out score, split, suggested captions [[caption, score], ...], suggested images
 [[image index, score], ...], why, duplicate of (image index or -1), pairs sharing the caption,
 truly mismatched (1, 0 or null), map ([image x, image y, caption x, caption y] in [0, 1], or
-null)]``. Suggestions are the columns ``suggested_caption_1..3`` /
-``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table has them, else the single
-``suggested_caption`` / ``suggested_image_id``. The page computes nothing: every number is here.
+null), raw similarity (the given embeddings' cosine, or null)]``. Suggestions are the columns
+``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table
+has them, else the single ``suggested_caption`` / ``suggested_image_id``. The page computes
+nothing: every number is here.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ FIELDS = (
     "duplicate_caption_count",
     "truly_mismatched",
     "map",
+    "raw_similarity",
 )
 
 
@@ -60,6 +62,7 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     p, score = _numbers(table, "mismatch_probability"), _numbers(table, "held_out_score")
     count = _numbers(table, "same_caption_images", digits=0)
     truth = _numbers(table, "truly_mismatched", digits=0)
+    raw = _numbers(table, "raw_similarity")  # the given vectors' plain cosine, when they are aligned
     rows = []
     for k in range(n):
         rows.append(
@@ -77,6 +80,7 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
                 count[k] or 0,
                 truth[k],
                 where[k],
+                raw[k],
             ]
         )
     data = {

@@ -109,6 +109,9 @@
     var prob = el("td", null, "num");
     prob.appendChild(el("div", p.toFixed(2), "p"));
     prob.appendChild(el("div", "held-out score " + row[F.held_out_score], "muted small"));
+    if (row[F.raw_similarity] !== null && row[F.raw_similarity] !== undefined) {
+      prob.appendChild(el("div", "raw cosine " + row[F.raw_similarity], "muted small"));
+    }
     tr.appendChild(prob);
     tr.appendChild(el("td", row[F.why], "why"));
     tr.appendChild(suggestions(row));
