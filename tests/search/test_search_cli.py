@@ -301,3 +301,18 @@ def test_a_picture_finds_the_captions_of_its_vector(picture_folder, tmp_path):
 def test_a_picture_query_on_features_not_made_from_pictures(index_dir, picture_folder):
     code, _, err = run_cli("search", index_dir, "--image", picture_folder / "p0.png")
     one_line_error(code, err, "features of dimension 1280, the index's model reads 64", "search it by text")
+
+
+def test_a_run_trained_on_caption_vectors_refuses_a_text_query_in_words():
+    from types import SimpleNamespace
+
+    from mispair.config import DataConfig, ModelConfig
+    from mispair.errors import DataError
+    from mispair.search.model import SearchModel
+
+    config = SimpleNamespace(
+        model=ModelConfig(text_encoder="precomputed"), data=DataConfig(text_embedding_column="txt_emb")
+    )
+    model = SearchModel(SimpleNamespace(config=config, path="runs/clip/best.pt"))
+    with pytest.raises(DataError, match=r"best\.pt: trained on caption vectors .*\(txt_emb\).*\(--image\)"):
+        model.query_tokens("a red apple")

@@ -152,4 +152,10 @@ class SearchModel:
         """Token ids of a query text; a text without any token is a one-line error."""
         if not text.strip():
             raise DataError("the query text is empty")
+        if self.config.model.text_encoder == "precomputed":
+            raise DataError(
+                f"{self.path}: trained on caption vectors given with the collection "
+                f"({self.config.data.text_embedding_column}), so it cannot encode a text query; "
+                "search it by picture (--image), or with a run whose captions are text"
+            )
         return self.tokenizer.encode(text)
