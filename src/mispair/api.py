@@ -110,22 +110,11 @@ class TrainedModel:
     def encode_images(self, paths: Sequence[str | Path]) -> np.ndarray:
         """``[len(paths), dim]`` float32 vectors of picture files (features by the run's image
         encoder, cached beside the checkpoint)."""
-        from mispair.data.features import extract_folder_features
-        from mispair.data.image_encoders import create_image_encoder
         from mispair.data.pairset import PairSet
 
-        data = self.model.config.data
-        if data.image_embedding_column:
-            raise ConfigError(
-                f"{self.checkpoint}: its images were given as vectors "
-                f"({data.image_embedding_column}); it cannot encode picture files"
-            )
         files = [Path(p).resolve() for p in paths]
         cache = self.checkpoint.parent / ".mispair_cache"
-        encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
-        features, valid = extract_folder_features(
-            Path("/"), [str(f)[1:] for f in files], progress=False, cache_dir=cache, encoder=encoder
-        )
+        features, valid = self.model.run.picture_features(files, cache)
         if not valid.all():
             raise ConfigError(f"{files[int(np.argmin(valid))]}: not a picture mispair can read")
         return self.model.image_vectors(PairSet(features, [], np.zeros(0, dtype=np.int64)))

@@ -126,6 +126,16 @@ def test_a_collection_audits_through_plugged_encoders(tmp_path):
     config = json.loads((tmp_path / "audit" / "run" / "config.json").read_text())
     assert config["model"]["text_encoder"] == "precomputed"
     assert "raw_similarity" not in result.pairs  # a CNN grid and a BERT are no matched pair
+    # a picture query goes through the run's own image encoder (a 6-channel grid, not EfficientNet)
+    from mispair.engine.trained import TrainedRun
+    from mispair.search import Index
+
+    best = tmp_path / "audit" / "run" / "best.pt"
+    index = Index.build(best, folder, progress=False)
+    picture = folder / rows()[0]["image"]
+    hits = index.search(image=picture, k=3)
+    query = TrainedRun.open(best, "cpu").picture_features([picture], tmp_path / "cache")[0]
+    assert query.shape[-1] == 6 and len(hits) == 3
 
 
 def test_unknown_encoders_and_missing_weights_are_one_line_errors(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -236,6 +236,25 @@ class TrainedRun:
         """The run's tokenizer, rebuilt from its vocabulary."""
         kind = text_encoder_class(self.config.model.text_encoder).tokenizer
         return restore_tokenizer(kind, self.vocabulary)
+
+    def picture_features(self, files: Sequence[Path], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+        """``[n, n_fragments, dim]`` features of the picture ``files`` by the run's own image
+        encoder (``data.image_encoder``, cached in ``cache_dir``) and ``valid [n]``; a run whose
+        images came as vectors is a one-line error (it has no picture encoder)."""
+        from mispair.data.features import extract_folder_features
+        from mispair.data.image_encoders import create_image_encoder
+
+        data = self.config.data
+        if data.image_embedding_column:
+            raise ConfigError(
+                f"{self.path}: its images were given as vectors ({data.image_embedding_column}); "
+                "it cannot encode picture files"
+            )
+        encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
+        files = [Path(f).resolve() for f in files]
+        return extract_folder_features(
+            Path("/"), [str(f)[1:] for f in files], progress=False, cache_dir=cache_dir, encoder=encoder
+        )
 
     def tokens(self, pairs: PairSet) -> list[list[int]]:
         """Token ids of ``pairs``' captions as the run tokenized its own."""

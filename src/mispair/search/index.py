@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mispair.config import DataConfig
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.nn.embedding import Fragments
@@ -59,6 +60,25 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+ENCODING_FIELDS = (
+    "image_encoder",
+    "image_encoder_options",
+    "caption_encoder",
+    "caption_encoder_options",
+    "image_embedding_column",
+    "text_embedding_column",
+    "embeddings_aligned",
+)
+"""The data fields that decide how a collection becomes features: an index reads its collection
+as the run read its own."""
+
+
+def encoding_options(data: DataConfig) -> dict[str, Any]:
+    """The run's :data:`ENCODING_FIELDS` that differ from the defaults."""
+    default = DataConfig()
+    return {f: getattr(data, f) for f in ENCODING_FIELDS if getattr(data, f) != getattr(default, f)}
 
 
 class Index:
@@ -113,9 +133,11 @@ class Index:
         """Embed every image and caption of ``split`` (a name, names separated by commas, or
         ``all``) of the folder or precomputed dataset ``data`` with the models of ``checkpoint``
         and index them as ``spec`` says (default: exact); ``data_options``: the collection's
-        columns and other data fields, recorded so that the index reopens it alike."""
+        columns and other data fields, over the run's own encoders (:func:`encoding_options`: the
+        collection is encoded as the run's was), recorded so that the index reopens it alike."""
         spec = spec or IndexSpec()
         model = SearchModel.load(checkpoint, device)
+        data_options = {**encoding_options(model.config.data), **(data_options or {})}
         collection = open_collection(data, split, data_options)
         for part in collection.parts:
             model.check_inputs(part)
@@ -134,7 +156,7 @@ class Index:
             "collection": {
                 "root": str(collection.root),
                 "source": collection.data.source,
-                "options": dict(data_options or {}),
+                "options": data_options,
                 "splits": collection.splits,
                 "split_images": [p.n_images for p in collection.parts],
                 "n_captions": collection.n_captions,
@@ -323,17 +345,13 @@ class Index:
         return self.model.encode_texts([self.model.tokenizer.encode(self.captions[c]) for c in captions])
 
     def picture_features(self, path: Path) -> np.ndarray:
-        """``[1, n_fragments, dim]`` features of the picture file ``path`` from the extractor of
-        folder collections (:func:`~mispair.data.features.extract_folder_features`); an index whose
-        collection has features of another shape is a one-line error."""
-        from mispair.data.features import extract_folder_features
-
+        """``[1, n_fragments, dim]`` features of the picture file ``path`` by the run's image encoder
+        (:meth:`~mispair.engine.trained.TrainedRun.picture_features`); an index whose collection has
+        features of another shape is a one-line error."""
         if not path.is_file():
             raise DataError(f"--image {path}: no such file")
         with tempfile.TemporaryDirectory(prefix="mispair-query-") as cache:
-            features, valid = extract_folder_features(
-                path.parent, [path.name], progress=False, cache_dir=Path(cache)
-            )
+            features, valid = self.model.run.picture_features([path], Path(cache))  # the run's encoder
         if not valid[0]:
             raise DataError(f"--image {path}: not a readable picture")
         pairs = PairSet(np.asarray(features, dtype=np.float32), [], np.zeros(0))

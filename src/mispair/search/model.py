@@ -153,9 +153,14 @@ class SearchModel:
         if not text.strip():
             raise DataError("the query text is empty")
         if self.config.model.text_encoder == "precomputed":
+            data = self.config.data
+            source = (
+                f"made by data.caption_encoder={data.caption_encoder}"
+                if data.caption_encoder
+                else f"given with the collection ({data.text_embedding_column})"
+            )
             raise DataError(
-                f"{self.path}: trained on caption vectors given with the collection "
-                f"({self.config.data.text_embedding_column}), so it cannot encode a text query; "
-                "search it by picture (--image), or with a run whose captions are text"
+                f"{self.path}: trained on caption vectors {source}, so it cannot encode a text "
+                "query; search it by picture (--image), or with a run whose captions are text"
             )
         return self.tokenizer.encode(text)
