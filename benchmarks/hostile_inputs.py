@@ -579,7 +579,7 @@ def _corrupt_cases(tmp: Path, f: _Fixtures) -> list[Case]:
             "checkpoint: no config",
             mispair("eval", tmp / "noconfig.pt"),
             "error",
-            "'config' missing",
+            "'config' is missing",
             setup=lambda: fx.tampered_checkpoint(f.run / "best.pt", tmp / "noconfig.pt", drop="config"),
         ),
         Case(
