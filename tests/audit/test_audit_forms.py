@@ -3,6 +3,7 @@ pair id, the same scores for the same data; a DataFrame through ``mispair.audit`
 ``progress=False`` prints nothing and returns one row per input pair."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -94,3 +95,9 @@ def test_a_dataframe_audits_silently_into_one_row_per_input_pair(tmp_path, capfd
     assert caption_of.to_dict() == {str(k): caption for k, caption in enumerate(frame["alt_text"])}
     saved = json.loads((tmp_path / "audit" / "summary.json").read_text())
     assert saved["pairs_scored"] == len(frame)
+    # the DataFrame's pictures (absolute paths) go into the cleaned folder below one common folder
+    decisions = result.pairs.head(2)[["pair_id"]].assign(decision="drop", caption="")
+    result.apply(decisions, tmp_path / "clean")
+    cleaned = pd.read_csv(tmp_path / "clean" / "captions.csv", dtype=str)
+    assert set(cleaned["pair_id"]) == set(result.pairs["pair_id"]) - set(decisions["pair_id"])
+    assert all(not Path(i).is_absolute() and (tmp_path / "clean" / i).is_file() for i in cleaned["image"])

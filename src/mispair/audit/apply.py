@@ -69,7 +69,9 @@ def apply_decisions(
     _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
     rows = _outcome(pairs, summary, table, threshold)
     kept = rows[rows["kept"]]
-    missing = [i for i in dict.fromkeys(kept["image"]) if not (root / i).is_file()]
+    source = {image: root / image for image in kept["image"]}  # an absolute id stays itself
+    kept = kept.assign(image=kept["image"].map(lambda image: _relative(image, root)))
+    missing = [i for i in dict.fromkeys(source) if not source[i].is_file()]
     if missing:
         raise DataError(
             f"{root / missing[0]}: the image file is gone ({len(missing)} missing); the "
@@ -84,8 +86,8 @@ def apply_decisions(
         rows[~rows["kept"]][["pair_id", "reason"]].to_csv(
             folder / "removed.csv", index=False, lineterminator="\n"
         )
-        for image in dict.fromkeys(kept["image"]):
-            counts[_link_or_copy(root / image, folder / image)] += 1
+        for image, file in source.items():
+            counts[_link_or_copy(file, folder / _relative(image, root))] += 1
 
     atomic_directory(
         out,
@@ -207,6 +209,12 @@ def _outcome(
 def _natural(pair_id: str) -> list[tuple[int, int | str]]:
     """A sort key that orders the numbers in ids by value (``train/2`` before ``train/10``)."""
     return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", pair_id)]
+
+
+def _relative(image: str, root: Path) -> str:
+    """Where ``image`` goes in the cleaned folder: its id, or, for an absolute path (a DataFrame's
+    pictures), its path below the folder that holds every picture."""
+    return Path(image).relative_to(root).as_posix() if Path(image).is_absolute() else image
 
 
 def _image_root(summary: dict[str, Any]) -> Path:

@@ -3,6 +3,7 @@ accept, and the picture files behind the image ids (for the report's thumbnails)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,10 @@ def audit_config(
 def picture_root(ids: Sequence[str], candidates: Sequence[Path], *, features: bool = False) -> Path | None:
     """The first folder of ``candidates`` that holds a picture file for every id (ids are paths
     relative to it, never leaving it; ``.npy`` features are not pictures unless ``features``:
-    then any image file counts, what ``mispair apply`` links), or None."""
+    then any image file counts, what ``mispair apply`` links), or None. Ids that are all absolute
+    paths (a DataFrame's pictures) are first tried below the deepest folder that holds them all."""
+    if ids and all(Path(i).is_absolute() for i in ids):
+        candidates = [Path(os.path.commonpath([str(Path(i).parent) for i in ids])), *candidates]
     for folder in candidates:
         base = folder.resolve()
         if base.is_dir() and all(
