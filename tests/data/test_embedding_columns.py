@@ -22,18 +22,9 @@ from mispair.data.text_vectors import lookup_vectors, vector_tokens
 from mispair.errors import ConfigError, DataError
 from mispair.nn.text.precomputed import PrecomputedTextEncoder
 from tests.cli_errors import one_line_error
+from tests.tiny import TINY_AUDIT_SCHEDULE
 
-TINY = [
-    "model.embed_dim=32",
-    "train.epochs=1",
-    "train.batch_size=8",
-    "train.lr_decay_epochs=[]",
-    "train.threads=1",
-    "division.folds=2",
-    "division.epochs=2",
-    "division.rounds=1",
-    "division.repeats=1",
-]
+TINY = TINY_AUDIT_SCHEDULE
 COLUMNS = ["data.image_embedding_column=img_emb", "data.text_embedding_column=txt_emb"]
 ALIGNED = [*TINY, *COLUMNS, "data.embeddings_aligned=true"]
 

@@ -17,18 +17,9 @@ from mispair.data.image_encoders import create_image_encoder, register_image_enc
 from mispair.data.loading import load_split, resolve_source
 from mispair.errors import ConfigError
 from tests.data.readers_forms import rows, write_form
+from tests.tiny import TINY_AUDIT_SCHEDULE
 
-TINY = [
-    "model.embed_dim=32",
-    "train.epochs=1",
-    "train.batch_size=8",
-    "train.lr_decay_epochs=[]",
-    "train.threads=1",
-    "division.folds=2",
-    "division.epochs=2",
-    "division.rounds=1",
-    "division.repeats=1",
-]
+TINY = TINY_AUDIT_SCHEDULE
 
 
 def optional(module: str):
