@@ -152,15 +152,17 @@ class SearchModel:
         """Token ids of a query text; a text without any token is a one-line error."""
         if not text.strip():
             raise DataError("the query text is empty")
-        if self.config.model.text_encoder == "precomputed":
-            data = self.config.data
-            source = (
-                f"made by data.caption_encoder={data.caption_encoder}"
-                if data.caption_encoder
-                else f"given with the collection ({data.text_embedding_column})"
-            )
-            raise DataError(
-                f"{self.path}: trained on caption vectors {source}, so it cannot encode a text "
-                "query; search it by picture (--image), or with a run whose captions are text"
-            )
-        return self.tokenizer.encode(text)
+        if self.config.model.text_encoder != "precomputed":
+            return self.tokenizer.encode(text)
+        data = self.config.data
+        if data.caption_encoder:  # the run's own caption encoder (an open_clip text tower, ...)
+            from mispair.data.caption_encoders import caption_vectors
+            from mispair.data.text_vectors import vector_tokens
+
+            vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, [text], None)
+            return vector_tokens(vectors)[0]
+        raise DataError(
+            f"{self.path}: trained on caption vectors given with the collection "
+            f"({data.text_embedding_column}), so it cannot encode a text query; search it by "
+            "picture (--image), or with a run whose captions are text or made by an encoder"
+        )
