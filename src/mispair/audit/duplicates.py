@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NEAR_DUPLICATE_COSINE = 0.99
-"""Two images are near-duplicates at this cosine similarity of their pooled input features."""
+from mispair.data.content import NEAR_DUPLICATE_COSINE, pooled
 
 
 @dataclass
@@ -70,17 +69,6 @@ def find_duplicates(
         leaks(vectors, norm, image_of_caption, np.asarray(split) == train_split, threshold),
         threshold,
     )
-
-
-def pooled(features: np.ndarray, chunk: int = 512) -> np.ndarray:
-    """``[n_images, D]`` float32 unit vectors: the features averaged over fragments (a chunk of
-    images at a time, so a memory-mapped array is never read whole)."""
-    out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
-    for start in range(0, len(features), chunk):
-        part = np.asarray(features[start : start + chunk], dtype=np.float32)
-        out[start : start + chunk] = part.mean(axis=1) if part.ndim == 3 else part
-    lengths = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.maximum(lengths, 1e-12)
 
 
 def normalized(caption: str) -> str:
