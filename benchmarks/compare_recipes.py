@@ -1,10 +1,11 @@
 """Recipes side by side on the offline datasets, over noise rates and seeds.
 
 Each run is ``configs/<recipe>/<dataset>.yaml`` with the noise rate, noise seed and training seed
-set; its test metrics (and the last epoch's detection scores, when the noise is synthetic) are
-kept in ``--results/<key>.json``, so an interrupted comparison resumes and several processes can
-share the work (``--shard i/n``). The table prints the mean ± std over seeds of rSum and the
-R@1s, and the rSum kept relative to the clean run of the same variant.
+set; its test metrics, the dev metrics of its best epoch (the checkpoint the test evaluates; runs
+from before issue 36 have no ``dev``) and the first and last division's detection scores, when the
+noise is synthetic, are kept in ``--results/<key>.json``, so an interrupted comparison resumes and
+several processes can share the work (``--shard i/n``). The table prints the mean ± std over
+seeds of rSum and the R@1s, and the rSum kept relative to the clean run of the same variant.
 
 Example (Tux Paint, the issue-6 grid)::
 
@@ -80,6 +81,12 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     # the plain baseline and its oracle with holdout's loss (InfoNCE at temperature 0.2)
     "vse-infonce-tau0.2": ("vse", ["method.loss=infonce", "method.tau=0.2"]),
     "vse-oracle-infonce-tau0.2": ("vse", ["data.noise.oracle=true", "method.loss=infonce", "method.tau=0.2"]),
+    # the seed recipes with holdout's loss (issue 36): each pair's InfoNCE at τ 0.2 weighted by the
+    # recipe's own trust (method.loss=infonce; l2rm-infonce above is L2RM's InfoNCE rematch loss)
+    "ncr-infonce": ("ncr", ["method.loss=infonce", "method.tau=0.2"]),
+    "asl-infonce": ("asl", ["method.loss=infonce", "method.tau=0.2"]),
+    "pc2-infonce": ("pc2", ["method.loss=infonce", "method.tau=0.2"]),
+    "l2rm-infonce-loss": ("l2rm", ["method.loss=infonce", "method.loss_tau=0.2"]),
     # mispair's own recipe and its ablations
     "holdout": ("holdout", []),
     "holdout-hard": ("holdout", ["method.weighting=hard"]),
@@ -208,6 +215,7 @@ def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str
         "seed": seed,
         "extra": extra,
         "test": summary["test"],
+        "dev": summary["dev"],
         "best_epoch": summary["best_epoch"],
         "detection_first": first,
         "detection": last,
