@@ -190,6 +190,8 @@ def main() -> None:
     parser.add_argument("--shard", default="0/1", help="i/n: run every n-th job starting at i")
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
+    if args.reference not in args.recipes:
+        parser.error(f"--reference {args.reference} is not one of --recipes")
     args.results.mkdir(parents=True, exist_ok=True)
     selection = [
         (d, recipe, n, s, [*config, *args.set])
