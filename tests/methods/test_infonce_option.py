@@ -101,3 +101,20 @@ def test_l2rm_matched_pairs_train_the_plain_infonce_at_loss_tau(make_recipe):
     plain = float(loop_info_nce(_sims(recipe.models[0], batch), TAU).mean())
     assert set(terms) == {"infonce", "rematch"}
     assert terms["infonce"].item() == pytest.approx(plain, rel=1e-5)
+
+
+def test_vse2_trains_two_models_and_tests_their_average(tmp_path):
+    from mispair.config import load_config
+    from mispair.engine.run import train_run
+    from mispair.engine.trained import TrainedRun
+    from tests.engine.tiny_runs import BASE
+
+    config = load_config(None, [*BASE, "recipe=vse2", "method.loss=infonce", "train.epochs=1"])
+    config.output = str(tmp_path)
+    train_run(config, progress=False, log=lambda _: None)
+    run = TrainedRun.open(tmp_path / "best.pt")
+    assert len(run.models) == 2
+    first, second = (dict(m.named_parameters()) for m in run.models)
+    assert any(not torch.equal(first[k], second[k]) for k in first)  # two initialisations
+    logged = (tmp_path / "log.jsonl").read_text()
+    assert '"loss/infonce_0"' in logged and '"loss/infonce_1"' in logged
