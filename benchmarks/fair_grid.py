@@ -110,6 +110,19 @@ def _paired_text(p: dict | None) -> str:
     return f"| {p['mean']:+.1f} ± {p['std']:.1f} (n={p['n']}) | {p['p_t']:.3f} | {p['p_wilcoxon']:.3f} "
 
 
+def _detection_text(runs: list[dict]) -> str:
+    """The last division's AUC and its kept pairs' precision and recall (the clean split at the
+    division's threshold against the truth), means over ``runs``; blank for a recipe without one."""
+    found = [r["detection"] for r in runs if r.get("detection")]
+    if not found:
+        return "| | | "
+    cells = []
+    for name in ("auc", "precision", "recall"):
+        values = [v for d in found for k, v in d.items() if k.endswith(f"/{name}")]
+        cells.append(f"{statistics.mean(values):.3f}" if values else "")
+    return "| " + " | ".join(cells) + " "
+
+
 def chosen_configs(args: argparse.Namespace) -> dict[tuple, list[str] | None]:
     """``(dataset, noise, recipe)`` → the configuration chosen on dev (None while incomplete)."""
     chosen = {}
@@ -130,16 +143,19 @@ def print_report(args: argparse.Namespace, chosen: dict[tuple, list[str] | None]
         f"Selection: the highest mean dev rSum (best epoch) over seeds {args.select_seeds}; test numbers "
         f"of the chosen configuration over seeds {args.report_seeds}. Paired: test rSum − "
         f"{args.reference}'s over the same seeds, mean ± std; p of the two-sided paired t-test "
-        "(scipy.stats.ttest_rel) and of the Wilcoxon signed-rank test (scipy.stats.wilcoxon, exact)."
+        "(scipy.stats.ttest_rel) and of the Wilcoxon signed-rank test (scipy.stats.wilcoxon, exact). "
+        "AUC: the last division's detection AUC (model 0 for co-training); kept precision / recall: "
+        "the share of the pairs it keeps (clean probability above its threshold) that are truly "
+        "matched, and the share of the truly matched pairs it keeps."
     )
     print(
         f"| dataset | noise | recipe | chosen (dev rSum) | seeds | test rSum | i2t R@1 | t2i R@1 "
-        f"| Δ rSum vs {args.reference} | p (paired t) | p (Wilcoxon) |"
+        f"| Δ rSum vs {args.reference} | p (paired t) | p (Wilcoxon) | AUC | kept precision | kept recall |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (d, n, recipe), config in chosen.items():
         if config is None:
-            print(f"| {d} | {n:g} | {recipe} | (selection runs missing) | | | | | | | |")
+            print(f"| {d} | {n:g} | {recipe} | (selection runs missing) | | | | | | | | | | |")
             continue
         extra = [*config, *args.set]
         runs = load(args.results, d, recipe, n, args.report_seeds, extra)
@@ -155,7 +171,8 @@ def print_report(args: argparse.Namespace, chosen: dict[tuple, list[str] | None]
             f"| {d} | {n:g} | {recipe} | {' '.join(config)} ({dev:.1f}) | {len(runs)} "
             f"| {_mean_std([r['test']['rsum'] for r in runs])} "
             f"| {_mean_std([r['test']['i2t_r1'] for r in runs])} "
-            f"| {_mean_std([r['test']['t2i_r1'] for r in runs])} {_paired_text(reference)}|"
+            f"| {_mean_std([r['test']['t2i_r1'] for r in runs])} {_paired_text(reference)}"
+            f"{_detection_text(runs)}|"
         )
 
 

@@ -20,9 +20,10 @@ def fair(monkeypatch):
     return importlib.import_module("fair_grid")
 
 
-def _write(fair, results, recipe, config, seed, dev, test, noise=0.4):
+def _write(fair, results, recipe, config, seed, dev, test, noise=0.4, detection=None):
     key = fair.run_key("tuxpaint", recipe, noise, seed, config)
     record = {"seed": seed, "dev": {"rsum": dev}, "test": {"rsum": test, "i2t_r1": 1.0, "t2i_r1": 2.0}}
+    record["detection"] = detection
     (results / f"{key}.json").write_text(json.dumps(record))
 
 
@@ -95,7 +96,9 @@ def test_report_prints_the_chosen_configurations_test_numbers_and_pairs_them(fai
                 _write(fair, tmp_path, recipe, config, seed, dev=100 + i, test=999)
         best = fair.grid(recipe, 4)[3]
         for seed, value in enumerate(values):
-            _write(fair, tmp_path, recipe, best, seed, dev=103, test=value)
+            kept = {"division/0/auc": 0.9, "division/0/precision": 0.8 + seed / 100, "division/0/recall": 0.7}
+            detection = kept if recipe == "holdout" else None
+            _write(fair, tmp_path, recipe, best, seed, dev=103, test=value, detection=detection)
     args = _args(tmp_path, ["holdout", "asl-infonce"])
     fair.print_report(args, fair.chosen_configs(args))
     rows = {
@@ -109,4 +112,5 @@ def test_report_prints_the_chosen_configurations_test_numbers_and_pairs_them(fai
     assert "999" not in asl
     diff = [a - b for a, b in zip(tests["asl-infonce"], tests["holdout"])]
     assert f"{statistics.mean(diff):+.1f} ± {statistics.stdev(diff):.1f} (n=5)" in asl
-    assert rows["holdout"].endswith("| | | |")  # the reference is not paired with itself
+    assert "| | | | 0.900 | 0.820 | 0.700 |" in rows["holdout"]  # not paired with itself; its division
+    assert asl.endswith("| | | |")  # no division recorded
