@@ -83,8 +83,11 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "vse-oracle-infonce-tau0.2": ("vse", ["data.noise.oracle=true", "method.loss=infonce", "method.tau=0.2"]),
     # the same oracle as an ensemble of two models, as holdout's and the co-training recipes' test
     # similarity averages two models (the matched oracle of a two-model method)
-    "vse2-oracle-infonce": ("vse2", ["data.noise.oracle=true", "method.loss=infonce", "method.tau=0.2"]),
-    "vse2-infonce": ("vse2", ["method.loss=infonce", "method.tau=0.2"]),
+    "vse2-oracle-infonce": (
+        "vse",
+        ["recipe=vse2", "data.noise.oracle=true", "method.loss=infonce", "method.tau=0.2"],
+    ),
+    "vse2-infonce": ("vse", ["recipe=vse2", "method.loss=infonce", "method.tau=0.2"]),
     # the seed recipes with holdout's loss (issue 36): each pair's InfoNCE at τ 0.2 weighted by the
     # recipe's own trust (method.loss=infonce; l2rm-infonce above is L2RM's InfoNCE rematch loss)
     "ncr-infonce": ("ncr", ["method.loss=infonce", "method.tau=0.2"]),
