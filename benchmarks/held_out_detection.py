@@ -1,4 +1,4 @@
-"""Detection AUC of the division's pair scores: in-sample against held-out, and the ceiling.
+"""Detection AUC of the division's pair scores: in-sample against held-out, and the clean-trained reference.
 
 For one dataset and noise rate, with the scorer of ``configs/holdout/<dataset>.yaml`` (its
 division section): the AUC, against the true mismatch flags, of
@@ -6,7 +6,7 @@ division section): the AUC, against the true mismatch flags, of
 - ``early``: one scorer on all pairs, each pair's similarity averaged over its first epochs;
 - ``out_of_fold``: ``similarity`` and ``contrast`` scores after 1 and 2 rounds, and the
   ``contrast`` scores averaged over the config's ``division.repeats`` partitions, each round;
-- ``ceiling``: out-of-fold scorers trained on the truly clean pairs only (contrast score; one
+- ``clean reference``: out-of-fold scorers trained on the truly clean pairs only (contrast score; one
   partition and the config's repeats);
 - ``in-sample, last``: the similarity of every pair under a scorer trained on all of them.
 
@@ -65,8 +65,8 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
         score = oof("contrast", trusted, repeats)
         found[f"out of fold, contrast, {repeats} repeats, round {round_index}"] = roc_auc_score(clean, score)
         trusted = clean_split(score)
-    found["ceiling (contrast, truly clean scorers)"] = roc_auc_score(clean, oof("contrast", clean))
-    found[f"ceiling, {repeats} repeats"] = roc_auc_score(clean, oof("contrast", clean, repeats))
+    found["clean reference (contrast, truly clean scorers)"] = roc_auc_score(clean, oof("contrast", clean))
+    found[f"clean reference, {repeats} repeats"] = roc_auc_score(clean, oof("contrast", clean, repeats))
     model = train_scorer(scoring, data, train, torch.device("cpu"))
     found["in-sample, after the scorer's epochs"] = roc_auc_score(
         clean, pair_similarities([model], train, 256, torch.device("cpu"))

@@ -151,7 +151,7 @@ def out_of_fold_scores(
         device: where the fold models train.
         trusted: ``[n_pairs]`` bool: the fold models train on the trusted pairs of the other
             folds only (a refinement round's clean split; the truly clean pairs give the
-            detection ceiling); every pair is still scored. Default: all pairs.
+            clean-trained reference detector); every pair is still scored. Default: all pairs.
         score_kind: what a held-out pair's score is (:func:`held_out_scores`).
         tau: the temperature of the ``contrast`` score.
         train_fold: trains one fold's :class:`Trainer` (default: ``config.train.epochs``
@@ -302,7 +302,7 @@ def refined_out_of_fold_scores(
     all pairs of the other folds; each later round trains them on the pairs of the other folds
     that the previous round's scores put in the clean split (a GMM on the scores, clean
     probability above ``division.p_threshold``), so the mismatched pairs no longer teach the
-    scorers (the bound of this is the detection ceiling: scorers trained on the truly clean
+    scorers (the reference for this is the clean-trained detector: scorers trained on the truly clean
     pairs). The folds are dealt over ``shard``'s ranks and each round's split is fitted on rank 0.
     ``repeats`` and ``others``: as in :func:`out_of_fold_scores`, every round (the last round's
     scores are returned)."""
