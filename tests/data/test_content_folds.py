@@ -116,12 +116,30 @@ def test_the_folds_are_near_equal_in_pairs_and_vary_with_the_seed():
 def test_ties_that_would_leave_a_fold_empty_are_given_up_in_order():
     features, tokens, image_of_caption = collection(0, n_images=30, pairs_per_image=1)
     tokens = [[i] for i in range(len(tokens))]
-    assert fold_groups(features, tokens, image_of_caption, 3).joined_by == "captions, near-duplicates"
+    everything = "the same picture, near-duplicates (cosine ≥ 0.99), identical captions"
+    assert fold_groups(features, tokens, image_of_caption, 3).joined_by == everything
     alike = np.repeat(features[:1], len(features), axis=0) + 1e-5 * features  # all near-duplicates
     pictures = len(np.unique(alike.reshape(len(alike), -1), axis=0))  # some filed twice
     groups = fold_groups(alike, tokens, image_of_caption, 3)
-    assert groups.joined_by == "captions" and len(groups) == pictures
+    assert groups.joined_by == "the same picture, identical captions" and len(groups) == pictures
     one_text = [[1]] * len(tokens)  # one caption on every picture
     groups = fold_groups(alike, one_text, image_of_caption, 3)
-    assert groups.joined_by == "the same picture" and len(groups) == pictures
+    assert groups.joined_by == "the same picture, identical captions on at most 10 images"
+    assert len(groups) == pictures
     assert (np.bincount(content_folds(groups, image_of_caption, 3, 0)) > 0).all()
+
+
+def test_a_caption_on_too_many_images_is_untied_and_the_rarer_ones_stay_tied():
+    features, tokens, image_of_caption = collection(1, n_images=200, pairs_per_image=1)
+    rng = np.random.default_rng(3)
+    tokens = [[1000] if i % 5 < 2 else [int(rng.integers(0, 60))] for i in range(len(tokens))]  # a tag on 40%
+    groups = fold_groups(features, tokens, image_of_caption, 5)
+    assert "identical captions on at most" in groups.joined_by
+    fold = content_folds(groups, image_of_caption, 5, 0)
+    images_of = {}
+    for t, image in zip(tokens, image_of_caption):
+        images_of.setdefault(tuple(t), set()).add(int(image))
+    rare = [k for k, t in enumerate(tokens) if t != [1000]]
+    for text in {tuple(tokens[k]) for k in rare}:  # every rarer caption stays in one fold
+        assert len({int(fold[k]) for k in rare if tuple(tokens[k]) == text}) == 1
+    assert len({int(f) for t, f in zip(tokens, fold) if t == [1000]}) > 1  # the tag could not

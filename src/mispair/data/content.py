@@ -83,24 +83,32 @@ def content_groups(
     tokens: Sequence[Sequence[int]],
     image_of_caption: np.ndarray,
     *,
-    captions: bool = True,
+    captions_on_at_most: int | None = None,
     threshold: float | None = NEAR_DUPLICATE_COSINE,
+    near: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ContentGroups:
     """The images of ``features [n_images, ...]`` grouped so that two images with equal features
     (the same picture), with an identical caption (``tokens`` of the pairs, paired by
-    ``image_of_caption [n_pairs]``; unless ``captions`` is False) or whose pooled features have
-    cosine ≥ ``threshold`` (unless None) are in one group (connected components, so
+    ``image_of_caption [n_pairs]``; only the captions on at most ``captions_on_at_most`` images
+    when given, none at 0) or whose pooled features have cosine ≥ ``threshold`` (unless None;
+    ``near``: those edges computed before) are in one group (connected components, so
     transitively)."""
     n_images = len(features)
     digests = image_digests(features)
+    image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
     nodes: dict[object, int] = {}  # a node per distinct digest and per distinct caption
     rows = [np.arange(n_images)]
     cols = [np.array([n_images + nodes.setdefault(("picture", d), len(nodes)) for d in digests])]
-    if captions:
-        rows.append(np.asarray(image_of_caption, dtype=np.int64))
-        cols.append(np.array([n_images + nodes.setdefault(tuple(t), len(nodes)) for t in tokens]))
+    texts = [tuple(t) for t in tokens]
+    images_of_text: dict[tuple, set[int]] = {}
+    for text, image in zip(texts, image_of_caption.tolist()):
+        images_of_text.setdefault(text, set()).add(image)
+    limit = n_images if captions_on_at_most is None else captions_on_at_most
+    tied = [k for k, text in enumerate(texts) if len(images_of_text[text]) <= limit]
+    rows.append(image_of_caption[tied])
+    cols.append(np.array([n_images + nodes.setdefault(texts[k], len(nodes)) for k in tied], dtype=np.int64))
     if threshold is not None:
-        near_i, near_j = near_duplicate_edges(pooled(features), threshold)
+        near_i, near_j = near_duplicate_edges(pooled(features), threshold) if near is None else near
         rows.append(near_i)
         cols.append(near_j)
     row, col = np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64)
@@ -118,19 +126,40 @@ def content_groups(
 def fold_groups(
     features: np.ndarray, tokens: Sequence[Sequence[int]], image_of_caption: np.ndarray, folds: int
 ) -> ContentGroups:
-    """:func:`content_groups` that can fill ``folds`` folds: the first of (captions and
-    near-duplicates, captions and the same picture, the same picture only) whose largest group
-    holds at most ``1 / folds`` of the pairs. A collection whose features all nearly duplicate each
-    other (a random-weight encoder, say) or whose captions are nearly all one text gives up that
-    tie rather than leave a fold empty; :attr:`ContentGroups.joined_by` says what joined them."""
+    """:func:`content_groups` that can fill ``folds`` folds: the largest group may hold at most
+    ``1 / folds`` of the pairs. Near-duplicates are tied first, then identical captions; when the
+    groups are too large, the captions on the most images are untied first (halving the limit on
+    the number of images a tied caption is on: a caption on a quarter of a collection, an author's
+    name or a tag, cannot be held out in one fold of a fifth), and near-duplicates last (a
+    random-weight encoder makes every picture alike); the same picture always stays in one fold.
+    :attr:`ContentGroups.joined_by` says what joined the images."""
     image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
-    settings = [("captions, near-duplicates", True, NEAR_DUPLICATE_COSINE), ("captions", True, None)]
-    for joined_by, captions, threshold in settings:
-        groups = content_groups(features, tokens, image_of_caption, captions=captions, threshold=threshold)
-        if np.bincount(groups.of_image[image_of_caption]).max() * folds <= len(image_of_caption):
-            return replace(groups, joined_by=joined_by)
-    groups = content_groups(features, tokens, image_of_caption, captions=False, threshold=None)
-    return replace(groups, joined_by="the same picture")
+    n_pairs, n_images = len(image_of_caption), len(features)
+    limits = [None]
+    while limits[-1] != 0:
+        limits.append(n_images // folds if limits[-1] is None else limits[-1] // 2)
+    near = near_duplicate_edges(pooled(features), NEAR_DUPLICATE_COSINE)
+    groups = None
+    for threshold in (NEAR_DUPLICATE_COSINE, None):
+        for limit in limits:
+            groups = content_groups(
+                features, tokens, image_of_caption, captions_on_at_most=limit, threshold=threshold, near=near
+            )
+            if np.bincount(groups.of_image[image_of_caption]).max() * folds <= n_pairs:
+                return replace(groups, joined_by=_ties(threshold, limit))
+    return replace(groups, joined_by=_ties(None, 0))
+
+
+def _ties(threshold: float | None, limit: int | None) -> str:
+    """What tied the images into groups, in words."""
+    ties = ["the same picture"]
+    if threshold is not None:
+        ties.append(f"near-duplicates (cosine ≥ {threshold})")
+    if limit is None:
+        ties.append("identical captions")
+    elif limit > 0:
+        ties.append(f"identical captions on at most {limit} images")
+    return ", ".join(ties)
 
 
 def deal_groups(groups: ContentGroups, pairs_of_group: np.ndarray, folds: int, seed: int) -> np.ndarray:
