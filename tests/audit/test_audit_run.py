@@ -88,8 +88,9 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
     assert n_images == 160 and n_captions == 800
     full = cross_similarities(run.models, pairs, np.arange(n_images), np.arange(n_captions)).numpy()
     paired = full[pairs.image_of_caption, np.arange(n_captions)]
-    for chunk in (7, 1024):  # a few images at a time, or all at once: the same answer
-        matches = best_matches(run, pairs=pairs, chunk=chunk)
+    searches = [("brute", 7), ("brute", 1024), ("faiss", 1024), ("auto", 1024)]  # auto: faiss (cosine)
+    for search, chunk in searches:  # a few images at a time, all at once, an index: the same answer
+        matches = best_matches(run, pairs=pairs, chunk=chunk, search=search)
         assert np.array_equal(matches.captions[:, 0], full.argmax(axis=1))
         assert np.array_equal(matches.images[:, 0], full.argmax(axis=0))
         assert np.allclose(matches.pair_score, paired, atol=1e-5)
