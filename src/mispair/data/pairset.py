@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from mispair.data.mapped import rows
 from mispair.errors import DataError
 
 
@@ -108,7 +109,7 @@ class PairSet:
         computed in chunks of ``chunk`` images, so a memory-mapped array is read once)."""
         pooled = np.empty((self.n_images, 1, self.feature_dim), dtype=np.float32)
         for start in range(0, self.n_images, chunk):
-            part = np.asarray(self.images[start : start + chunk], dtype=np.float32)
+            part = rows(self.images, slice(start, start + chunk), np.float32)
             pooled[start : start + chunk, 0] = part.mean(axis=1)
         return replace(self, images=pooled)
 

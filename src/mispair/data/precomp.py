@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mispair.atomic import atomic_text, atomic_write, ensure_directory
+from mispair.data.mapped import rows
 from mispair.data.pairset import PairSet
 from mispair.data.text_bounds import cut_long_texts, read_lines, warn_cut
 from mispair.errors import DataError
@@ -133,7 +134,7 @@ def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
         raise DataError(f"{path}: expected float features, got dtype {images.dtype}")
     if check_finite:
         for start in range(0, images.shape[0], _CHECK_ROWS):
-            block = np.asarray(images[start : start + _CHECK_ROWS])
+            block = rows(images, slice(start, start + _CHECK_ROWS))
             if not np.isfinite(block).all():
                 row = start + int(np.argwhere(~np.isfinite(block))[0][0])
                 raise DataError(f"{path}: image {row} has NaN or infinite features")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from mispair.data.batching import TrainingPairs
+from mispair.data.mapped import rows
 from mispair.data.pairset import PairSet
 from mispair.version import __version__
 
@@ -41,7 +42,7 @@ def _update(digest: Any, pairs: PairSet) -> None:
     images = np.asarray(pairs.images)
     digest.update(f"{images.dtype}{images.shape}".encode())
     for start in range(0, len(images), 4096):  # a memory-mapped array is read a block at a time
-        digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
+        digest.update(rows(images, slice(start, start + 4096)).tobytes())
     digest.update("\0".join(map(str, pairs.image_ids or [])).encode("utf-8", "surrogateescape"))
 
 
