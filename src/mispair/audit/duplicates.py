@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mispair.data.mapped import rows
+
 NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
 
@@ -77,7 +79,7 @@ def pooled(features: np.ndarray, chunk: int = 512) -> np.ndarray:
     images at a time, so a memory-mapped array is never read whole)."""
     out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
     for start in range(0, len(features), chunk):
-        part = np.asarray(features[start : start + chunk], dtype=np.float32)
+        part = rows(features, slice(start, start + chunk), np.float32)
         out[start : start + chunk] = part.mean(axis=1) if part.ndim == 3 else part
     lengths = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.maximum(lengths, 1e-12)

@@ -121,7 +121,7 @@ class PairSet:
         order = np.argsort(new_index[self.image_of_caption], kind="stable")
         keep = order[new_index[self.image_of_caption[order]] >= 0]
         return PairSet(
-            images=self.images[image_indices],
+            images=rows(self.images, image_indices),
             captions=[self.captions[k] for k in keep],
             image_of_caption=new_index[self.image_of_caption[keep]],
             name=name or self.name,
