@@ -13,7 +13,7 @@ the audit's detection AUC is scored against it (``summary.json`` ``detection``).
 ``PYTHONPATH`` of this process: ``PYTHONPATH=/other/checkout/src`` measures another tree); its
 wall time and peak RSS (``os.wait4``'s ``ru_maxrss`` of the child) are measured, and the time per
 part is read from ``summary.json`` ``timings`` (reading/features, division, training, ranking,
-report; "–" for a tree that does not write them). The fitted growth exponent is the slope of
+map, report; "–" for a tree that does not write them). The fitted growth exponent is the slope of
 log(wall time) and log(peak RSS) against log(pairs), least squares over the sizes.
 
 ``--short`` cuts the audit's schedule for quick checks (:data:`SHORT`); further ``key=value``
@@ -50,7 +50,7 @@ SHORT = [
 ]
 """The audit's schedule cut for a quick check: one epoch, two scorers of one epoch each."""
 
-PARTS = ("reading", "division", "training", "ranking", "report")
+PARTS = ("reading", "division", "training", "ranking", "map", "report")
 CAPTIONS_PER_IMAGE = 5
 WORDS_PER_CLUSTER = 4
 FILLERS = ("a", "the", "with", "and", "near", "of", "some", "two", "in", "on")

@@ -47,11 +47,11 @@ from mispair.timings import Timings
 if TYPE_CHECKING:
     import pandas as pd
 
-AUDIT_PARTS = ("reading", "division", "training", "ranking", "report")
+AUDIT_PARTS = ("reading", "division", "training", "ranking", "map", "report")
 """The parts of an audit timed in ``summary.json``'s ``timings`` (seconds, with their ``total``):
 reading the collection and the text encoder's features, the held-out scorers, the final run and
-its test evaluation, ranking with the best matches, duplicates and map, and writing the report
-and tables."""
+its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
+embedding and projection, and writing the report and tables."""
 
 AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
 """What an audit writes into its folder (and nothing else there is touched)."""
@@ -119,9 +119,11 @@ def audit_collection(
             train_split=config.data.train_split,
         )
         table = pair_table(audited, mismatch, threshold, matches, duplicates)
+        timings.lap("ranking")
         points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
         order = suspicion_order(audited.score)
         table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
+        timings.lap("map")
         raw = raw_similarity(audited.pairs) if aligned(config.data) else None
         if raw is not None:
             table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
