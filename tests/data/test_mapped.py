@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from mispair.data.mapped import rows
+from mispair.data.mapped import row_blocks, rows
 
 MIB = 1 << 20
 
@@ -39,12 +39,21 @@ def test_blocks_and_picked_rows_are_the_arrays_rows(feature_file):
     np.testing.assert_array_equal(rows(in_memory, slice(1, 3)), in_memory[1:3])
 
 
+@pytest.mark.parametrize("size", [None, 7, 512, 1000])
+def test_blocks_cover_the_rows_in_order(feature_file, size):
+    mapped = np.load(feature_file, mmap_mode="r")
+    seen = [(block, part[:, 0, 0].copy()) for block, part in row_blocks(mapped, size, np.float64)]
+    assert [b.start for b, _ in seen] == list(range(0, 512, size or 512))  # 64 MiB: one block
+    np.testing.assert_array_equal(np.concatenate([p for _, p in seen]), np.arange(512.0))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_a_pass_over_a_mapped_file_keeps_one_block_resident(feature_file):
     mapped = np.load(feature_file, mmap_mode="r")  # 64 MiB
     before = resident_mib()
     total = sum(float(rows(mapped, slice(s, s + 32))[:, 0, 0].sum()) for s in range(0, 512, 32))
-    assert total == sum(range(512))
+    total += sum(float(part[:, 0, 0].sum()) for _, part in row_blocks(mapped, 32))
+    assert total == 2 * sum(range(512))
     assert resident_mib() - before < 16  # a block is 4 MiB; without the release it grows by 64
     for start in range(0, 512, 32):
         np.asarray(mapped[start : start + 32]).sum()

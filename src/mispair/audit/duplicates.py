@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mispair.data.mapped import rows
+from mispair.data.mapped import row_blocks
 
 NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
@@ -64,7 +64,7 @@ def find_duplicates(
 ) -> Duplicates:
     """:class:`Duplicates` of a collection: ``features [n_images, K, D]`` (or ``[n_images, D]``),
     ``captions [n_pairs]`` paired with ``image_of_caption [n_pairs]``, ``split [n_pairs]``."""
-    vectors = pooled(features, chunk)
+    vectors = pooled(features)
     norm = [normalized(c) for c in captions]
     return Duplicates(
         near_duplicates(vectors, threshold, chunk),
@@ -74,13 +74,12 @@ def find_duplicates(
     )
 
 
-def pooled(features: np.ndarray, chunk: int = 512) -> np.ndarray:
-    """``[n_images, D]`` float32 unit vectors: the features averaged over fragments (a chunk of
-    images at a time, so a memory-mapped array is never read whole)."""
+def pooled(features: np.ndarray, chunk: int | None = None) -> np.ndarray:
+    """``[n_images, D]`` float32 unit vectors: the features averaged over fragments (``chunk``
+    images at a time, default about 64 MiB, so a memory-mapped array is never read whole)."""
     out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
-    for start in range(0, len(features), chunk):
-        part = rows(features, slice(start, start + chunk), np.float32)
-        out[start : start + chunk] = part.mean(axis=1) if part.ndim == 3 else part
+    for block, part in row_blocks(features, chunk, np.float32):
+        out[block] = part.mean(axis=1) if part.ndim == 3 else part
     lengths = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.maximum(lengths, 1e-12)
 

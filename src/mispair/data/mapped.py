@@ -4,7 +4,8 @@ memory.
 A page of a memory-mapped file, once read, stays in the process's resident memory until the map
 is closed, so a pass over a ``[n_images, 36, 2048]`` ``.npy`` opened with ``mmap_mode="r"`` made
 the audit's peak memory grow by the whole file (``benchmarks/bench_audit_scale.py``).
-:func:`rows` copies a block out and hands the map's pages back to the operating system
+:func:`row_blocks` (a pass, block by block, without a copy) and :func:`rows` (picked rows,
+copied) hand the map's pages back to the operating system after each block
 (``madvise(MADV_DONTNEED)``: a read-only file map reads them again from the page cache when next
 touched), so a pass keeps one block resident. An in-memory array is only sliced.
 """
@@ -12,9 +13,28 @@ touched), so a pass keeps one block resident. An in-memory array is only sliced.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import DTypeLike
+
+BLOCK_BYTES = 64 << 20
+"""The size of a block of :func:`row_blocks` when its rows are not given."""
+
+
+def row_blocks(
+    array: np.ndarray, rows_per_block: int | None = None, dtype: DTypeLike = None
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, array[rows])`` for consecutive blocks of ``rows_per_block`` rows (default: about
+    :data:`BLOCK_BYTES`), as ``dtype`` (None keeps it; a view where no conversion is needed, valid
+    until the next block is asked for); the pages of a memory-mapped ``array`` are released
+    after each block."""
+    row_bytes = max(1, array.itemsize * int(np.prod(array.shape[1:])))
+    step = rows_per_block or max(1, BLOCK_BYTES // row_bytes)
+    for start in range(0, len(array), step):
+        block = slice(start, min(start + step, len(array)))
+        yield block, np.asarray(array[block], dtype=dtype)
+        release(array)
 
 
 def rows(array: np.ndarray, index: slice | np.ndarray, dtype: DTypeLike = None) -> np.ndarray:

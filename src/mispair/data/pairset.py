@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mispair.data.mapped import rows
+from mispair.data.mapped import row_blocks, rows
 from mispair.errors import DataError
 
 
@@ -103,14 +103,14 @@ class PairSet:
         expected = np.arange(self.n_captions) // per_image
         return per_image if np.array_equal(expected, self.image_of_caption) else None
 
-    def with_mean_fragment(self, chunk: int = 1024) -> PairSet:
+    def with_mean_fragment(self, chunk: int | None = None) -> PairSet:
         """The same pairs with each image's fragments replaced by their mean: images
         ``[n_images, 1, dim]`` float32 (what an encoder that projects the mean feature reads;
-        computed in chunks of ``chunk`` images, so a memory-mapped array is read once)."""
+        computed in blocks of ``chunk`` images, default about 64 MiB, so a memory-mapped array
+        is read once and one block of it is resident at a time)."""
         pooled = np.empty((self.n_images, 1, self.feature_dim), dtype=np.float32)
-        for start in range(0, self.n_images, chunk):
-            part = rows(self.images, slice(start, start + chunk), np.float32)
-            pooled[start : start + chunk, 0] = part.mean(axis=1)
+        for block, part in row_blocks(self.images, chunk, np.float32):
+            pooled[block, 0] = part.mean(axis=1)
         return replace(self, images=pooled)
 
     def subset_images(self, image_indices: np.ndarray, name: str | None = None) -> PairSet:
