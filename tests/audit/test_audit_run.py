@@ -13,7 +13,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from mispair.audit import audit_collection
 from mispair.audit.collection import audit_config
 from mispair.audit.ranking import best_matches
-from mispair.audit.run import audited_pairs
+from mispair.audit.run import AUDIT_PARTS, audited_pairs
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
@@ -148,6 +148,15 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert summary["self_check"] == pytest.approx(check.to_dict())
     low, high = summary["estimated_mismatched_share_interval"]
     assert low <= summary["estimated_mismatched_share"] <= high
+
+
+def test_the_summary_times_every_part_and_they_add_up_to_the_total(audited):
+    _, summary, _, _ = audited
+    timings = summary["timings"]
+    assert list(timings) == [*AUDIT_PARTS, "total"]  # each part once, in the audit's order
+    assert all(seconds >= 0 for seconds in timings.values())
+    parts = sum(timings[p] for p in AUDIT_PARTS)
+    assert parts <= timings["total"] + 0.01 and parts >= 0.9 * timings["total"]  # laps cover the audit
 
 
 def test_the_parquet_file_holds_the_csv_rows(audited):
