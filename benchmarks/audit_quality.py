@@ -1,10 +1,11 @@
-"""How well and how fast ``mispair audit`` finds planted mismatches, beside the detection ceiling.
+"""How well and how fast ``mispair audit`` finds planted mismatches, beside a clean-trained reference.
 
 For each dataset and seed: ``mispair audit`` with ``--plant RATE --seed SEED`` (the default run),
-its detection AUC against the planted pairs, the ceiling of the benchmark tables for the same
-noise (``benchmarks/results/pretrained/<dataset>_ceiling_n<rate>_s<seed>.json``: out-of-fold
-scorers trained on the truly clean pairs only), how often its suggestions hold the true caption
-and image of a planted swap (beside the model's R@3 on the same images, their bound), and the
+its detection AUC against the planted pairs, the clean-trained reference detector of the
+benchmark tables for the same noise
+(``benchmarks/results/pretrained/<dataset>_clean-reference_n<rate>_s<seed>.json``: out-of-fold
+scorers trained on the truly clean pairs only; not a bound), how often its suggestions hold the
+true caption and image of a planted swap (beside the model's R@3 on the same images, their bound), and the
 audit's wall time. A finished audit in
 ``--runs`` is reused (delete the folder to time it again).
 
@@ -46,8 +47,8 @@ from mispair.config import DataConfig
 RESULTS = Path(__file__).parent / "results"
 
 
-def ceiling(dataset: str, rate: float, seed: int) -> float | None:
-    path = RESULTS / "pretrained" / f"{dataset}_ceiling_n{rate:g}_s{seed}.json"
+def clean_reference(dataset: str, rate: float, seed: int) -> float | None:
+    path = RESULTS / "pretrained" / f"{dataset}_clean-reference_n{rate:g}_s{seed}.json"
     return json.loads(path.read_text())["auc"] if path.is_file() else None
 
 
@@ -282,10 +283,10 @@ def main() -> None:
     if args.embeddings:
         return audit_embeddings(args)
     lines = [
-        f"# mispair audit with --plant {args.plant}: detection against the ceiling",
+        f"# mispair audit with --plant {args.plant}: detection against the clean-trained reference",
         "",
-        "| dataset | seed | pairs | AUC | ceiling | ceiling − AUC | average precision | precision | "
-        "recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
+        "| dataset | seed | pairs | AUC | clean reference | clean reference − AUC | average precision "
+        "| precision | recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for dataset in args.datasets:
@@ -303,7 +304,7 @@ def main() -> None:
             )
             seconds, summary = time.time() - started, result.summary
             hits = suggestion_quality(result, f"data/{dataset}_precomp", out, args.plant, seed)
-            d, top = summary["detection"], ceiling(dataset, args.plant, seed)
+            d, top = summary["detection"], clean_reference(dataset, args.plant, seed)
             gap = "" if top is None else f"{top - d['auc']:.3f}"
             if top is not None:
                 gaps.append(top - d["auc"])

@@ -19,4 +19,4 @@ def test_register_and_get():
 
 def test_a_package_registry_finds_every_module_of_its_package():
     assert HEADS.names() == ["cam", "cosine", "omit", "saf", "sgr"]
-    assert {"vse", "rcl", "ncr", "asl", "pc2", "l2rm", "omit", "holdout"} == set(list_recipes())
+    assert {"vse", "vse2", "rcl", "ncr", "asl", "pc2", "l2rm", "omit", "holdout"} == set(list_recipes())

@@ -132,9 +132,7 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
         others=others,
     )
     assert len(models) == 6 and all(t <= set(range(len(train))) for t in trained)
-    group = pair_scores.other_groups(
-        others.image_of_caption, others.pairs.n_images, -(-data.train.n_images // 3), config.train.seed
-    )
+    group = pair_scores.other_groups(others, -(-data.train.n_images // 3), config.train.seed)
     sizes = np.bincount(np.unique(np.stack([group, others.image_of_caption]), axis=1)[0])
     assert abs(sizes.mean() - data.train.n_images / 3) <= data.train.n_images / 3  # about a fold's images
     per_scorer = []

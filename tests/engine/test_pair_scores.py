@@ -2,7 +2,6 @@
 detecting planted mismatches after the in-sample scores have memorised them."""
 
 import numpy as np
-import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
@@ -10,7 +9,7 @@ from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.engine.assembly import load_run_data
 from mispair.engine.export import pair_similarities
-from mispair.engine.pair_scores import image_folds, out_of_fold_scores, train_scorer
+from mispair.engine.pair_scores import out_of_fold_scores, train_scorer
 
 
 def _setup(images: int, epochs: int):
@@ -35,20 +34,6 @@ def _setup(images: int, epochs: int):
     return config, data, TrainingPairs(data.train, tokens, data.noise.image_of_caption)
 
 
-@pytest.mark.parametrize(("n_images", "folds"), [(10, 2), (23, 5), (100, 3)])
-def test_image_folds_follow_the_paired_image(n_images, folds):
-    paired = np.random.default_rng(1).integers(0, n_images, size=5 * n_images)
-    fold = image_folds(paired, n_images, folds, seed=4)
-    of_image = {}
-    for image, f in zip(paired.tolist(), fold.tolist()):
-        assert of_image.setdefault(image, f) == f  # every pair of an image in one fold
-    sizes = np.bincount(image_folds(np.arange(n_images), n_images, folds, seed=4), minlength=folds)
-    assert sizes.max() - sizes.min() <= 1
-    assert np.array_equal(fold, image_folds(paired, n_images, folds, seed=4))
-    with pytest.raises(ValueError):
-        image_folds(paired, n_images, 1, seed=0)
-
-
 def test_no_pair_is_scored_by_a_model_that_trained_on_it():
     config, data, train = _setup(60, 1)
     seen = []
@@ -66,6 +51,8 @@ def test_no_pair_is_scored_by_a_model_that_trained_on_it():
         assert trained == set(np.flatnonzero(scores.fold[0] != k).tolist())
         assert not trained & set(held_out.tolist())
         assert not images & set(train.image_of_caption[held_out].tolist())
+        trained_texts = {tuple(train.tokens[i]) for i in trained}
+        assert not trained_texts & {tuple(train.tokens[i]) for i in held_out}  # no caption text either
     assert np.isfinite(scores.score).all() and (scores.score != 0).any()
 
 

@@ -8,7 +8,8 @@ in another order: relative 1e-3 holds every number of every recipe, where a chan
 moves them by whole ranks and percent). Rank metrics (R@K, rSum, medr, meanr) may differ by one
 near-tied query across CPUs (this Intel Xeon moved the holdout run's dev i2t R@10 from 83 to 84 of
 100 image queries): they are held to one query's worth, every loss and score to 1e-3.
-Regenerate (after a deliberate change of a recipe's numbers) with
+Regenerate (after a deliberate change of a recipe's numbers; the holdout entry was regenerated when the
+folds came to be dealt by content) with
 ``PYTHONPATH=src python tests/engine/test_single_process_unchanged.py``.
 """
 

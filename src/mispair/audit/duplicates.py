@@ -23,10 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mispair.data.mapped import row_blocks
-
-NEAR_DUPLICATE_COSINE = 0.99
-"""Two images are near-duplicates at this cosine similarity of their pooled input features."""
+from mispair.data.content import NEAR_DUPLICATE_COSINE, pooled
 
 
 @dataclass
@@ -64,7 +61,7 @@ def find_duplicates(
 ) -> Duplicates:
     """:class:`Duplicates` of a collection: ``features [n_images, K, D]`` (or ``[n_images, D]``),
     ``captions [n_pairs]`` paired with ``image_of_caption [n_pairs]``, ``split [n_pairs]``."""
-    vectors = pooled(features)
+    vectors = pooled(features)  # blocks of about 64 MiB; chunk is the similarity rows
     norm = [normalized(c) for c in captions]
     return Duplicates(
         near_duplicates(vectors, threshold, chunk),
@@ -72,16 +69,6 @@ def find_duplicates(
         leaks(vectors, norm, image_of_caption, np.asarray(split) == train_split, threshold),
         threshold,
     )
-
-
-def pooled(features: np.ndarray, chunk: int | None = None) -> np.ndarray:
-    """``[n_images, D]`` float32 unit vectors: the features averaged over fragments (``chunk``
-    images at a time, default about 64 MiB, so a memory-mapped array is never read whole)."""
-    out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
-    for block, part in row_blocks(features, chunk, np.float32):
-        out[block] = part.mean(axis=1) if part.ndim == 3 else part
-    lengths = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.maximum(lengths, 1e-12)
 
 
 def normalized(caption: str) -> str:

@@ -14,10 +14,12 @@ from mispair.losses.pseudo_classification import (
     pseudo_pair_loss,
 )
 from mispair.losses.reduction import Reduction, reduce_batch
+from mispair.losses.soft_pair import PairLoss, soft_pair_loss
 from mispair.losses.soft_targets import correspondence_prediction, rectified_target, soft_margin
 from mispair.losses.triplet import hinge_costs, mean_hinge_loss, triplet_loss
 
 __all__ = [
+    "PairLoss",
     "Reduction",
     "asymmetric_loss",
     "balance_loss",
@@ -36,5 +38,6 @@ __all__ = [
     "reverse_cross_entropy",
     "soft_boundary",
     "soft_margin",
+    "soft_pair_loss",
     "triplet_loss",
 ]

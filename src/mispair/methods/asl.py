@@ -8,7 +8,7 @@ from typing import Literal
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.losses import asymmetric_loss, reduce_batch, soft_boundary, triplet_loss
+from mispair.losses import asymmetric_loss, reduce_batch, soft_boundary
 from mispair.methods.base import register_recipe
 from mispair.methods.cotrain import CoTraining, CoTrainingOptions
 
@@ -27,6 +27,12 @@ class ASL(CoTraining):
     ``warmup_epochs=0``. ``detach_weights=true`` treats the weights ``μ`` of Eq. 6 as constants
     in the backward pass (circle loss's gradient); the default differentiates through them, which
     gives the gradients the paper prints below Eq. 6.
+
+    ``loss=infonce`` (temperature ``tau``, 0.2 by default): the warm-up trains the plain InfoNCE,
+    and each labeled or unlabeled pair the InfoNCE weighted by its soft boundary,
+    ``ℓ_i = σ_i · InfoNCE_i`` with ``σ_i = (z^ŷ_i − 1)/(z − 1)`` (the factor Eq. 6 puts on the
+    positive boundary and the triplet ablation on the margin; :func:`~mispair.losses.soft_pair_loss`
+    with ``α_i = σ_i α``), averaged over the batch; the VBGMM division and ``ŷ`` are unchanged.
     """
 
     name = "asl"
@@ -35,7 +41,7 @@ class ASL(CoTraining):
     class Options(CoTrainingOptions):
         warmup_epochs: int = 5
         mixture: Literal["gmm", "bmm", "vbgmm"] = "vbgmm"
-        loss: Literal["asymmetric", "triplet"] = "asymmetric"
+        loss: Literal["asymmetric", "triplet", "infonce"] = "asymmetric"
         m0: float = 0.2
         scale: float = 64.0
         z: float = 3.0
@@ -44,12 +50,11 @@ class ASL(CoTraining):
     def _pair_loss(self, sims: Tensor, soft_labels: Tensor) -> Tensor:
         opts = self.options
         soft_labels = soft_labels.clamp(0, 1)
-        if opts.loss == "triplet":
-            margins = opts.margin * soft_boundary(soft_labels, opts.z)
-            return triplet_loss(sims, margins, negatives="hardest")
-        return asymmetric_loss(
-            sims, soft_labels, m0=opts.m0, scale=opts.scale, z=opts.z, detach_weights=opts.detach_weights
-        )
+        if opts.loss == "asymmetric":
+            return asymmetric_loss(
+                sims, soft_labels, m0=opts.m0, scale=opts.scale, z=opts.z, detach_weights=opts.detach_weights
+            )
+        return self.pair_loss(sims, opts.margin * soft_boundary(soft_labels, opts.z))
 
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         model = self.models[k]

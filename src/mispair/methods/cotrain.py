@@ -12,6 +12,11 @@ Two models; after ``warmup_epochs`` on all pairs, every epoch (NCR, Huang et al.
 3. each model runs one pass over its labeled pairs, each step paired with a batch of unlabeled
    pairs (cycled); subclasses turn the two batches into losses.
 
+``loss`` picks the pair loss of the warm-up and of the subclasses' soft-margin terms: the papers'
+triplet (the default) or InfoNCE at temperature ``tau`` weighted by each pair's fraction of the
+full margin (:func:`~mispair.losses.soft_pair_loss`); the division and the correspondence
+prediction keep NCR's hinge costs either way.
+
 When the true noise is known (synthetic noise), every epoch logs each model's detection AUC and the
 precision/recall/F1 of its clean split.
 """
@@ -30,7 +35,14 @@ from mispair.data.batching import Batch
 from mispair.division import co_divide, fit_bmm, fit_gmm, fit_vbgmm
 from mispair.division.scores import division_log
 from mispair.encoding import evaluating
-from mispair.losses import correspondence_prediction, reduce_batch, triplet_loss
+from mispair.losses import (
+    PairLoss,
+    correspondence_prediction,
+    info_nce_loss,
+    reduce_batch,
+    soft_pair_loss,
+    triplet_loss,
+)
 from mispair.methods.base import Recipe, Update, Warmup
 from mispair.methods.scoring import clean_probability, division_losses
 from mispair.nn.model import RetrievalModel
@@ -61,6 +73,8 @@ class CoTrainingOptions:
     margin: float = 0.2
     unlabeled_from: float = 0.5  # train unlabeled pairs from this fraction of co-training epochs
     division_batch_size: int = 0  # per-sample losses scored in batches of this; 0 = train.eval_batch_size
+    loss: PairLoss = "triplet"  # the pair loss: the papers' triplet, or InfoNCE (soft_pair_loss)
+    tau: float = 0.2  # InfoNCE's temperature (holdout's)
 
 
 class CoTraining(Recipe):
@@ -134,9 +148,27 @@ class CoTraining(Recipe):
         return Update({f"{name}_{k}": v for name, v in terms.items()})
 
     def warmup_loss(self, model: RetrievalModel, batch: Batch) -> Tensor:
-        """NCR's warm-up: the hinge loss summed over negatives, on all pairs."""
-        sims = model(batch.images, batch.tokens, batch.lengths)
-        return reduce_batch(triplet_loss(sims, self.options.margin), "mean")
+        """NCR's warm-up on all pairs: :meth:`warmup_pair_loss`."""
+        return self.warmup_pair_loss(model(batch.images, batch.tokens, batch.lengths))
+
+    def warmup_pair_loss(self, sims: Tensor) -> Tensor:
+        """The warm-up's scalar of a batch ``sims [B, B]``: the hinge loss summed over negatives
+        (NCR), or with ``loss=infonce`` the plain InfoNCE at ``tau``; averaged over the batch."""
+        opts = self.options
+        if opts.loss == "infonce":
+            return reduce_batch(info_nce_loss(sims, opts.tau), "mean")
+        return reduce_batch(triplet_loss(sims, opts.margin), "mean")
+
+    def pair_loss(self, sims: Tensor, margins: Tensor) -> Tensor:
+        """``[B]`` the soft-margin terms of a batch: the hardest-negative triplet with margins
+        ``α_i``, or the InfoNCE weighted by ``α_i / α`` (``loss``; :func:`soft_pair_loss`)."""
+        opts = self.options
+        return soft_pair_loss(sims, margins, loss=opts.loss, margin=opts.margin, tau=opts.tau)
+
+    def reduce(self, per_sample: Tensor) -> Tensor:
+        """A batch's soft-margin terms → a scalar: summed for the triplet (NCR), averaged for
+        InfoNCE (as ``vse`` and ``holdout`` average it)."""
+        return reduce_batch(per_sample, "mean" if self.options.loss == "infonce" else "sum")
 
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         raise NotImplementedError

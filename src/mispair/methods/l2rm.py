@@ -38,7 +38,15 @@ from mispair.division import fit_bmm
 from mispair.division.scores import division_log
 from mispair.encoding import evaluating
 from mispair.errors import ConfigError
-from mispair.losses import info_nce_loss, mean_hinge_loss, reduce_batch, reverse_cross_entropy, triplet_loss
+from mispair.losses import (
+    PairLoss,
+    info_nce_loss,
+    mean_hinge_loss,
+    reduce_batch,
+    reverse_cross_entropy,
+    soft_pair_loss,
+    triplet_loss,
+)
 from mispair.losses.rematch import rematch_loss
 from mispair.methods.base import Recipe, StepResult, Update, Warmup, register_recipe
 from mispair.methods.scoring import clean_probability, division_losses
@@ -186,6 +194,12 @@ class L2RM(Recipe):
     - ``rematch``: ``sym_kl`` (Eq. 10), ``kl``, ``infonce`` (Table 3); ``rematch_reduction``:
       ``mean`` over the batch (the reference) or ``sum`` (Eq. 11 as written); ``margin`` α [0.2]
       of the matched pairs' hardest-negative triplet loss, summed over the batch.
+    - ``loss``: the matched pairs' loss, ``triplet`` (Eq. 2, above) or ``infonce``: the plain
+      cross-modal InfoNCE (Eq. 3) of each matched pair at temperature ``loss_tau`` (0.2, holdout's;
+      ``tau`` stays the warm-up's and the rematch's), averaged over the batch. L2RM trusts its
+      matched pairs fully (a hard split), so every weight is 1
+      (:func:`~mispair.losses.soft_pair_loss` with ``α_i = α``); the division, the cost function
+      and the rematch of the mismatched pairs are unchanged.
     """
 
     name = "l2rm"
@@ -214,6 +228,8 @@ class L2RM(Recipe):
         sinkhorn_tol: float = 1e-5
         rematch: Literal["sym_kl", "kl", "infonce"] = "sym_kl"
         rematch_reduction: Literal["mean", "sum"] = "mean"
+        loss: PairLoss = "triplet"
+        loss_tau: float = 0.2
 
         def __post_init__(self) -> None:
             if not 0 < self.rho <= 1 or not self.reg > 0:
@@ -314,11 +330,13 @@ class L2RM(Recipe):
         yield Update(self.model_terms(item.matched, item.mismatched))
 
     def model_terms(self, matched: Batch, mismatched: Batch | None) -> dict[str, Tensor]:
-        """``triplet`` (hardest negative, summed) and, for two or more mismatched pairs,
+        """``triplet`` (hardest negative, summed) or ``infonce`` (averaged) of the matched pairs
+        (``loss``) and, for two or more mismatched pairs,
         ``rematch`` against the refined alignment of their detached similarities."""
         model, opts = self.models[0], self.options
         sims = model(matched.images, matched.tokens, matched.lengths)
-        terms = {"triplet": reduce_batch(triplet_loss(sims, opts.margin, negatives="hardest"), "sum")}
+        matched = soft_pair_loss(sims, opts.margin, loss=opts.loss, margin=opts.margin, tau=opts.loss_tau)
+        terms = {opts.loss: reduce_batch(matched, "sum" if opts.loss == "triplet" else "mean")}
         if mismatched is not None and len(mismatched) > 1:
             sims_n = model(mismatched.images, mismatched.tokens, mismatched.lengths)
             plan = self.refined_alignment(sims_n.detach())

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from mispair.data.batching import Batch
-from mispair.losses import reduce_batch, soft_margin, triplet_loss
+from mispair.losses import soft_margin
 from mispair.methods.base import register_recipe
 from mispair.methods.cotrain import CoTraining, CoTrainingOptions
 
@@ -27,6 +27,12 @@ class NCR(CoTraining):
     ``[B, B]`` hinge matrix so that pair ``(i, j)`` takes the margin of sample ``j``; we implement
     the paper's per-sample semantics: both hinge terms of anchor ``i`` use ``α_i``. Losses are
     summed over the batch, as NCR does.
+
+    ``loss=infonce`` (temperature ``tau``, 0.2 by default): the warm-up trains the plain InfoNCE,
+    and the labeled (and later unlabeled) pair ``i`` the InfoNCE weighted by the fraction of the
+    full margin its soft margin keeps, ``ℓ_i = (m^ŷ_i − 1)/(m − 1) · InfoNCE_i`` (m =
+    ``soft_margin_curve``; :func:`~mispair.losses.soft_pair_loss`), averaged over the batch; the
+    division and ``ŷ`` are NCR's as above.
     """
 
     name = "ncr"
@@ -41,10 +47,10 @@ class NCR(CoTraining):
         targets = w + (1 - w) * self.predict(model, labeled)
         sims = model(labeled.images, labeled.tokens, labeled.lengths)
         margins = soft_margin(targets, opts.margin, opts.soft_margin_curve)
-        terms = {"labeled": reduce_batch(triplet_loss(sims, margins, negatives="hardest"), "sum")}
+        terms = {"labeled": self.reduce(self.pair_loss(sims, margins))}
         if unlabeled is not None and len(unlabeled) > 1 and self.use_unlabeled(epoch):
             targets_u = sum(self.predict(m, unlabeled) for m in self.models) / len(self.models)
             sims_u = model(unlabeled.images, unlabeled.tokens, unlabeled.lengths)
             margins_u = soft_margin(targets_u, opts.margin, opts.soft_margin_curve)
-            terms["unlabeled"] = reduce_batch(triplet_loss(sims_u, margins_u, negatives="hardest"), "sum")
+            terms["unlabeled"] = self.reduce(self.pair_loss(sims_u, margins_u))
         return terms

@@ -33,7 +33,6 @@ from mispair.losses import (
     rectified_target,
     reduce_batch,
     soft_margin,
-    triplet_loss,
 )
 from mispair.methods.base import Update, Warmup, register_recipe
 from mispair.methods.cotrain import MIXTURES, CoTraining, CoTrainingOptions, CoTrainItem
@@ -87,6 +86,13 @@ class PC2(CoTraining):
     is known, and, for the *previous* epoch's steps, the mean pseudo-caption similarity and (with a
     ``category`` metadata column, e.g. Tux Paint) how often the lending image shares the noisy
     image's category.
+
+    ``loss=infonce`` (temperature ``tau``, 0.2 by default): the warm-up's hinge becomes the plain
+    InfoNCE (P-Cls unchanged), and clean pair ``i`` trains the InfoNCE weighted by the fraction of
+    the full margin its rectified margin keeps, ``ℓ_i = (m^t_i − 1)/(m − 1) · InfoNCE_i`` with
+    ``t_i`` the exponent of Eq. 8 (:func:`~mispair.losses.rectified_target`; m = ``curve``;
+    :func:`~mispair.losses.soft_pair_loss`), averaged over the batch. The pseudo-pairs keep their
+    own loss (Eq. 5–6), and the division, P-Cls and CR are unchanged.
     """
 
     name = "pc2"
@@ -220,7 +226,7 @@ class PC2(CoTraining):
         ``warmup_classification`` (the reference), P-Cls on all pairs; the paper defines P-Cls on
         the clean split only (§4.2) and warms up as NCR does (``warmup_classification=false``)."""
         images, texts, sims = self._encode(k, batch)
-        terms = {"warmup": reduce_batch(triplet_loss(sims, self.options.margin), "mean")}
+        terms = {"warmup": self.warmup_pair_loss(sims)}
         if not self.options.warmup_classification:
             return terms
         return terms | self._classification_terms(k, images, texts)
@@ -239,8 +245,8 @@ class PC2(CoTraining):
 
     def cotrain_loss(self, k: int, labeled: Batch, unlabeled: Batch | None, epoch: int) -> dict[str, Tensor]:
         images, texts, sims = self._encode(k, labeled)
-        clean = triplet_loss(sims, self.clean_margins(k, labeled), negatives="hardest")
-        terms = {"clean": reduce_batch(clean, "sum")}  # summed over the batch, as NCR
+        clean = self.pair_loss(sims, self.clean_margins(k, labeled))
+        terms = {"clean": self.reduce(clean)}  # the triplet summed over the batch, as NCR
         terms |= self._classification_terms(k, images, texts)
         opts = self.options
         if (

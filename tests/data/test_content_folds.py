@@ -1,0 +1,127 @@
+"""Folds by content: no held-out pair shares its caption text or (a near-duplicate of) its picture
+with the pairs its scorer trains on, the folds do not depend on the row order, and they stay
+near-equal in pairs; checked against brute-force loops."""
+
+import numpy as np
+import pytest
+
+from mispair.data.content import NEAR_DUPLICATE_COSINE, content_folds, content_groups, fold_groups, pooled
+
+
+def collection(seed: int, n_images: int = 60, pairs_per_image: int = 2):
+    """Random features ``[n_images, 3, 8]`` with some pictures repeated exactly and some nearly
+    (tiny noise), and captions drawn from a small pool so that many repeat across images."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n_images, 3, 8)).astype(np.float32)
+    for i in rng.choice(n_images, size=6, replace=False):  # the same picture under another name
+        features[(i + 7) % n_images] = features[i]
+    for i in rng.choice(n_images, size=4, replace=False):  # a near-duplicate
+        features[(i + 11) % n_images] = features[i] + 1e-4 * rng.normal(size=(3, 8))
+    image_of_caption = np.repeat(np.arange(n_images), pairs_per_image)
+    tokens = [[int(t) for t in rng.integers(1, 5, size=2)] for _ in image_of_caption]  # 16 texts
+    return features, tokens, image_of_caption
+
+
+def brute_force_violations(features, tokens, image_of_caption, fold) -> int:
+    """Held-out pairs that share a caption, or a picture at cosine ≥ the threshold, with a
+    training pair of their fold's scorer (every pair against every pair)."""
+    vectors = pooled(features)
+    bad = 0
+    for a in range(len(tokens)):
+        for b in range(len(tokens)):
+            if fold[a] == fold[b]:
+                continue
+            same_text = tokens[a] == tokens[b]
+            same_picture = (
+                vectors[image_of_caption[a]] @ vectors[image_of_caption[b]] >= NEAR_DUPLICATE_COSINE
+            )
+            bad += bool(same_text or same_picture)
+    return bad
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_held_out_pair_shares_a_caption_or_a_picture_with_its_scorer(seed):
+    features, tokens, image_of_caption = collection(seed)
+    groups = content_groups(features, tokens, image_of_caption)
+    for repeat_seed in (0, 5):
+        fold = content_folds(groups, image_of_caption, 3, repeat_seed)
+        assert brute_force_violations(features, tokens, image_of_caption, fold) == 0
+    # the check can fail: dealt by image index, the same collection shares captions across folds
+    by_index = image_of_caption % 3
+    assert brute_force_violations(features, tokens, image_of_caption, by_index) > 0
+
+
+def union_find_groups(features, tokens, image_of_caption) -> list[set[int]]:
+    """The groups by a plain union-find over every pair of images (the reference)."""
+    parent = list(range(len(features)))
+
+    def root(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    vectors = pooled(features)
+    captions = [set() for _ in features]
+    for t, image in zip(tokens, image_of_caption):
+        captions[image].add(tuple(t))
+    for i in range(len(features)):
+        for j in range(i + 1, len(features)):
+            if captions[i] & captions[j] or vectors[i] @ vectors[j] >= NEAR_DUPLICATE_COSINE:
+                parent[root(j)] = root(i)
+    found: dict[int, set[int]] = {}
+    for i in range(len(features)):
+        found.setdefault(root(i), set()).add(i)
+    return sorted(found.values(), key=min)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_groups_are_the_connected_components_of_shared_captions_and_duplicates(seed):
+    features, tokens, image_of_caption = collection(seed, n_images=40, pairs_per_image=1)
+    groups = content_groups(features, tokens, image_of_caption)
+    mine = [set(np.flatnonzero(groups.of_image == g).tolist()) for g in range(len(groups))]
+    assert sorted(mine, key=min) == union_find_groups(features, tokens, image_of_caption)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_folds_do_not_depend_on_the_row_order(seed):
+    features, tokens, image_of_caption = collection(seed)
+    rng = np.random.default_rng(seed + 10)
+    new_image_row = rng.permutation(len(features))  # image i is row new_image_row[i] after shuffling
+    shuffled_features = np.empty_like(features)
+    shuffled_features[new_image_row] = features
+    pair_order = rng.permutation(len(tokens))
+    shuffled_tokens = [tokens[k] for k in pair_order]
+    shuffled_paired = new_image_row[image_of_caption[pair_order]]
+    fold = content_folds(content_groups(features, tokens, image_of_caption), image_of_caption, 4, 7)
+    again = content_folds(
+        content_groups(shuffled_features, shuffled_tokens, shuffled_paired), shuffled_paired, 4, 7
+    )
+    assert np.array_equal(again, fold[pair_order])
+
+
+def test_the_folds_are_near_equal_in_pairs_and_vary_with_the_seed():
+    features, tokens, image_of_caption = collection(0, n_images=200)
+    tokens = [[i] for i in range(len(tokens))]  # every caption unique: groups are the pictures
+    groups = content_groups(features, tokens, image_of_caption)
+    largest = np.bincount(groups.of_image[image_of_caption]).max()
+    sizes = np.bincount(content_folds(groups, image_of_caption, 5, 0), minlength=5)
+    assert sizes.max() - sizes.min() <= largest  # greedy dealing: within one group of each other
+    assert not np.array_equal(
+        content_folds(groups, image_of_caption, 5, 0), content_folds(groups, image_of_caption, 5, 1)
+    )
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        content_folds(groups, image_of_caption, 1, 0)
+
+
+def test_ties_that_would_leave_a_fold_empty_are_given_up_in_order():
+    features, tokens, image_of_caption = collection(0, n_images=30, pairs_per_image=1)
+    tokens = [[i] for i in range(len(tokens))]
+    assert fold_groups(features, tokens, image_of_caption, 3).joined_by == "captions, near-duplicates"
+    alike = np.repeat(features[:1], len(features), axis=0) + 1e-5 * features  # all near-duplicates
+    pictures = len(np.unique(alike.reshape(len(alike), -1), axis=0))  # some filed twice
+    groups = fold_groups(alike, tokens, image_of_caption, 3)
+    assert groups.joined_by == "captions" and len(groups) == pictures
+    one_text = [[1]] * len(tokens)  # one caption on every picture
+    groups = fold_groups(alike, one_text, image_of_caption, 3)
+    assert groups.joined_by == "the same picture" and len(groups) == pictures
+    assert (np.bincount(content_folds(groups, image_of_caption, 3, 0)) > 0).all()
