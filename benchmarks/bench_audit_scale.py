@@ -22,8 +22,10 @@ cache (``data.cache_dir``), so the text encoder's features are part of every mea
 
 Run (the figures in ``benchmarks/results/bench_audit_scale.md``)::
 
-    OMP_NUM_THREADS=2 PYTHONPATH=src python benchmarks/bench_audit_scale.py --sizes 5000 10000 \\
+    OMP_NUM_THREADS=2 PYTHONPATH=src python benchmarks/bench_audit_scale.py --sizes 5000 10000 20000 \\
         --short --label after --write benchmarks/results/bench_audit_scale.md
+
+(``PYTHONPATH=/path/to/other/checkout/src`` for the "before" sections).
 """
 
 from __future__ import annotations
