@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from mispair.data.batching import pad_tokens
+from mispair.data.mapped import rows as read_rows
 from mispair.data.pairset import PairSet
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.embedding import Fragments
@@ -61,7 +62,7 @@ def image_batches(
     rows = range(pairs.n_images) if rows is None else rows
     for start in range(rows.start, rows.stop, batch_size):
         stop = min(start + batch_size, rows.stop)
-        feats = torch.from_numpy(np.array(pairs.images[start:stop], np.float32))
+        feats = torch.from_numpy(read_rows(pairs.images, slice(start, stop), np.float32))
         yield model.encode_images(feats.to(device))
 
 

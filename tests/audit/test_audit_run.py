@@ -13,7 +13,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from mispair.audit import audit_collection
 from mispair.audit.collection import audit_config
 from mispair.audit.ranking import best_matches
-from mispair.audit.run import audited_pairs
+from mispair.audit.run import AUDIT_PARTS, audited_pairs
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
@@ -88,8 +88,9 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
     assert n_images == 160 and n_captions == 800
     full = cross_similarities(run.models, pairs, np.arange(n_images), np.arange(n_captions)).numpy()
     paired = full[pairs.image_of_caption, np.arange(n_captions)]
-    for chunk in (7, 1024):  # a few images at a time, or all at once: the same answer
-        matches = best_matches(run, pairs=pairs, chunk=chunk)
+    searches = [("brute", 7), ("brute", 1024), ("faiss", 1024), ("auto", 1024)]  # auto: faiss (cosine)
+    for search, chunk in searches:  # a few images at a time, all at once, an index: the same answer
+        matches = best_matches(run, pairs=pairs, chunk=chunk, search=search)
         assert np.array_equal(matches.captions[:, 0], full.argmax(axis=1))
         assert np.array_equal(matches.images[:, 0], full.argmax(axis=0))
         assert np.allclose(matches.pair_score, paired, atol=1e-5)
@@ -147,6 +148,15 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert summary["self_check"] == pytest.approx(check.to_dict())
     low, high = summary["estimated_mismatched_share_interval"]
     assert low <= summary["estimated_mismatched_share"] <= high
+
+
+def test_the_summary_times_every_part_and_they_add_up_to_the_total(audited):
+    _, summary, _, _ = audited
+    timings = summary["timings"]
+    assert list(timings) == [*AUDIT_PARTS, "total"]  # each part once, in the audit's order
+    assert all(seconds >= 0 for seconds in timings.values())
+    parts = sum(timings[p] for p in AUDIT_PARTS)
+    assert parts <= timings["total"] + 0.01 and parts >= 0.9 * timings["total"]  # laps cover the audit
 
 
 def test_the_parquet_file_holds_the_csv_rows(audited):

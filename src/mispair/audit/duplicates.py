@@ -61,7 +61,7 @@ def find_duplicates(
 ) -> Duplicates:
     """:class:`Duplicates` of a collection: ``features [n_images, K, D]`` (or ``[n_images, D]``),
     ``captions [n_pairs]`` paired with ``image_of_caption [n_pairs]``, ``split [n_pairs]``."""
-    vectors = pooled(features, chunk)
+    vectors = pooled(features)  # blocks of about 64 MiB; chunk is the similarity rows
     norm = [normalized(c) for c in captions]
     return Duplicates(
         near_duplicates(vectors, threshold, chunk),

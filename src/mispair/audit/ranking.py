@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 
+from mispair.audit.nearest import count_above, paired_inner, top_inner
 from mispair.data.batching import TrainingPairs
 from mispair.division import Division, fit_gmm, min_max_normalize
 from mispair.engine.export import pair_similarities
 from mispair.engine.trained import TrainedRun
 from mispair.methods.scoring import cross_similarities
 from mispair.progress import progress_bar
+from mispair.search.model import SearchModel
 
 SUGGESTIONS = 3
 """Suggested captions per image and images per caption."""
@@ -49,12 +53,73 @@ def best_matches(
     suspected: np.ndarray | None = None,
     chunk: int = 1024,
     progress: bool = False,
+    search: Literal["auto", "faiss", "brute"] = "auto",
 ) -> BestMatches:
     """:class:`BestMatches` of ``pairs`` (default: the run's training pairs) under the run's models
-    (averaged), reading the ``[n_images, n_captions]`` similarities ``chunk`` images at a time
-    (memory: chunk × captions). With ``suspected [n_captions]`` (bool), the suggestions are drawn
-    from the suspected pairs (:func:`suggestion_pools`)."""
+    (averaged). With ``suspected [n_captions]`` (bool), the suggestions are drawn from the
+    suspected pairs (:func:`suggestion_pools`).
+
+    ``search``: ``faiss`` encodes every image and caption once and finds the best matches through
+    an exact FAISS inner-product index (:func:`vector_matches`; cosine head only, where the index
+    vectors' inner product is the head's score; memory linear in the pairs); ``brute`` reads the
+    ``[n_images, n_captions]`` similarities of the head ``chunk`` images at a time (memory: chunk ×
+    captions; every caption encoded again per chunk), the reference; ``auto``: ``faiss`` where it
+    applies and FAISS is installed.
+    """
     train: TrainingPairs = run.train if pairs is None else pairs
+    pools = (None, None)
+    if suspected is not None:
+        pools = suggestion_pools(suspected, train.image_of_caption, train.pairs.n_images)
+    if search == "auto":
+        search = "faiss" if faiss_applies(run) else "brute"
+    if search == "faiss":
+        matches = vector_matches(run, train, *pools, progress=progress)
+    else:
+        matches = brute_matches(run, train, *pools, chunk=chunk, progress=progress)
+    matches.suspects_only = pools[0] is not None
+    return matches
+
+
+def faiss_applies(run: TrainedRun) -> bool:
+    """True when :func:`vector_matches` gives the head's best matches: a cosine head, FAISS
+    installed."""
+    return run.config.model.head == "cosine" and importlib.util.find_spec("faiss") is not None
+
+
+def vector_matches(
+    run: TrainedRun,
+    train: TrainingPairs,
+    captions_pool: np.ndarray | None = None,
+    images_pool: np.ndarray | None = None,
+    *,
+    k: int = SUGGESTIONS + 1,
+    progress: bool = False,
+) -> BestMatches:
+    """:class:`BestMatches` of ``train`` from each image's and caption's index vector
+    (:class:`~mispair.search.model.SearchModel`, encoded once) through an exact FAISS index
+    (:mod:`mispair.audit.nearest`); the pools as in :func:`matches_of`."""
+    model = SearchModel(run)
+    images = model.image_vectors(train.pairs, progress=progress)
+    captions = model.text_vectors(train.tokens, progress=progress)
+    paired = train.image_of_caption
+    pair_score = paired_inner(images, captions, paired)
+    best_captions, caption_scores = top_inner(captions, images, k, captions_pool)
+    best_images, image_scores = top_inner(images, captions, k, images_pool)
+    better = count_above(images, captions, pair_score, paired)
+    return BestMatches(best_captions, caption_scores, best_images, image_scores, pair_score, better)
+
+
+def brute_matches(
+    run: TrainedRun,
+    train: TrainingPairs,
+    captions_pool: np.ndarray | None = None,
+    images_pool: np.ndarray | None = None,
+    *,
+    chunk: int = 1024,
+    progress: bool = False,
+) -> BestMatches:
+    """:class:`BestMatches` of ``train`` from the head's similarities, ``chunk`` images against
+    every caption at a time (:func:`matches_of`)."""
     captions, batch_size = np.arange(len(train)), run.config.train.eval_batch_size
     paired = pair_similarities(run.models, train, batch_size, run.device)
 
@@ -63,12 +128,7 @@ def best_matches(
             run.models, train, images, captions, batch_size=batch_size, device=run.device
         ).numpy()
 
-    captions_pool, images_pool = (
-        (None, None)
-        if suspected is None
-        else suggestion_pools(suspected, train.image_of_caption, train.pairs.n_images)
-    )
-    matches = matches_of(
+    return matches_of(
         similarities,
         train.pairs.n_images,
         train.image_of_caption,
@@ -78,8 +138,6 @@ def best_matches(
         images_pool=images_pool,
         progress=progress,
     )
-    matches.suspects_only = captions_pool is not None
-    return matches
 
 
 def suggestion_pools(

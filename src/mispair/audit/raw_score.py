@@ -45,8 +45,9 @@ def check_aligned(data: DataConfig, pairs: PairSet) -> None:
 
 def raw_similarity(pairs: TrainingPairs) -> np.ndarray:
     """``[n_pairs]`` cosine of each caption's vector and the mean feature of the image it is
-    paired with (as paired: planted swaps included)."""
-    images = np.asarray(pairs.pairs.images, dtype=np.float32)[pairs.image_of_caption].mean(axis=1)
+    paired with (as paired: planted swaps included). The mean features are computed a block of
+    images at a time (:meth:`~mispair.data.pairset.PairSet.with_mean_fragment`)."""
+    images = pairs.pairs.with_mean_fragment().images[pairs.image_of_caption, 0]
     texts = np.asarray(pairs.pairs.text_features, dtype=np.float32)
     dot = (images * texts).sum(axis=1)
     norms = np.linalg.norm(images, axis=1) * np.linalg.norm(texts, axis=1)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mispair.audit.apply import AppliedCollection
+    from mispair.timings import Timings
 
 OUTPUTS = ("summary.json", "report.html", "pairs.js", "pairs.csv", "pairs.parquet", "refused.csv")
 """What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
@@ -61,11 +62,12 @@ class AuditResult:
             raise ConfigError(f"max_mismatch: a probability in [0, 1], got {limit}")
         return self.pairs[self.pairs["mismatch_probability"] < limit]
 
-    def save(self, folder: str | Path) -> Path:
+    def save(self, folder: str | Path, *, timings: Timings | None = None) -> Path:
         """Write ``pairs.csv``, ``pairs.parquet``, ``refused.csv``, ``report.html``, ``pairs.js``
         (with ``thumbs/``) and ``summary.json`` into ``folder``: the old audit files go first and
         ``summary.json`` comes last, so the folder never holds a mix of two audits or a report
-        without its summary."""
+        without its summary. With ``timings``, the time since its last lap goes to ``report`` and
+        the summary's ``timings`` are taken just before ``summary.json`` is written."""
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"{folder}: exists and is not a folder; give a folder for the audit's files")
@@ -80,6 +82,9 @@ class AuditResult:
             shutil.copytree(self.thumbs, folder / THUMBS, dirs_exist_ok=True)
         atomic_text(folder / "pairs.js", self.page_data)
         atomic_text(folder / "report.html", self.report)
+        if timings is not None:
+            timings.lap("report")
+            self.summary["timings"] = timings.to_dict()
         atomic_text(folder / "summary.json", json.dumps(self.summary, indent=2) + "\n")
         return folder
 

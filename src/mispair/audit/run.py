@@ -42,9 +42,16 @@ from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
 from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.sanity import check_finite
+from mispair.timings import Timings
 
 if TYPE_CHECKING:
     import pandas as pd
+
+AUDIT_PARTS = ("reading", "division", "training", "ranking", "map", "report")
+"""The parts of an audit timed in ``summary.json``'s ``timings`` (seconds, with their ``total``):
+reading the collection and the text encoder's features, the held-out scorers, the final run and
+its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
+embedding and projection, and writing the report and tables."""
 
 AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
 """What an audit writes into its folder (and nothing else there is touched)."""
@@ -81,7 +88,7 @@ def audit_collection(
     new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
     files in it are touched. Returns the :class:`AuditResult` it saved in ``out``.
     """
-    root, out, started = Path(data), Path(out), time.time()
+    root, out, started, timings = Path(data), Path(out), time.time(), Timings()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
     if top is not None and top < 0:
@@ -92,12 +99,13 @@ def audit_collection(
     with holding(out):  # a second audit into the same folder refuses at once
         if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
             check_aligned(config.data, load_split(config.data, config.data.train_split))
-        summary, clean, run = _train(config, out, clean_run, resume, progress, log)
+        summary, clean, run = _train(config, out, clean_run, resume, progress, log, timings)
         audited = audited_pairs(run, progress=progress)
         check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
         pictures = _pictures(audited.image_ids, config.data, images)
         reader = reader_of(config.data)
         files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
+        timings.lap("reading")
         log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
         division = score_division(audited.score)
         mismatch = 1.0 - division.clean_prob
@@ -111,9 +119,11 @@ def audit_collection(
             train_split=config.data.train_split,
         )
         table = pair_table(audited, mismatch, threshold, matches, duplicates)
+        timings.lap("ranking")
         points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
         order = suspicion_order(audited.score)
         table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
+        timings.lap("map")
         raw = raw_similarity(audited.pairs) if aligned(config.data) else None
         if raw is not None:
             table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
@@ -143,13 +153,14 @@ def audit_collection(
                 "detection": detection(raw, truth) if known else None,
             }
         retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
+        timings.lap("ranking")
         report = review_page(
             table, result, plots, division, retrieval, pictures, out, top=top, progress=progress
         )
         result["seconds"] = round(time.time() - started, 1)
         audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
         claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
-        audit.save(out)
+        audit.save(out, timings=timings)
     return audit
 
 
@@ -230,17 +241,25 @@ TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
 
 
 def _train(
-    config: RunConfig, out: Path, clean_run: bool, resume: bool, progress: bool, log: Callable[[str], None]
+    config: RunConfig,
+    out: Path,
+    clean_run: bool,
+    resume: bool,
+    progress: bool,
+    log: Callable[[str], None],
+    timings: Timings,
 ) -> TrainedRuns:
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
-    read: (its summary, the clean run's or None, the trained run loaded)."""
+    read: (its summary, the clean run's or None, the trained run loaded), their parts lapped in
+    ``timings``."""
     noisy = config.data.noise.rate > 0 or config.data.noise.file
     if clean_run and not noisy:
         log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
-    summary = train_run(config, resume=resume, progress=progress, log=log)
+    summary = train_run(config, resume=resume, progress=progress, log=log, timings=timings)
     clean = None
     if clean_run and noisy:
-        clean = train_run(_without_noise(config, out), resume=resume, progress=progress, log=log)
+        clean_config = _without_noise(config, out)
+        clean = train_run(clean_config, resume=resume, progress=progress, log=log, timings=timings)
     return summary, clean, TrainedRun.best_of(config)
 
 

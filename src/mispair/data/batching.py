@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mispair.data.mapped import rows
 from mispair.data.pairset import PairSet, concatenate
 from mispair.data.text_vectors import vector_tokens
 from mispair.data.tokenizers import Tokenizer
@@ -97,7 +98,7 @@ class TrainingPairs:
         """The pairs of ``caption_indices`` as one batch."""
         caption_indices = np.asarray(caption_indices, dtype=np.int64)
         image_index = self.image_of_caption[caption_indices]
-        images = torch.from_numpy(np.asarray(self.pairs.images[image_index], dtype=np.float32))
+        images = torch.from_numpy(rows(self.pairs.images, image_index, np.float32))
         tokens, lengths = pad_tokens([self.tokens[k] for k in caption_indices])
         return Batch(
             images,

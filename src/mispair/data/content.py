@@ -21,18 +21,19 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from mispair.data.mapped import row_blocks
+
 NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
 
 
-def pooled(features: np.ndarray, chunk: int = 512) -> np.ndarray:
+def pooled(features: np.ndarray, chunk: int | None = None) -> np.ndarray:
     """``[n_images, D]`` float32 unit vectors: ``features [n_images, K, D]`` (or ``[n_images, D]``)
-    averaged over fragments, a chunk of images at a time (a memory-mapped array is never read
-    whole)."""
+    averaged over fragments, ``chunk`` images at a time (default about 64 MiB: a memory-mapped
+    array is never read whole, nor kept resident; :func:`~mispair.data.mapped.row_blocks`)."""
     out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
-    for start in range(0, len(features), chunk):
-        part = np.asarray(features[start : start + chunk], dtype=np.float32)
-        out[start : start + chunk] = part.mean(axis=1) if part.ndim == 3 else part
+    for block, part in row_blocks(features, chunk, np.float32):
+        out[block] = part.mean(axis=1) if part.ndim == 3 else part
     lengths = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.maximum(lengths, 1e-12)
 
@@ -54,12 +55,12 @@ def near_duplicate_edges(
     return (np.concatenate(first) if first else empty), (np.concatenate(second) if second else empty)
 
 
-def image_digests(features: np.ndarray, chunk: int = 512) -> list[str]:
+def image_digests(features: np.ndarray, chunk: int | None = None) -> list[str]:
     """A digest of each image's feature array (``features [n_images, ...]``): equal pictures, equal
-    digests, whatever their names or rows."""
+    digests, whatever their names or rows (read ``chunk`` images at a time, as :func:`pooled`)."""
     out = []
-    for start in range(0, len(features), chunk):
-        for row in np.asarray(features[start : start + chunk], dtype=np.float32):
+    for _, part in row_blocks(features, chunk, np.float32):
+        for row in part:
             out.append(hashlib.blake2b(np.ascontiguousarray(row).tobytes(), digest_size=12).hexdigest())
     return out
 

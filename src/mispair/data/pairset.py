@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from mispair.data.mapped import row_blocks, rows
 from mispair.errors import DataError
 
 
@@ -102,14 +103,14 @@ class PairSet:
         expected = np.arange(self.n_captions) // per_image
         return per_image if np.array_equal(expected, self.image_of_caption) else None
 
-    def with_mean_fragment(self, chunk: int = 1024) -> PairSet:
+    def with_mean_fragment(self, chunk: int | None = None) -> PairSet:
         """The same pairs with each image's fragments replaced by their mean: images
         ``[n_images, 1, dim]`` float32 (what an encoder that projects the mean feature reads;
-        computed in chunks of ``chunk`` images, so a memory-mapped array is read once)."""
+        computed in blocks of ``chunk`` images, default about 64 MiB, so a memory-mapped array
+        is read once and one block of it is resident at a time)."""
         pooled = np.empty((self.n_images, 1, self.feature_dim), dtype=np.float32)
-        for start in range(0, self.n_images, chunk):
-            part = np.asarray(self.images[start : start + chunk], dtype=np.float32)
-            pooled[start : start + chunk, 0] = part.mean(axis=1)
+        for block, part in row_blocks(self.images, chunk, np.float32):
+            pooled[block, 0] = part.mean(axis=1)
         return replace(self, images=pooled)
 
     def subset_images(self, image_indices: np.ndarray, name: str | None = None) -> PairSet:
@@ -120,7 +121,7 @@ class PairSet:
         order = np.argsort(new_index[self.image_of_caption], kind="stable")
         keep = order[new_index[self.image_of_caption[order]] >= 0]
         return PairSet(
-            images=self.images[image_indices],
+            images=rows(self.images, image_indices),
             captions=[self.captions[k] for k in keep],
             image_of_caption=new_index[self.image_of_caption[keep]],
             name=name or self.name,

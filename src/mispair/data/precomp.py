@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from mispair.atomic import atomic_text, atomic_write, ensure_directory
+from mispair.data.mapped import row_blocks
 from mispair.data.pairset import PairSet
 from mispair.data.text_bounds import cut_long_texts, read_lines, warn_cut
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
-
-_CHECK_ROWS = 2048
 
 
 def available_splits(root: str | Path) -> list[str]:
@@ -132,10 +131,9 @@ def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
     if not np.issubdtype(images.dtype, np.floating):
         raise DataError(f"{path}: expected float features, got dtype {images.dtype}")
     if check_finite:
-        for start in range(0, images.shape[0], _CHECK_ROWS):
-            block = np.asarray(images[start : start + _CHECK_ROWS])
+        for rows, block in row_blocks(images):
             if not np.isfinite(block).all():
-                row = start + int(np.argwhere(~np.isfinite(block))[0][0])
+                row = rows.start + int(np.argwhere(~np.isfinite(block))[0][0])
                 raise DataError(f"{path}: image {row} has NaN or infinite features")
     return images
 

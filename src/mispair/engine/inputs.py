@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from mispair.data.batching import TrainingPairs
+from mispair.data.mapped import row_blocks
 from mispair.data.pairset import PairSet
 from mispair.version import __version__
 
@@ -40,8 +41,8 @@ def _update(digest: Any, pairs: PairSet) -> None:
     digest.update(np.ascontiguousarray(pairs.image_of_caption, dtype=np.int64).tobytes())
     images = np.asarray(pairs.images)
     digest.update(f"{images.dtype}{images.shape}".encode())
-    for start in range(0, len(images), 4096):  # a memory-mapped array is read a block at a time
-        digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
+    for _, block in row_blocks(images):  # a memory-mapped array is read a block at a time
+        digest.update(np.ascontiguousarray(block).tobytes())
     digest.update("\0".join(map(str, pairs.image_ids or [])).encode("utf-8", "surrogateescape"))
 
 

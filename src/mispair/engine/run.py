@@ -41,6 +41,7 @@ from mispair.engine.run_folder import RUN_OUTPUTS, check_resume, write_json
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.methods.base import Recipe, get_recipe
 from mispair.output_folder import check_folder, claim_folder
+from mispair.timings import Timings
 
 
 def train_run(
@@ -51,6 +52,7 @@ def train_run(
     log: Callable[[str], None] = print,
     timeout: float = DEFAULT_TIMEOUT,
     overwrite: bool = False,
+    timings: Timings | None = None,
 ) -> dict[str, Any]:
     """Train ``config`` in its output directory, then evaluate the best checkpoint on test.
 
@@ -60,7 +62,9 @@ def train_run(
     Returns ``{"best_epoch", "dev", "test"}``, also written to ``metrics.json``. In a process
     started by torchrun, every process of the launch calls it and trains its share of each batch
     (:func:`~mispair.distributed.process_group`; collectives fail after ``timeout`` seconds);
-    only rank 0 logs and writes files, and every process returns the same summary.
+    only rank 0 logs and writes files, and every process returns the same summary. With
+    ``timings``, its parts are lapped as ``reading`` (the data and the text encoder's features),
+    ``division`` (the held-out scorers) and ``training`` (the run and its test evaluation).
     """
     device = pick_device(config.train.device)
     with process_group(device, timeout) as (shard, device):
@@ -72,6 +76,7 @@ def train_run(
             progress=progress,
             log=main_only(shard, log),
             overwrite=overwrite,
+            timings=Timings() if timings is None else timings,
         )
 
 
@@ -84,6 +89,7 @@ def _train_run(
     progress: bool,
     log: Callable[[str], None],
     overwrite: bool,
+    timings: Timings,
 ) -> dict[str, Any]:
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
@@ -108,9 +114,11 @@ def _train_run(
         pairing = None if data.noise is None else data.noise.image_of_caption
         inputs = lambda: run_inputs([data.train, data.dev], pairing, others)  # noqa: E731
         from_main(shard, lambda: check_resume(out_dir, config, resume, inputs(), log))  # rank 0 only
+        timings.lap("reading")
         context = recipe_context(config, data, train, noise, others, device, out_dir, progress, shard)
+        timings.lap("division")
         models = build_models(config, recipe_cls.n_models, data, device)
-        return _train(
+        summary = _train(
             config,
             recipe_cls(models, options, context),
             data,
@@ -119,6 +127,8 @@ def _train_run(
             progress=progress,
             log=log,
         )
+        timings.lap("training")
+        return summary
 
 
 def _train(

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from mispair import division
 from mispair.data.batching import Batch
+from mispair.data.mapped import rows
 from mispair.encoding import evaluating
 from mispair.errors import ConfigError
 from mispair.losses import (
@@ -165,7 +166,7 @@ class PC2(CoTraining):
         for k, (model, classifier) in enumerate(zip(self.models, self.classifiers)):
             with evaluating(model):
                 for start in range(0, len(images), ctx.eval_batch_size):
-                    chunk = np.array(images[start : start + ctx.eval_batch_size], dtype=np.float32)
+                    chunk = rows(images, slice(start, start + ctx.eval_batch_size), np.float32)
                     pooled = model.encode_images(torch.from_numpy(chunk).to(ctx.device)).pooled
                     out[k, start : start + len(chunk)] = classifier(pooled).softmax(dim=1).cpu().numpy()
         return out

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import TrainingPairs
+from mispair.data.mapped import rows
 from mispair.data.pairset import PairSet
 from mispair.distributed import from_main, sum_over
 from mispair.division import Division, min_max_normalize
@@ -100,6 +101,7 @@ def cross_similarities(
     """``[len(images), len(captions)]`` similarities of the training images ``images`` with the
     training captions ``captions`` (indices into ``train``'s images and captions), averaged over
     ``models`` in eval mode (the evaluation's all-pairs engine), on the CPU."""
-    part = PairSet(train.pairs.images[images], [""] * len(captions), np.zeros(len(captions), dtype=np.int64))
+    features = rows(train.pairs.images, images)
+    part = PairSet(features, [""] * len(captions), np.zeros(len(captions), dtype=np.int64))
     tokens = [train.tokens[k] for k in captions]
     return similarity_matrix(models, part, tokens, batch_size=batch_size, device=device).float().cpu()

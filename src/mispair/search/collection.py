@@ -14,6 +14,7 @@ import numpy as np
 
 from mispair.config import DataConfig
 from mispair.data.loading import load_split, resolve_source
+from mispair.data.mapped import rows as read_rows
 from mispair.data.pairset import PairSet
 from mispair.data.readers import reader_of
 from mispair.errors import DataError
@@ -80,7 +81,7 @@ class Collection:
             rows = np.flatnonzero(part == p)
             local = images[rows] - self.image_offsets[p]
             order = np.argsort(local)  # a memory map reads increasing rows fastest
-            out[rows[order]] = self.parts[p].images[local[order]]
+            out[rows[order]] = read_rows(self.parts[p].images, local[order])
         return out
 
     def fingerprint(self) -> str:

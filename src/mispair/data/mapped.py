@@ -1,0 +1,57 @@
+"""Reading a memory-mapped feature array a block of rows at a time without keeping the file in
+memory.
+
+A page of a memory-mapped file, once read, stays in the process's resident memory until the map
+is closed, so a pass over a ``[n_images, 36, 2048]`` ``.npy`` opened with ``mmap_mode="r"`` made
+the audit's peak memory grow by the whole file (``benchmarks/bench_audit_scale.py``).
+:func:`row_blocks` (a pass, block by block, without a copy) and :func:`rows` (picked rows,
+copied) hand the map's pages back to the operating system after each block
+(``madvise(MADV_DONTNEED)``: a read-only file map reads them again from the page cache when next
+touched), so a pass keeps one block resident. An in-memory array is only sliced.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+BLOCK_BYTES = 64 << 20
+"""The size of a block of :func:`row_blocks` when its rows are not given."""
+
+
+def row_blocks(
+    array: np.ndarray, rows_per_block: int | None = None, dtype: DTypeLike = None
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, array[rows])`` for consecutive blocks of ``rows_per_block`` rows (default: about
+    :data:`BLOCK_BYTES`), as ``dtype`` (None keeps it; a view where no conversion is needed, valid
+    until the next block is asked for); the pages of a memory-mapped ``array`` are released
+    after each block."""
+    row_bytes = max(1, array.itemsize * int(np.prod(array.shape[1:])))
+    step = rows_per_block or max(1, BLOCK_BYTES // row_bytes)
+    for start in range(0, len(array), step):
+        block = slice(start, min(start + step, len(array)))
+        yield block, np.asarray(array[block], dtype=dtype)
+        release(array)
+
+
+def rows(array: np.ndarray, index: slice | np.ndarray, dtype: DTypeLike = None) -> np.ndarray:
+    """``array[index]`` as an in-memory array (of ``dtype``; None keeps it); the pages of a
+    memory-mapped ``array`` are released after the copy (:func:`release`)."""
+    block = np.array(array[index], dtype=dtype)
+    release(array)
+    return block
+
+
+def release(array: np.ndarray) -> None:
+    """Hand the resident pages of the read-only file map behind ``array`` back to the operating
+    system; an array that is not memory-mapped read-only (a writable or copy-on-write map would
+    lose its changes), or a platform without ``madvise``, is left alone."""
+    base, mode = array, None
+    while base is not None and not isinstance(base, mmap.mmap):
+        mode = getattr(base, "mode", mode)  # np.memmap's access mode ("r", "r+", "c", "w+")
+        base = getattr(base, "base", None)
+    if base is not None and mode == "r" and hasattr(mmap, "MADV_DONTNEED") and not base.closed:
+        base.madvise(mmap.MADV_DONTNEED)

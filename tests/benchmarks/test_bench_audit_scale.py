@@ -1,0 +1,42 @@
+"""benchmarks/bench_audit_scale.py without an audit: its collection is one the precomp reader reads
+(5 captions per image, the swapped captions marked in the noise record), and the growth exponent
+is the power of a power law."""
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mispair.data.precomp import read_natural_noise, read_precomp
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("bench_audit_scale")
+
+
+def test_the_collection_is_precomputed_pairs_with_its_swaps_recorded(bench, tmp_path):
+    args, _ = bench.parse_args(["--regions", "3", "--dim", "8", "--clusters", "4", "--noise", "0.3"])
+    bench.write_collection(tmp_path, 400, args)
+    splits = {s: read_precomp(tmp_path, s) for s in ("train", "dev", "test")}
+    assert sum(p.n_captions for p in splits.values()) == 400
+    assert all(p.captions_per_image == 5 and p.images.shape[1:] == (3, 8) for p in splits.values())
+    noisy = read_natural_noise(tmp_path, "train")
+    train = splits["train"]
+    assert len(noisy) == train.n_captions and 0.2 < noisy.mean() <= 0.3
+    per = bench.WORDS_PER_CLUSTER
+    clusters = [{int(w[1:]) // per for w in c.split() if w[1:].isdigit()} for c in train.captions]
+    assert all(len(c) == 1 for c in clusters)  # a caption's words come from one cluster
+    for image in range(train.n_images):  # the clean captions of an image share its cluster
+        own = [k for k in np.flatnonzero(train.image_of_caption == image) if not noisy[k]]
+        assert len({next(iter(clusters[k])) for k in own}) <= 1
+
+
+def test_the_growth_exponent_is_the_power_of_a_power_law(bench):
+    sizes = [5_000, 10_000, 40_000]
+    assert bench.growth(sizes, [3e-4 * n**1.5 for n in sizes]) == pytest.approx(1.5)
+    assert bench.growth([5_000], [1.0]) is None

@@ -1,0 +1,68 @@
+"""Reading a memory-mapped feature file a block at a time: the blocks are the array's rows, the
+pass keeps one block resident instead of the whole file, and a writable or copy-on-write map
+keeps its changes."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from mispair.data.mapped import row_blocks, rows
+
+MIB = 1 << 20
+
+
+def resident_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * 4096 / MIB
+
+
+@pytest.fixture
+def feature_file(tmp_path):
+    path = tmp_path / "train_ims.npy"
+    features = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(512, 32, 1024))
+    for start in range(0, 512, 64):
+        features[start : start + 64] = np.arange(start, start + 64, dtype=np.float32)[:, None, None]
+    features.flush()
+    del features
+    return path
+
+
+def test_blocks_and_picked_rows_are_the_arrays_rows(feature_file):
+    mapped = np.load(feature_file, mmap_mode="r")
+    block = rows(mapped, slice(100, 140), np.float64)
+    assert block.dtype == np.float64 and not isinstance(block, np.memmap)
+    np.testing.assert_array_equal(block, np.asarray(mapped[100:140], dtype=np.float64))
+    picked = np.array([5, 3, 400, 3])
+    np.testing.assert_array_equal(rows(mapped, picked), mapped[picked])
+    in_memory = np.arange(12.0).reshape(3, 2, 2)
+    np.testing.assert_array_equal(rows(in_memory, slice(1, 3)), in_memory[1:3])
+
+
+@pytest.mark.parametrize("size", [None, 7, 512, 1000])
+def test_blocks_cover_the_rows_in_order(feature_file, size):
+    mapped = np.load(feature_file, mmap_mode="r")
+    seen = [(block, part[:, 0, 0].copy()) for block, part in row_blocks(mapped, size, np.float64)]
+    assert [b.start for b, _ in seen] == list(range(0, 512, size or 512))  # 64 MiB: one block
+    np.testing.assert_array_equal(np.concatenate([p for _, p in seen]), np.arange(512.0))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_a_pass_over_a_mapped_file_keeps_one_block_resident(feature_file):
+    mapped = np.load(feature_file, mmap_mode="r")  # 64 MiB
+    before = resident_mib()
+    total = sum(float(rows(mapped, slice(s, s + 32))[:, 0, 0].sum()) for s in range(0, 512, 32))
+    total += sum(float(part[:, 0, 0].sum()) for _, part in row_blocks(mapped, 32))
+    assert total == 2 * sum(range(512))
+    assert resident_mib() - before < 16  # a block is 4 MiB; without the release it grows by 64
+    for start in range(0, 512, 32):
+        np.asarray(mapped[start : start + 32]).sum()
+    assert resident_mib() - before > 48  # the same pass by slicing: the whole file stays resident
+
+
+@pytest.mark.parametrize("mode", ["r+", "c"])
+def test_a_writable_map_keeps_its_changes(feature_file, mode):
+    mapped = np.load(feature_file, mmap_mode=mode)
+    mapped[7] = -1.0
+    assert (rows(mapped, slice(0, 8))[7] == -1.0).all()
+    assert (mapped[7] == -1.0).all()
