@@ -87,15 +87,16 @@ def content_groups(
     captions_on_at_most: int | None = None,
     threshold: float | None = NEAR_DUPLICATE_COSINE,
     near: tuple[np.ndarray, np.ndarray] | None = None,
+    digests: list[str] | None = None,
 ) -> ContentGroups:
     """The images of ``features [n_images, ...]`` grouped so that two images with equal features
     (the same picture), with an identical caption (``tokens`` of the pairs, paired by
     ``image_of_caption [n_pairs]``; only the captions on at most ``captions_on_at_most`` images
     when given, none at 0) or whose pooled features have cosine ≥ ``threshold`` (unless None;
     ``near``: those edges computed before) are in one group (connected components, so
-    transitively)."""
+    transitively); ``digests``: :func:`image_digests` of ``features`` when computed before."""
     n_images = len(features)
-    digests = image_digests(features)
+    digests = image_digests(features) if digests is None else digests
     image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
     nodes: dict[object, int] = {}  # a node per distinct digest and per distinct caption
     rows = [np.arange(n_images)]
@@ -140,11 +141,18 @@ def fold_groups(
     while limits[-1] != 0:
         limits.append(n_images // folds if limits[-1] is None else limits[-1] // 2)
     near = near_duplicate_edges(pooled(features), NEAR_DUPLICATE_COSINE)
+    digests = image_digests(features)
     groups = None
     for threshold in (NEAR_DUPLICATE_COSINE, None):
         for limit in limits:
             groups = content_groups(
-                features, tokens, image_of_caption, captions_on_at_most=limit, threshold=threshold, near=near
+                features,
+                tokens,
+                image_of_caption,
+                captions_on_at_most=limit,
+                threshold=threshold,
+                near=near,
+                digests=digests,
             )
             if np.bincount(groups.of_image[image_of_caption]).max() * folds <= n_pairs:
                 return replace(groups, joined_by=_ties(threshold, limit))

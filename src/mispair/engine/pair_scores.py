@@ -41,6 +41,7 @@ from mispair.atomic import atomic_write
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.content import content_folds, fold_groups
+from mispair.data import mapped
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division.scores import DivisionScores, clean_split
@@ -237,7 +238,7 @@ def held_out_scores(
     if kind == "similarity":
         return pair_similarities([model], pairs, batch_size, torch.device(device))
     images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
-    fold = PairSet(pairs.pairs.images[images], [""] * len(pairs), paired)
+    fold = PairSet(mapped.rows(pairs.pairs.images, images), [""] * len(pairs), paired)
     image_side, text_side = encode_split(model, fold, pairs.tokens, batch_size=batch_size, device=device)
 
     def rows(start: int, stop: int) -> Tensor:  # one block of images against every caption
