@@ -39,9 +39,9 @@ from torch import Tensor
 
 from mispair.atomic import atomic_write
 from mispair.config import RunConfig
+from mispair.data import mapped
 from mispair.data.batching import TrainingPairs
 from mispair.data.content import content_folds, fold_groups
-from mispair.data import mapped
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division.scores import DivisionScores, clean_split
