@@ -9,14 +9,15 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "mispair"
 LAYERS = [
     {"errors", "options", "registry", "atomic", "progress", "config", "seeds", "pretrained", "distributed"}
-    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder", "version"},
+    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder", "version", "timings"},
     {"data", "ot"},
     {"nn", "losses"},
     {"encoding", "division"},
     {"methods"},
     {"engine"},
     {"notebook"},
-    {"audit", "search"},
+    {"search"},
+    {"audit"},
     {"api"},
     {"cli", "testing"},
     {"__main__", "__init__"},
