@@ -41,7 +41,7 @@ from mispair.atomic import atomic_write
 from mispair.config import RunConfig
 from mispair.data import mapped
 from mispair.data.batching import TrainingPairs
-from mispair.data.content import content_folds, fold_groups
+from mispair.data.content import ContentGroups, content_folds, fold_groups
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
 from mispair.division.scores import DivisionScores, clean_split
@@ -135,6 +135,7 @@ def out_of_fold_scores(
     round_index: int = 0,
     shard: Shard = SINGLE_PROCESS,
     others: TrainingPairs | None = None,
+    content: ContentGroups | None = None,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -164,11 +165,15 @@ def out_of_fold_scores(
         others: pairs no scorer trains on (the dev and test splits): every scorer scores them
             too (cross-fitting), in groups of a fold's size, and each gets the mean of its
             ``repeats × k`` scores.
+        content: ``train``'s images grouped for dealing into ``folds`` folds
+            (:func:`~mispair.data.content.fold_groups`), when computed before (every round of
+            :func:`refined_out_of_fold_scores` deals the same groups).
     """
     if repeats < 1:
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
     seeds = [child_seed(config.train.seed, "repeat", r) for r in range(repeats)]
-    content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, folds)
+    if content is None:
+        content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, folds)
     fold = np.stack([content_folds(content, train.image_of_caption, folds, seed) for seed in seeds])
     n_others = 0 if others is None else len(others)
     total = np.zeros(len(train) + n_others, dtype=np.float32)
@@ -308,6 +313,7 @@ def refined_out_of_fold_scores(
     ``repeats`` and ``others``: as in :func:`out_of_fold_scores`, every round (the last round's
     scores are returned)."""
     trusted = None
+    content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, folds)
     for round_index in range(rounds):
         scores = out_of_fold_scores(
             config,
@@ -324,6 +330,7 @@ def refined_out_of_fold_scores(
             round_index=round_index,
             shard=shard,
             others=others,
+            content=content,
         )
         trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
