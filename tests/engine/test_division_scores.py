@@ -259,3 +259,33 @@ def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_f
     assert all(r["rematch/fraction"] > 0 for r in rematched)
     # 5 captions per image: a suspected caption's chance of landing on its own image is small
     assert min(r["rematch/precision"] for r in rematched) > 0.5
+
+
+def test_a_fold_larger_than_the_contrast_cap_is_scored_in_content_groups(tmp_path, monkeypatch):
+    """With :data:`~mispair.engine.pair_scores.CONTRAST_IMAGES` below a fold's images, each held-out
+    pair's contrast weighs it against its group only (groups of about that many images, whole
+    content groups): equal to a brute-force loop over the groups."""
+    monkeypatch.setattr(pair_scores, "CONTRAST_IMAGES", 12)
+    config, data, train = _setup(["train.epochs=1"])
+    models = []
+
+    def record(trainer):
+        trainer.train_epoch(0)
+        models.append(trainer.recipe.models[0])
+
+    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
+    scores = out_of_fold_scores(
+        config, data, train, folds=3, score_kind="contrast", train_fold=record, stash=stash
+    )
+    content = pair_scores.fold_groups(train.pairs.images, train.tokens, train.image_of_caption, 3)
+    for k, model in enumerate(models):
+        held = train.subset(np.flatnonzero(scores.fold[0] == k))
+        seed = pair_scores.child_seed(pair_scores.child_seed(config.train.seed, "repeat", 0), "fold", k, 3)
+        group = pair_scores.contrast_groups(content, held, seed)
+        images = [len(np.unique(held.image_of_caption[group == g])) for g in np.unique(group)]
+        assert len(images) > 1 and max(images) <= 2 * 12  # about the cap, whole content groups
+        brute = np.zeros(len(held), dtype=np.float32)
+        for g in np.unique(group):
+            members = np.flatnonzero(group == g)
+            brute[members] = pair_scores.held_out_scores(model.eval(), held.subset(members), kind="contrast")
+        assert np.allclose(stash.load(0, k), brute, atol=1e-5)

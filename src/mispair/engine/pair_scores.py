@@ -100,6 +100,12 @@ class FoldStash:
                 self.folder.rmdir()
 
 
+CONTRAST_IMAGES = 4096
+"""The most images a ``contrast`` score weighs a pair against: a larger fold is scored in content
+groups of about this many images (:func:`contrast_groups`), so the score's cost grows linearly
+with the collection, not with the square of a fold (Tux Paint's and OpenClipart's folds, 150 and
+1,080 images, are scored whole)."""
+
 FOLDS_BY = "content"
 """How the folds are dealt (part of the cache key: scores kept from folds dealt by image index
 before are computed again)."""
@@ -179,7 +185,8 @@ def out_of_fold_scores(
     total = np.zeros(len(train) + n_others, dtype=np.float32)
     group = None
     if others is not None:
-        group = other_groups(others, -(-data.train.n_images // folds), config.train.seed)
+        group_images = min(-(-data.train.n_images // folds), CONTRAST_IMAGES)
+        group = other_groups(others, group_images, config.train.seed)
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
     for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
@@ -201,7 +208,8 @@ def out_of_fold_scores(
                 batch_size=config.train.eval_batch_size,
                 device=device,
             )
-            kept = score(train.subset(held_out))
+            held = train.subset(held_out)
+            kept = grouped_scores(score, held, contrast_groups(content, held, fold_seed))
             if others is not None:
                 kept = np.concatenate([kept, grouped_scores(score, others, group)])
             if stash is not None:
@@ -211,6 +219,16 @@ def out_of_fold_scores(
     total = sum_over(shard, total)
     other_scores = None if others is None else total[len(train) :] / np.float32(repeats * folds)
     return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores)
+
+
+def contrast_groups(content: ContentGroups, held: TrainingPairs, seed: int) -> np.ndarray:
+    """``[len(held)]`` group of each held-out pair for its ``contrast`` score: one group when the
+    fold has at most :data:`CONTRAST_IMAGES` images, else its content groups dealt (``seed``) into
+    groups of about that many images."""
+    groups = -(-len(np.unique(held.image_of_caption)) // CONTRAST_IMAGES)
+    if groups == 1:
+        return np.zeros(len(held), dtype=np.int64)
+    return content_folds(content, held.image_of_caption, groups, seed)
 
 
 def grouped_scores(
