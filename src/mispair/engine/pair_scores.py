@@ -8,10 +8,9 @@ within a few epochs on a small collection (in-sample detection AUC falls towards
   (:mod:`mispair.data.content`); each fold is scored by a model trained on the other ``k − 1``
   folds only, so neither the caption text nor the picture (under any name) of a scored pair was
   ever trained on by the model that scores it, and the folds do not depend on the row order;
-  ``repeats`` partitions
-  of the groups, each pair's score the mean of its repeats (the mean of several held-out scorers
-  varies less than one: on Tux Paint at 0.4, detection AUC 0.85 → 0.90 with 3 repeats and 3
-  rounds instead of 1 and 2);
+  ``repeats`` partitions of the groups, each pair's score the mean of its repeats (the mean of
+  several held-out scorers varies less than one: on Tux Paint at 0.4, detection AUC 0.85 → 0.90
+  with 3 repeats and 3 rounds instead of 1 and 2);
 - **early**: one model trained on all pairs, each pair's similarity averaged over its first
   epochs, before the mismatched pairs are fitted (one training instead of ``k``: for large data).
 
@@ -113,7 +112,7 @@ before are computed again)."""
 
 def other_groups(others: TrainingPairs, group_images: int, seed: int) -> np.ndarray:
     """``[n_pairs]`` group of every pair of the other splits: their content groups
-    (:func:`~mispair.data.content.content_groups`) dealt (``seed``) into groups of about
+    (:func:`~mispair.data.content.fold_groups`) dealt (``seed``) into groups of about
     ``group_images`` images, the size of a training fold, so that a ``contrast`` score weighs a pair
     against as many other images as a held-out training pair."""
     n_images = others.pairs.n_images
