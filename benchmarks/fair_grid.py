@@ -107,7 +107,11 @@ def _mean_std(values: list[float]) -> str:
 def _paired_text(p: dict | None) -> str:
     if p is None:
         return "| | | "
-    return f"| {p['mean']:+.1f} ± {p['std']:.1f} (n={p['n']}) | {p['p_t']:.3f} | {p['p_wilcoxon']:.3f} "
+    return f"| {p['mean']:+.1f} ± {p['std']:.1f} (n={p['n']}) | {_p(p['p_t'])} | {_p(p['p_wilcoxon'])} "
+
+
+def _p(value: float) -> str:
+    return "< 0.001" if value < 0.0005 else f"{value:.3f}"
 
 
 def _detection_text(runs: list[dict]) -> str:
