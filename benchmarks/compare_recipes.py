@@ -29,6 +29,7 @@ from mispair.engine.run import train_run
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "vse-triplet": ("vse", ["method.loss=triplet"]),
     "vse-infonce": ("vse", ["method.loss=infonce"]),
+    "rcl": ("rcl", []),
     "rcl-log": ("rcl", ["method.loss=log"]),
     "rcl-gce": ("rcl", ["method.loss=gce"]),
     "ncr": ("ncr", []),

@@ -47,8 +47,19 @@ GRIDS: dict[str, dict[str, tuple]] = {
     "pc2-infonce": {"method.tau": (0.2, 0.1), "method.n_classes": (32, 16)},
     # L2RM Fig. 4: the transported mass ρ
     "l2rm-infonce-loss": {"method.loss_tau": (0.2, 0.1), "method.rho": (0.1, 0.05)},
+    # RCL's own loss is already a softmax over the batch (Eq. 1–2), so no InfoNCE variant: its
+    # temperature (the paper's 0.05, and InfoNCE's 0.2) × its complementary loss (Table 6: log, GCE)
+    "rcl": {"method.tau": (0.05, 0.2), "method.loss": ("log", "gce")},
 }
-DEFAULT_RECIPES = ["vse-infonce", "holdout", "ncr-infonce", "asl-infonce", "pc2-infonce", "l2rm-infonce-loss"]
+DEFAULT_RECIPES = [
+    "vse-infonce",
+    "holdout",
+    "ncr-infonce",
+    "asl-infonce",
+    "pc2-infonce",
+    "l2rm-infonce-loss",
+    "rcl",
+]
 
 
 def grid(recipe: str, budget: int) -> list[list[str]]:
