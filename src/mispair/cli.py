@@ -155,8 +155,12 @@ def _export_pairs(config, path: Path) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> None:
+    from mispair import distributed
     from mispair.audit import audit_collection
 
+    if args.nproc > 1 and not distributed.launched():  # this command again, in each of nproc processes
+        distributed.launch(args.nproc, args.argv)
+        return
     result = audit_collection(
         args.data,
         args.out,
@@ -171,8 +175,10 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         progress=not args.quiet,
         log=lambda m: print(m, file=sys.stderr),
         overwrite=args.overwrite,
+        timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
     )
-    print(format_audit(result.summary, Path(args.out)))
+    if result is not None:  # rank 0 (or the only process) ranked the pairs and wrote the report
+        print(format_audit(result.summary, Path(args.out)))
 
 
 def format_audit(summary: dict, out: Path) -> str:
@@ -511,19 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
-    train.add_argument(
-        "--nproc",
-        type=_ranged("nproc"),
-        default=1,
-        help="train in this many processes on this machine (torchrun; one per GPU)",
-    )
-    train.add_argument(
-        "--timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        help="with several processes: how long one waits for the others before the run "
-        "fails (default: an hour)",
-    )
+    _process_options(train, "train")
     train.set_defaults(run=_cmd_train)
 
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
@@ -559,6 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     audit.add_argument("--quiet", action="store_true", help="no progress bars")
+    _process_options(audit, "audit")
     audit.set_defaults(run=_cmd_audit)
 
     apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
@@ -663,6 +658,23 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--quiet", action="store_true")
     prep.set_defaults(run=_cmd_prepare)
     return parser
+
+
+def _process_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    """``--nproc`` and ``--timeout``: the command in several processes on this machine (torchrun)."""
+    parser.add_argument(
+        "--nproc",
+        type=_ranged("nproc"),
+        default=1,
+        help=f"{verb} in this many processes on this machine (torchrun; one per GPU)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="with several processes: how long one waits for the others before the run "
+        "fails (default: an hour)",
+    )
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -337,11 +337,12 @@ def test_mispair_train_nproc_runs_the_command_in_every_process_and_reports_one_t
     assert last.startswith("mispair: error: process ") and "exited with status 2, which ended the run" in last
 
 
+@pytest.mark.parametrize("command", [["train"], ["audit", "photos", "--out", "audit"]])
 @pytest.mark.parametrize("option", [["--nproc", "0"], ["--timeout", "0"], ["--timeout", "soon"]])
-def test_bad_process_counts_and_timeouts_are_one_line_errors(option, capsys, tmp_path, monkeypatch):
+def test_bad_process_counts_and_timeouts_are_one_line_errors(command, option, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:
-        main(["train", *option])
+        main([*command, *option])
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("mispair: error: ")
-    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "audit").exists()

@@ -4,6 +4,7 @@ and ``summary.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
+from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import min_max_normalize
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
@@ -72,7 +74,8 @@ def audit_collection(
     progress: bool = True,
     log: Callable[[str], None] = print,
     overwrite: bool = False,
-) -> AuditResult:
+    timeout: float = DEFAULT_TIMEOUT,
+) -> AuditResult | None:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
     Trains the audit's run (:data:`~mispair.audit.collection.AUDIT_RUN`, or ``config_path``, with
@@ -87,6 +90,12 @@ def audit_collection(
     (default: every pair), with a thumbnail of each picture in ``out/thumbs``. ``out`` must be
     new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
     files in it are touched. Returns the :class:`AuditResult` it saved in ``out``.
+
+    In processes started by torchrun (``mispair audit --nproc N``) every process calls it: the
+    held-out scorers' folds are dealt over the processes and the final run trains a share of each
+    batch (:func:`~mispair.engine.run.train_run`; collectives fail after ``timeout`` seconds);
+    rank 0 alone then ranks the pairs and writes the report, and returns the result; the other
+    processes return None.
     """
     root, out, started, timings = Path(data), Path(out), time.time(), Timings()
     if out.exists() and not out.is_dir():
@@ -95,11 +104,15 @@ def audit_collection(
         raise ConfigError(f"--top: at least 0, got {top}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     check_run_config(config)  # every option checked before the folder is touched
-    check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
-    with holding(out):  # a second audit into the same folder refuses at once
+    main = is_main_process()
+    if main:
+        check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
+    with holding(out) if main else contextlib.nullcontext():  # a second audit into the folder refuses
         if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
             check_aligned(config.data, load_split(config.data, config.data.train_split))
-        summary, clean, run = _train(config, out, clean_run, resume, progress, log, timings)
+        summary, clean, run = _train(config, out, clean_run, resume, progress, log, timings, timeout)
+        if not main:
+            return None
         audited = audited_pairs(run, progress=progress)
         check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
         pictures = _pictures(audited.image_ids, config.data, images)
@@ -248,6 +261,7 @@ def _train(
     progress: bool,
     log: Callable[[str], None],
     timings: Timings,
+    timeout: float,
 ) -> TrainedRuns:
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
     read: (its summary, the clean run's or None, the trained run loaded), their parts lapped in
@@ -255,11 +269,13 @@ def _train(
     noisy = config.data.noise.rate > 0 or config.data.noise.file
     if clean_run and not noisy:
         log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
-    summary = train_run(config, resume=resume, progress=progress, log=log, timings=timings)
+    summary = train_run(config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout)
     clean = None
     if clean_run and noisy:
         clean_config = _without_noise(config, out)
-        clean = train_run(clean_config, resume=resume, progress=progress, log=log, timings=timings)
+        clean = train_run(
+            clean_config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout
+        )
     return summary, clean, TrainedRun.best_of(config)
 
 
