@@ -24,7 +24,9 @@ from .test_audit_run import PLANT, TINY
 def audits(tmp_path_factory):
     root = tmp_path_factory.mktemp("nproc")
     collection = write_synthetic_dataset(root / "toy_precomp", n_train=100, n_dev=30, n_test=30)
-    audit_collection(collection, root / "one", overrides=TINY, plant=PLANT, progress=False, log=lambda _: None)
+    audit_collection(
+        collection, root / "one", overrides=TINY, plant=PLANT, progress=False, log=lambda _: None
+    )
     command = [sys.executable, "-m", "mispair", "audit", str(collection), *TINY]
     command += ["--out", str(root / "two"), "--plant", str(PLANT), "--quiet", "--nproc", "2"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=root)
