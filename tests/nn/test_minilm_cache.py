@@ -98,7 +98,7 @@ def test_the_cached_encoder_matches_the_transformer_run_on_every_batch(tmp_path,
     ids, tokens, lengths = minilm_tokens
     torch.manual_seed(0)
     frozen = MiniLMTextEncoder(embed_dim=32)
-    MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm"), ids, tmp_path)
+    MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm", head="sgr"), ids, tmp_path)
     assert len(list(tmp_path.rglob("*.pt"))) == 1
     cached = frozen(tokens, lengths)
     with torch.no_grad():
@@ -109,6 +109,33 @@ def test_the_cached_encoder_matches_the_transformer_run_on_every_batch(tmp_path,
     assert torch.allclose(cached.pooled[1], cached.pooled[3])  # the same caption, the same embedding
     assert not any(name.startswith("bert") for name in frozen.state_dict())  # weights: the projection only
     assert set(frozen.state_dict()) == {"fc.weight", "fc.bias"}
+
+
+def test_a_pooled_only_model_caches_one_mean_state_per_caption_and_embeds_as_the_token_states_do(
+    tmp_path, minilm_tokens
+):
+    ids, tokens, lengths = minilm_tokens
+    torch.manual_seed(0)
+    tokenwise = MiniLMTextEncoder(embed_dim=32)
+    pooled_only = build_model(
+        ModelConfig(text_encoder="minilm", head="cosine", embed_dim=32), 8, 10
+    ).text_encoder
+    pooled_only.load_state_dict(tokenwise.state_dict())
+    MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm", head="cosine"), ids, tmp_path)
+    [shard] = tmp_path.rglob("*.pt")
+    assert "mean-hidden" in str(shard)  # its own cache, beside the token states'
+    keys, states = torch.load(shard, weights_only=True)
+    assert len(keys) == 3 and all(s.shape == (1, 384) for s in states)  # one row per distinct caption
+    with torch.no_grad():
+        mine, reference = pooled_only(tokens, lengths), tokenwise(tokens, lengths)
+    assert mine.local.shape == (4, 1, 32) and mine.mask.all()
+    # the reference: the projection of the mean of the transformer's token states, brute force
+    with torch.no_grad():
+        hidden = minilm_states(frozen_minilm(), tokens, lengths)
+        means = torch.stack([hidden[b, :n].mean(dim=0) for b, n in enumerate(lengths.tolist())])
+        expected = l2_normalize(tokenwise.fc(means))
+    assert torch.allclose(mine.pooled, expected, atol=1e-5)
+    assert torch.allclose(reference.pooled, expected, atol=5e-3)  # the token path reads float16 states
 
 
 def test_trainable_top_layers_run_the_transformer_and_train(minilm_tokens):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mispair.config import ModelConfig
 from mispair.nn.encoders import FragmentImageEncoder
-from mispair.nn.heads import HEADS, create_head
+from mispair.nn.heads import create_head, head_reads_fragments
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
 
@@ -27,12 +27,6 @@ def build_model(cfg: ModelConfig, feature_dim: int, vocab_size: int) -> Retrieva
         text_encoder,
         create_head(cfg.head, cfg.embed_dim, **cfg.head_options),
     )
-
-
-def head_reads_fragments(head: str) -> bool:
-    """Whether head ``head`` reads fragment embeddings (``needs_fragments``, default True) or only
-    the pooled ones (the cosine head)."""
-    return getattr(HEADS.get(head), "needs_fragments", True)
 
 
 def reads_mean_feature(cfg: ModelConfig) -> bool:

@@ -24,6 +24,12 @@ register_head = HEADS.register
 list_heads = HEADS.names
 
 
+def head_reads_fragments(head: str) -> bool:
+    """Whether head ``head`` reads fragment embeddings (``needs_fragments``, default True) or only
+    the pooled ones (the cosine head)."""
+    return getattr(HEADS.get(head), "needs_fragments", True)
+
+
 def head_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """The checked keyword options of head ``name`` (an unknown head, key or a wrong-typed value
     is a one-line :class:`ConfigError` naming it); builds nothing."""

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from mispair.config import ModelConfig
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
+from mispair.nn.heads import head_reads_fragments
 from mispair.nn.text import register_text_encoder
 from mispair.nn.text.state_cache import TokenStateCache, shared_cache
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
@@ -51,15 +52,16 @@ def frozen_minilm() -> nn.Module:
 
 
 @functools.cache
-def minilm_tag() -> str:
-    """Names the cached outputs: the model's files (config and weight sizes) and the output kind."""
+def minilm_tag(output: str = "last-hidden") -> str:
+    """Names the cached outputs: the model's files (config and weight sizes) and the output kind
+    (``last-hidden``: the token states; ``mean-hidden``: their mean per caption)."""
     root = Path(minilm_dir())
     digest = hashlib.blake2b(digest_size=6)
     for path in sorted(root.rglob("*")):
         if path.is_file():
             digest.update(f"{path.relative_to(root)}:{path.stat().st_size}".encode())
     digest.update((root / "config.json").read_bytes() if (root / "config.json").is_file() else b"")
-    return f"minilm-last-hidden-{digest.hexdigest()}"
+    return f"minilm-{output}-{digest.hexdigest()}"
 
 
 def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -70,13 +72,36 @@ def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
     return bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
 
 
+def minilm_mean_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``[B, 1, 384]`` the mean of each caption's last hidden states (MiniLM's sentence embedding
+    before its normalisation), of padded ids ``[B, L]`` with ``lengths [B]``."""
+    mask = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths[:, None].to(tokens.device)
+    return masked_mean(minilm_states(bert, tokens, lengths), mask)[:, None]
+
+
+def _frozen_cache(fragments: bool) -> TokenStateCache:
+    """The process's cache of the frozen MiniLM's outputs: token states for a model that reads
+    word fragments, their mean per caption (20–60× smaller) for one that reads pooled
+    embeddings only."""
+    if fragments:
+        return shared_cache(minilm_tag())
+    return shared_cache(minilm_tag("mean-hidden"), per_caption=True)
+
+
+def _frozen_states(fragments: bool) -> functools.partial:
+    return functools.partial(minilm_states if fragments else minilm_mean_states, frozen_minilm())
+
+
 @register_text_encoder("minilm")
 class MiniLMTextEncoder(nn.Module):
     """MiniLM token states projected to the joint space: ``Fragments`` of the words.
 
     ``local [B, L, embed_dim]`` are the L2-normalised projections of the token states; ``pooled``
     is the L2-normalised projection of the mean-pooled token states (MiniLM's own sentence
-    embedding, which plays the role of a CLS global for OMIT's dustbins).
+    embedding, which plays the role of a CLS global for OMIT's dustbins). With ``fragments``
+    False (a head that reads pooled embeddings only, e.g. ``cosine``) a frozen encoder keeps and
+    reads the mean state of each caption alone: ``local`` is then ``[B, 1, embed_dim]``, its
+    projection, and ``pooled`` is unchanged (the projection is linear).
 
     Input: token ids ``[B, L]`` from :class:`~mispair.data.tokenizers.MiniLMTokenizer`
     (0 = padding) and ``lengths [B]``.
@@ -84,11 +109,12 @@ class MiniLMTextEncoder(nn.Module):
 
     tokenizer = "minilm"
 
-    def __init__(self, embed_dim: int = 1024, trainable_layers: int = 0) -> None:
+    def __init__(self, embed_dim: int = 1024, trainable_layers: int = 0, *, fragments: bool = True) -> None:
         super().__init__()
         self.frozen = trainable_layers == 0
+        self.per_caption = self.frozen and not fragments
         if self.frozen:
-            self.cache: TokenStateCache | None = shared_cache(minilm_tag())
+            self.cache: TokenStateCache | None = _frozen_cache(fragments)
             hidden = frozen_minilm().config.hidden_size
         else:
             self.cache = None
@@ -104,7 +130,7 @@ class MiniLMTextEncoder(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, vocab_size: int) -> MiniLMTextEncoder:
-        return cls(cfg.embed_dim, cfg.text_trainable_layers)
+        return cls(cfg.embed_dim, cfg.text_trainable_layers, fragments=head_reads_fragments(cfg.head))
 
     @classmethod
     def prepare(
@@ -118,24 +144,27 @@ class MiniLMTextEncoder(nn.Module):
         in ``cache_dir`` when given). Returns what it did, for the log."""
         if cfg.text_trainable_layers:
             return {}
-        cache = shared_cache(minilm_tag())
+        fragments = head_reads_fragments(cfg.head)
+        cache = _frozen_cache(fragments)
         if cache_dir is not None:
             cache.use_directory(cache_dir)
-        computed = cache.fill(
-            token_lists, functools.partial(minilm_states, frozen_minilm()), progress=progress
-        )
+        computed = cache.fill(token_lists, _frozen_states(fragments), progress=progress)
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        """``[B, L, 384]`` MiniLM states: from the cache when frozen, else computed."""
+        """``[B, L, 384]`` MiniLM states (``[B, 1, 384]``, their means, when ``per_caption``): from
+        the cache when frozen, else computed."""
         if self.cache is not None:
-            return self.cache.lookup(tokens, lengths, functools.partial(minilm_states, frozen_minilm()))
+            return self.cache.lookup(tokens, lengths, _frozen_states(not self.per_caption))
         return minilm_states(self.bert, tokens, lengths)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        mask = positions[None, :] < lengths[:, None].to(tokens.device)
         states = self.token_states(tokens, lengths)
+        if self.per_caption:
+            mask = torch.ones(states.shape[:2], dtype=torch.bool, device=tokens.device)
+        else:
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            mask = positions[None, :] < lengths[:, None].to(tokens.device)
         local = self.fc(states)
         norms, local = local.norm(dim=-1), l2_normalize(local)
         pooled = l2_normalize(self.fc(masked_mean(states, mask)))

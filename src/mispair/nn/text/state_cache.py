@@ -35,10 +35,14 @@ def token_key(ids: Sequence[int]) -> bytes:
 
 
 class TokenStateCache:
-    """Token states ``[L_i, H]`` (float16) of captions by :func:`token_key` of their ids."""
+    """Token states ``[L_i, H]`` (float16) of captions by :func:`token_key` of their ids; with
+    ``per_caption``, one state ``[1, H]`` (float32) per caption (``compute`` then returns
+    ``[B, 1, H]``: e.g. the mean of the token states, all a pooled-only model reads)."""
 
-    def __init__(self, tag: str) -> None:
+    def __init__(self, tag: str, *, per_caption: bool = False) -> None:
         self.tag = tag
+        self.per_caption = per_caption
+        self.dtype = torch.float32 if per_caption else torch.float16
         self.states: dict[bytes, Tensor] = {}
         self.directory: Path | None = None
         self._loaded: set[Path] = set()
@@ -97,14 +101,16 @@ class TokenStateCache:
 
     def lookup(self, tokens: Tensor, lengths: Tensor, compute: StateFn) -> Tensor:
         """``[B, L, H]`` float32 states of a padded batch (ids ``[B, L]``, ``lengths [B]``), zero at
-        padding; captions not cached are computed with ``compute`` and kept (in memory)."""
+        padding (``[B, 1, H]`` with ``per_caption``); captions not cached are computed with
+        ``compute`` and kept (in memory)."""
         rows = [ids[:n] for ids, n in zip(tokens.cpu().tolist(), lengths.cpu().tolist())]
         keys = [token_key(ids) for ids in rows]
         new = [ids for ids, key in zip(rows, keys) if key not in self.states]
         if new:
             self._compute(new, compute)
         first = self.states[keys[0]]
-        out = torch.zeros(len(rows), tokens.shape[1], first.shape[-1], dtype=first.dtype)
+        width = 1 if self.per_caption else tokens.shape[1]
+        out = torch.zeros(len(rows), width, first.shape[-1], dtype=first.dtype)
         for row, key in enumerate(keys):
             state = self.states[key]
             out[row, : state.shape[0]] = state
@@ -116,10 +122,10 @@ class TokenStateCache:
         for row, ids in enumerate(token_lists):
             padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         with torch.no_grad():
-            states = compute(padded, lengths).to("cpu", torch.float16)
+            states = compute(padded, lengths).to("cpu", self.dtype)
         keys = [token_key(ids) for ids in token_lists]
         for key, state, n in zip(keys, states, lengths.tolist()):
-            self.states[key] = state[:n].clone()
+            self.states[key] = state[: 1 if self.per_caption else n].clone()
         return keys
 
     def _write_shard(self, keys: list[bytes]) -> None:
@@ -135,6 +141,6 @@ class TokenStateCache:
 _CACHES: dict[str, TokenStateCache] = {}
 
 
-def shared_cache(tag: str) -> TokenStateCache:
+def shared_cache(tag: str, *, per_caption: bool = False) -> TokenStateCache:
     """The process-wide cache of encoder ``tag`` (every model of a run reads the same one)."""
-    return _CACHES.setdefault(tag, TokenStateCache(tag))
+    return _CACHES.setdefault(tag, TokenStateCache(tag, per_caption=per_caption))
