@@ -15,6 +15,7 @@ import yaml
 
 from mispair.errors import ConfigError
 from mispair.limits import check_range, limit, raise_hint
+from mispair.onnx_runtime import check_runtime
 from mispair.options import build_dataclass
 from mispair.safe_parse import load_yaml
 
@@ -59,6 +60,10 @@ class DataConfig:
     ``caption_encoder``: a frozen encoder that turns each caption into a vector before training
     (:data:`mispair.data.caption_encoders.CAPTION_ENCODERS`: ``open_clip``, ``huggingface``), with
     ``caption_encoder_options``; it makes the text encoder ``precomputed``.
+    ``encoder_runtime``: what runs the frozen pretrained encoders, EfficientNet-Lite0 (and other
+    image encoders) on the pictures and a frozen MiniLM on the captions: ``torch``, or ``onnx``
+    (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``; the model is exported once and
+    cached, see :mod:`mispair.onnx_runtime`).
     """
 
     source: str = "auto"
@@ -79,6 +84,7 @@ class DataConfig:
     image_encoder_options: dict[str, Any] = field(default_factory=dict)
     caption_encoder: str | None = None
     caption_encoder_options: dict[str, Any] = field(default_factory=dict)
+    encoder_runtime: Literal["torch", "onnx"] = "torch"
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
     folder_allow_outside: bool = False  # table sources: read image paths outside the table's folder
@@ -86,6 +92,9 @@ class DataConfig:
     test_folds: int = 1
     synthetic_images: int = 1000
     noise: NoiseConfig = field(default_factory=NoiseConfig)
+
+    def __post_init__(self) -> None:
+        check_runtime(self.encoder_runtime)
 
 
 @dataclass

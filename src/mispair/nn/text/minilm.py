@@ -8,6 +8,10 @@ process and shared by every model, is not part of the models' weights (checkpoin
 projection only), and its token states are computed once per caption
 (:mod:`mispair.nn.text.state_cache`; :meth:`MiniLMTextEncoder.prepare` fills the on-disk cache
 before training). With trainable top layers, each model owns a copy and runs it on every batch.
+
+``data.encoder_runtime: onnx`` computes the frozen states of :meth:`MiniLMTextEncoder.prepare`
+with ONNX Runtime (:func:`minilm_compute`); they are PyTorch's up to rounding and share its
+cache.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from mispair.config import ModelConfig
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.text import register_text_encoder
-from mispair.nn.text.state_cache import TokenStateCache, shared_cache
+from mispair.nn.text.state_cache import StateFn, TokenStateCache, shared_cache
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, exported
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
 
 
@@ -65,9 +70,51 @@ def minilm_tag() -> str:
 def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
     """``[B, L, 384]`` last hidden states of padded ids ``[B, L]`` with ``lengths [B]``."""
     bert = bert.to(tokens.device)
+    return bert(input_ids=tokens, attention_mask=_mask(tokens, lengths).long()).last_hidden_state
+
+
+def _mask(tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``[B, L]`` True at the words of padded ids ``[B, L]`` with ``lengths [B]``."""
     positions = torch.arange(tokens.shape[1], device=tokens.device)
-    mask = positions[None, :] < lengths[:, None].to(tokens.device)
-    return bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
+    return positions[None, :] < lengths[:, None].to(tokens.device)
+
+
+class _LastHidden(nn.Module):
+    """MiniLM's last hidden states ``[B, L, 384]`` of ids and attention mask ``[B, L]`` (the graph
+    exported to ONNX)."""
+
+    def __init__(self, bert: nn.Module) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+IDS_TO_STATES = Signature(
+    inputs=("input_ids", "attention_mask"),
+    output="states",
+    dynamic_axes={name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "states")},
+)
+
+
+@functools.cache
+def onnx_minilm() -> OnnxModule:
+    """The frozen MiniLM run by ONNX Runtime (exported once from its weights, then loaded)."""
+    example = torch.ones(2, 8, dtype=torch.long)
+    return OnnxModule(exported(_LastHidden(frozen_minilm()), (example, example), IDS_TO_STATES, "minilm"))
+
+
+def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
+    """:func:`minilm_states` of the frozen MiniLM, run by ONNX Runtime."""
+    return onnx_minilm()(tokens, _mask(tokens, lengths).long())
+
+
+def minilm_compute(runtime: str = "torch") -> StateFn:
+    """What computes the frozen MiniLM's token states: PyTorch or ONNX Runtime (``runtime``)."""
+    if check_runtime(runtime) == "onnx":
+        return onnx_minilm_states
+    return functools.partial(minilm_states, frozen_minilm())
 
 
 @register_text_encoder("minilm")
@@ -113,17 +160,17 @@ class MiniLMTextEncoder(nn.Module):
         token_lists: Sequence[Sequence[int]],
         cache_dir: Path | None,
         progress: bool = False,
+        runtime: str = "torch",
     ) -> dict[str, Any]:
         """Before training: the frozen encoder's states of ``token_lists`` computed once (on disk
-        in ``cache_dir`` when given). Returns what it did, for the log."""
+        in ``cache_dir`` when given) by ``runtime`` (:func:`minilm_compute`). Returns what it did,
+        for the log."""
         if cfg.text_trainable_layers:
             return {}
         cache = shared_cache(minilm_tag())
         if cache_dir is not None:
             cache.use_directory(cache_dir)
-        computed = cache.fill(
-            token_lists, functools.partial(minilm_states, frozen_minilm()), progress=progress
-        )
+        computed = cache.fill(token_lists, minilm_compute(runtime), progress=progress)
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
