@@ -13,6 +13,7 @@ from mispair.cli import main
 from mispair.config import DataConfig, ModelConfig, load_config
 from mispair.errors import ConfigError, DataError
 from mispair.onnx_runtime import OnnxModule, Signature, exported
+from tests.audit.test_audit_errors import _collection
 from tests.cli_errors import one_line_error
 
 CAPTIONS = [
@@ -142,13 +143,22 @@ def test_an_unknown_runtime_is_one_line_naming_the_choices(argv, tmp_path, capsy
     assert not (tmp_path / "out").exists()
 
 
-def test_onnx_without_onnxruntime_says_how_to_install(monkeypatch):
+@pytest.mark.parametrize("command", ["train", "audit"])
+def test_onnx_without_onnxruntime_says_how_to_install_before_writing(command, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
-    with pytest.raises(ConfigError, match=r"^data\.encoder_runtime=onnx: .*pip install 'mispair\[onnx\]'$"):
-        load_config(None, ["data.encoder_runtime=onnx"])
-    assert DataConfig().encoder_runtime == "torch"  # the default needs nothing more
+    rows = [(f"im{n}.npy", f"caption {n}") for n in range(8)]
+    data = [str(_collection(tmp_path / "c", rows))] if command == "audit" else []
+    code = main([command, *data, "--encoder-runtime", "onnx", "--out", str(tmp_path / "out")])
+    one_line_error(code, capsys.readouterr().err, "encoder_runtime=onnx: ", "pip install 'mispair[onnx]'")
+    assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError, match=r"^ONNX Runtime is not installed: pip install 'mispair\[onnx\]'$"):
         onnx_runtime.onnxruntime()
+
+
+def test_a_run_trained_with_onnx_reads_without_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert load_config(None, ["data.encoder_runtime=onnx"]).data.encoder_runtime == "onnx"
+    assert DataConfig().encoder_runtime == "torch"  # the default needs nothing more
 
 
 def test_a_cache_that_cannot_be_written_is_one_line(onnx_cache, tmp_path, monkeypatch):

@@ -15,7 +15,6 @@ import yaml
 
 from mispair.errors import ConfigError
 from mispair.limits import check_range, limit, raise_hint
-from mispair.onnx_runtime import check_runtime
 from mispair.options import build_dataclass
 from mispair.safe_parse import load_yaml
 
@@ -62,8 +61,9 @@ class DataConfig:
     ``caption_encoder_options``; it makes the text encoder ``precomputed``.
     ``encoder_runtime``: what runs the frozen pretrained encoders, EfficientNet-Lite0 (and other
     image encoders) on the pictures and a frozen MiniLM on the captions: ``torch``, or ``onnx``
-    (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``; the model is exported once and
-    cached, see :mod:`mispair.onnx_runtime`).
+    (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``, checked before a run starts; the
+    model is exported once and cached, see :mod:`mispair.onnx_runtime`). A performance setting:
+    the features are the same, and a run trained with ``onnx`` opens without ONNX Runtime.
     """
 
     source: str = "auto"
@@ -92,9 +92,6 @@ class DataConfig:
     test_folds: int = 1
     synthetic_images: int = 1000
     noise: NoiseConfig = field(default_factory=NoiseConfig)
-
-    def __post_init__(self) -> None:
-        check_runtime(self.encoder_runtime)
 
 
 @dataclass
