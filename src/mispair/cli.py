@@ -386,14 +386,14 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
         out = write_synthetic_dataset(args.out or "data/synthetic_precomp")
     else:
         from mispair.data.sources import PREPARERS
-        from mispair.onnx_runtime import check_runtime
+        from mispair.onnx_runtime import require_runtime
 
         options = {"lang": args.lang} if args.dataset == "tuxpaint" else {}
         if args.dataset == "openclipart" and args.captions:
             options["caption_source"] = args.captions
         kwargs = {"out": args.out} if args.out else {}
         if args.encoder_runtime:
-            kwargs["runtime"] = check_runtime(args.encoder_runtime, "--encoder-runtime")
+            kwargs["runtime"] = require_runtime(args.encoder_runtime, "--encoder-runtime")
         out = PREPARERS[args.dataset](**kwargs, **options, progress=not args.quiet)
     print(f"prepared {args.dataset} in {out}")
 

@@ -9,7 +9,7 @@ In float32 its outputs are PyTorch's up to rounding (1 − cosine below 1e-10 fo
 states and EfficientNet-Lite0's grids, ``benchmarks/results/bench_features.md``), so a feature
 cache does not tell the two runtimes apart. Example::
 
-    encoder = OnnxModule(exported(module, (example,), signature, "my-encoder"))
+    encoder = OnnxModule.of(module, (example,), signature, "my-encoder")
     features = encoder(pixels)  # a Tensor, as module(pixels) gives
 """
 
@@ -39,10 +39,17 @@ OPSET = 17
 
 
 def check_runtime(runtime: str, key: str = "data.encoder_runtime") -> str:
-    """``runtime`` when it is one of :data:`RUNTIMES` and can run here, else a one-line error."""
+    """``runtime`` when it is one of :data:`RUNTIMES`, else a one-line error (ONNX Runtime itself
+    is imported when a model is first run: :func:`require_runtime` checks it beforehand)."""
     if runtime not in RUNTIMES:
         raise ConfigError(f"{key}: one of {', '.join(RUNTIMES)}, got {runtime!r}")
-    if runtime == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+    return runtime
+
+
+def require_runtime(runtime: str, key: str = "data.encoder_runtime") -> str:
+    """:func:`check_runtime`, and for ``onnx`` that ONNX Runtime is installed (a one-line error
+    saying how to install it): what a run checks before it writes anything."""
+    if check_runtime(runtime, key) == "onnx" and importlib.util.find_spec("onnxruntime") is None:
         raise ConfigError(f"{key}=onnx: {INSTALL_HINT}")
     return runtime
 
@@ -142,6 +149,15 @@ class OnnxModule:
         self.path = Path(path)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = [node.name for node in self.session.get_inputs()]
+
+    @classmethod
+    def of(
+        cls, module: nn.Module, example: tuple[Tensor, ...], signature: Signature, name: str
+    ) -> OnnxModule:
+        """``module`` run by ONNX Runtime: exported once (:func:`exported`), then loaded; a missing
+        ONNX Runtime is a one-line error before anything is exported."""
+        onnxruntime()
+        return cls(exported(module, example, signature, name))
 
     def __call__(self, *tensors: Tensor) -> Tensor:
         feeds = {name: t.detach().to("cpu").numpy() for name, t in zip(self.inputs, tensors)}

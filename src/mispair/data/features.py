@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from mispair.atomic import atomic_write
 from mispair.errors import DataError
-from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, exported
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
 from mispair.progress import progress_bar
 
 PREPROCESS_VERSION = "fit-square-on-white-v1"
@@ -180,7 +180,7 @@ def pixel_encoder(
     if check_runtime(runtime) == "onnx":
         size = getattr(encoder, "image_size", 224)
         name = getattr(encoder, "cache_name", type(encoder).__name__)
-        return OnnxModule(exported(encoder, (torch.zeros(2, 3, size, size),), PIXELS_TO_GRID, name))
+        return OnnxModule.of(encoder, (torch.zeros(2, 3, size, size),), PIXELS_TO_GRID, name)
     layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format
     encoder = encoder.train(False).to(device, memory_format=layout)
 

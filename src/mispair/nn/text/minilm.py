@@ -30,7 +30,7 @@ from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.text import register_text_encoder
 from mispair.nn.text.state_cache import StateFn, TokenStateCache, shared_cache
-from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, exported
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
 
 
@@ -102,7 +102,7 @@ IDS_TO_STATES = Signature(
 def onnx_minilm() -> OnnxModule:
     """The frozen MiniLM run by ONNX Runtime (exported once from its weights, then loaded)."""
     example = torch.ones(2, 8, dtype=torch.long)
-    return OnnxModule(exported(_LastHidden(frozen_minilm()), (example, example), IDS_TO_STATES, "minilm"))
+    return OnnxModule.of(_LastHidden(frozen_minilm()), (example, example), IDS_TO_STATES, "minilm")
 
 
 def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -111,7 +111,8 @@ def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
 
 
 def minilm_compute(runtime: str = "torch") -> StateFn:
-    """What computes the frozen MiniLM's token states: PyTorch or ONNX Runtime (``runtime``)."""
+    """What computes the frozen MiniLM's token states: PyTorch or ONNX Runtime (``runtime``; its
+    model exported or loaded at the first caption to compute, so a filled cache needs none)."""
     if check_runtime(runtime) == "onnx":
         return onnx_minilm_states
     return functools.partial(minilm_states, frozen_minilm())
