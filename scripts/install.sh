@@ -18,6 +18,6 @@ fi
 
 # The CPU build of torch that lies on disk first, so the range in pyproject installs nothing more.
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,features,minilm,audit,search]'
+python -m pip install -q -e '.[dev,features,minilm,audit,search,onnx]'
 # playwright (in the audit extra) drives Debian's chromium above: its own browser download
 # (`playwright install`) is never run.

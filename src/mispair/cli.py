@@ -79,6 +79,7 @@ DATA_OPTIONS = (
     "image_embedding_column",
     "text_embedding_column",
     "embeddings_aligned",
+    "encoder_runtime",
 )
 
 
@@ -391,11 +392,14 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
         out = write_synthetic_dataset(args.out or "data/synthetic_precomp")
     else:
         from mispair.data.sources import PREPARERS
+        from mispair.onnx_runtime import require_runtime
 
         options = {"lang": args.lang} if args.dataset == "tuxpaint" else {}
         if args.dataset == "openclipart" and args.captions:
             options["caption_source"] = args.captions
         kwargs = {"out": args.out} if args.out else {}
+        if args.encoder_runtime:
+            kwargs["runtime"] = require_runtime(args.encoder_runtime, "--encoder-runtime")
         out = PREPARERS[args.dataset](**kwargs, **options, progress=not args.quiet)
     print(f"prepared {args.dataset} in {out}")
 
@@ -485,6 +489,17 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
         help="the two embedding columns come "
         "from one matched pair of towers (CLIP): report their raw cosine beside the audit's "
         "score",
+    )
+    _runtime_option(parser)
+
+
+def _runtime_option(parser: argparse.ArgumentParser) -> None:
+    """The option choosing what runs the frozen pretrained encoders (``data.encoder_runtime``)."""
+    parser.add_argument(
+        "--encoder-runtime",
+        metavar="{torch,onnx}",
+        help="what runs EfficientNet-Lite0 and a frozen MiniLM: torch (default) or onnx "
+        "(ONNX Runtime: pip install 'mispair[onnx]')",
     )
 
 
@@ -656,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--lang", default="en", help="Tux Paint caption language")
     prep.add_argument("--captions", help="OpenClipart caption source")
     prep.add_argument("--quiet", action="store_true")
+    _runtime_option(prep)
     prep.set_defaults(run=_cmd_prepare)
     return parser
 

@@ -59,6 +59,11 @@ class DataConfig:
     ``caption_encoder``: a frozen encoder that turns each caption into a vector before training
     (:data:`mispair.data.caption_encoders.CAPTION_ENCODERS`: ``open_clip``, ``huggingface``), with
     ``caption_encoder_options``; it makes the text encoder ``precomputed``.
+    ``encoder_runtime``: what runs the frozen pretrained encoders, EfficientNet-Lite0 (and other
+    image encoders) on the pictures and a frozen MiniLM on the captions: ``torch``, or ``onnx``
+    (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``, checked before a run starts; the
+    model is exported once and cached, see :mod:`mispair.onnx_runtime`). A performance setting:
+    the features are the same, and a run trained with ``onnx`` opens without ONNX Runtime.
     """
 
     source: str = "auto"
@@ -79,6 +84,7 @@ class DataConfig:
     image_encoder_options: dict[str, Any] = field(default_factory=dict)
     caption_encoder: str | None = None
     caption_encoder_options: dict[str, Any] = field(default_factory=dict)
+    encoder_runtime: Literal["torch", "onnx"] = "torch"
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
     folder_allow_outside: bool = False  # table sources: read image paths outside the table's folder

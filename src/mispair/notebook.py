@@ -26,7 +26,7 @@ COLUMN_OPTIONS = (
 )
 """Keyword arguments naming a table's columns (``data.<name>`` in a config; the first four
 auto-detected when not given)."""
-DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned")
+DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned", "encoder_runtime")
 """Keyword arguments that are ``data.<name>`` fields."""
 
 

@@ -40,7 +40,7 @@ def audit(
 
     ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``,
     ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned`` (a table's own
-    vectors: ``docs/encoders.md``), and any
+    vectors: ``docs/encoders.md``), ``encoder_runtime`` (``"onnx"``: ONNX Runtime), and any
     config section as a mapping, e.g. ``train={"epochs": 5}`` (the same as the override
     ``train.epochs=5``). ``progress=False`` writes nothing to standard output or error (warnings
     are kept in ``result.summary["warnings"]``).

@@ -163,11 +163,12 @@ def prepare_text_encoder(
     prepare = getattr(text_encoder_class(model.text_encoder), "prepare", None)
     if prepare is None:
         return
+    runtime = data.encoder_runtime
     try:
-        done = prepare(model, token_lists, text_cache_dir(data), progress)
+        done = prepare(model, token_lists, text_cache_dir(data), progress, runtime=runtime)
     except DataError as exc:
         log(f"note: {exc}; text features are kept in memory for this run")
-        done = prepare(model, token_lists, None, progress)
+        done = prepare(model, token_lists, None, progress, runtime=runtime)
     if done.get("text_cache/computed"):
         log(
             f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "

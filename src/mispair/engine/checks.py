@@ -13,13 +13,15 @@ from mispair.engine.assembly import RunData, check_model_inputs
 from mispair.errors import ConfigError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.heads import create_head, head_options
+from mispair.onnx_runtime import require_runtime
 from mispair.options import build_dataclass
 
 
 def check_run_config(config: RunConfig) -> Any:
     """Every free-form option of ``config`` checked against its type before anything is written:
-    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``); returns
-    the recipe's options."""
+    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), and that
+    ``data.encoder_runtime`` can run here; returns the recipe's options."""
+    require_runtime(config.data.encoder_runtime)
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)

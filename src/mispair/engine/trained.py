@@ -253,7 +253,12 @@ class TrainedRun:
         encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
         files = [Path(f).resolve() for f in files]
         return extract_folder_features(
-            Path("/"), [str(f)[1:] for f in files], progress=False, cache_dir=cache_dir, encoder=encoder
+            Path("/"),
+            [str(f)[1:] for f in files],
+            progress=False,
+            cache_dir=cache_dir,
+            encoder=encoder,
+            runtime=data.encoder_runtime,
         )
 
     def tokens(self, pairs: PairSet) -> list[list[int]]:

@@ -333,7 +333,9 @@ def image_features(
     from mispair.data.image_encoders import create_image_encoder
 
     encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
-    return extract_folder_features(root, images, cache_dir=cache_dir, encoder=encoder)
+    return extract_folder_features(
+        root, images, cache_dir=cache_dir, encoder=encoder, runtime=data.encoder_runtime
+    )
 
 
 def _stack_npy(root: Path, images: list[str]) -> np.ndarray:

@@ -259,6 +259,7 @@ def prepare_openclipart(
     png_dir: Path | None = None,
     svg_dir: Path | None = None,
     encoder=None,
+    runtime: str = "torch",
     progress: bool = True,
 ) -> Path:
     """Build the OpenClipart dataset in the precomputed format; returns the output directory.
@@ -271,6 +272,7 @@ def prepare_openclipart(
         png_dir, svg_dir: the clip-art folders (default: the Debian packages'); SVGs elsewhere are
             untrusted (XML entity declarations refused).
         encoder: a grid encoder module (see :func:`~mispair.data.features.extract_grid_features`).
+        runtime: what runs it, ``torch`` or ``onnx`` (``mispair prepare --encoder-runtime``).
 
     Raises:
         DataError: a package is not installed, an unknown caption source, or no clip found.
@@ -281,7 +283,7 @@ def prepare_openclipart(
     png_root, _ = find_source_dir(png_dir, PNG_DIR, "openclipart-png")
     svg_root, trusted = find_source_dir(svg_dir, SVG_DIR, "openclipart-svg")
     clips = find_clips(png_root, svg_root, trusted=trusted)
-    features, valid = _features(clips, out, encoder, trusted, progress)
+    features, valid = _features(clips, out, encoder, runtime, trusted, progress)
     clips, features = [c for c, ok in zip(clips, valid) if ok], features[valid]
     if not clips:
         raise DataError(f"{png_root}: no usable clip art found")
@@ -294,7 +296,7 @@ def prepare_openclipart(
     return out
 
 
-def _features(clips: list[Clip], out: Path, encoder, trusted: bool, progress: bool):
+def _features(clips: list[Clip], out: Path, encoder, runtime: str, trusted: bool, progress: bool):
     size = getattr(encoder, "image_size", 224)
 
     def load(i: int):
@@ -305,7 +307,8 @@ def _features(clips: list[Clip], out: Path, encoder, trusted: bool, progress: bo
             return None
 
     keys = [f"{file_key(c.png)}|{file_key(c.svg)}" for c in clips]
-    return extract_grid_features(keys, load, out / "cache", encoder, prune=True, progress=progress)
+    cache = out / "cache"
+    return extract_grid_features(keys, load, cache, encoder, prune=True, progress=progress, runtime=runtime)
 
 
 def _pairset(clips, features, indices, caption_source: str, split: str) -> PairSet:

@@ -108,6 +108,7 @@ def prepare_tuxpaint(
     folds: int = 5,
     stamps_dir: Path | None = None,
     encoder=None,
+    runtime: str = "torch",
     progress: bool = True,
 ) -> Path:
     """Build the Tux Paint dataset in the precomputed format; returns the output directory.
@@ -121,6 +122,7 @@ def prepare_tuxpaint(
         stamps_dir: the stamps folder (default: the Debian package's); other folders are
             untrusted (SVG entity declarations refused).
         encoder: a grid encoder module (see :func:`~mispair.data.features.extract_grid_features`).
+        runtime: what runs it, ``torch`` or ``onnx`` (``mispair prepare --encoder-runtime``).
 
     Raises:
         DataError: the package is not installed, or no stamp has a ``lang`` description.
@@ -133,7 +135,7 @@ def prepare_tuxpaint(
     if not any(lang in s.descriptions for s in stamps):
         langs = sorted({k for s in stamps for k in s.descriptions})
         raise DataError(f"{root}: no stamp has a {lang!r} description (have: {', '.join(langs)})")
-    features, valid = _features(stamps, out, encoder, trusted, progress)
+    features, valid = _features(stamps, out, encoder, runtime, trusted, progress)
     keep = [i for i, s in enumerate(stamps) if valid[i] and lang in s.descriptions]
     logger.info("tuxpaint: %d of %d stamps have a %r description", len(keep), len(stamps), lang)
     indices = split_indices([s.key for s in stamps], seed, folds)
@@ -143,7 +145,7 @@ def prepare_tuxpaint(
     return out
 
 
-def _features(stamps: list[Stamp], out: Path, encoder, trusted: bool, progress: bool):
+def _features(stamps: list[Stamp], out: Path, encoder, runtime: str, trusted: bool, progress: bool):
     size = getattr(encoder, "image_size", 224)
 
     def load(i: int):
@@ -154,7 +156,8 @@ def _features(stamps: list[Stamp], out: Path, encoder, trusted: bool, progress: 
             return None
 
     keys = [file_key(s.image) for s in stamps]
-    return extract_grid_features(keys, load, out / "cache", encoder, prune=True, progress=progress)
+    cache = out / "cache"
+    return extract_grid_features(keys, load, cache, encoder, prune=True, progress=progress, runtime=runtime)
 
 
 def _pairsets(stamps, features, lang, splits, keep) -> dict[str, PairSet]:

@@ -8,6 +8,10 @@ process and shared by every model, is not part of the models' weights (checkpoin
 projection only), and its token states are computed once per caption
 (:mod:`mispair.nn.text.state_cache`; :meth:`MiniLMTextEncoder.prepare` fills the on-disk cache
 before training). With trainable top layers, each model owns a copy and runs it on every batch.
+
+``data.encoder_runtime: onnx`` computes the frozen states of :meth:`MiniLMTextEncoder.prepare`
+with ONNX Runtime (:func:`minilm_compute`); they are PyTorch's up to rounding and share its
+cache.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.heads import head_reads_fragments
 from mispair.nn.text import register_text_encoder
-from mispair.nn.text.state_cache import TokenStateCache, shared_cache
+from mispair.nn.text.state_cache import StateFn, TokenStateCache, shared_cache
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
 
 
@@ -67,16 +72,61 @@ def minilm_tag(output: str = "last-hidden") -> str:
 def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
     """``[B, L, 384]`` last hidden states of padded ids ``[B, L]`` with ``lengths [B]``."""
     bert = bert.to(tokens.device)
+    return bert(input_ids=tokens, attention_mask=_mask(tokens, lengths).long()).last_hidden_state
+
+
+def _mask(tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``[B, L]`` True at the words of padded ids ``[B, L]`` with ``lengths [B]``."""
     positions = torch.arange(tokens.shape[1], device=tokens.device)
-    mask = positions[None, :] < lengths[:, None].to(tokens.device)
-    return bert(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
+    return positions[None, :] < lengths[:, None].to(tokens.device)
 
 
-def minilm_mean_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
-    """``[B, 1, 384]`` the mean of each caption's last hidden states (MiniLM's sentence embedding
-    before its normalisation), of padded ids ``[B, L]`` with ``lengths [B]``."""
-    mask = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths[:, None].to(tokens.device)
-    return masked_mean(minilm_states(bert, tokens, lengths), mask)[:, None]
+class _LastHidden(nn.Module):
+    """MiniLM's last hidden states ``[B, L, 384]`` of ids and attention mask ``[B, L]`` (the graph
+    exported to ONNX)."""
+
+    def __init__(self, bert: nn.Module) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+IDS_TO_STATES = Signature(
+    inputs=("input_ids", "attention_mask"),
+    output="states",
+    dynamic_axes={name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "states")},
+)
+
+
+@functools.cache
+def onnx_minilm() -> OnnxModule:
+    """The frozen MiniLM run by ONNX Runtime (exported once from its weights, then loaded)."""
+    example = torch.ones(2, 8, dtype=torch.long)
+    return OnnxModule.of(_LastHidden(frozen_minilm()), (example, example), IDS_TO_STATES, "minilm")
+
+
+def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
+    """:func:`minilm_states` of the frozen MiniLM, run by ONNX Runtime."""
+    return onnx_minilm()(tokens, _mask(tokens, lengths).long())
+
+
+def minilm_compute(runtime: str = "torch", *, fragments: bool = True) -> StateFn:
+    """What computes the frozen MiniLM's token states (``fragments``) or their mean per caption
+    (``[B, 1, 384]``, all a pooled-only model reads): PyTorch or ONNX Runtime (``runtime``; its
+    model exported or loaded at the first caption to compute, so a filled cache needs none)."""
+    if check_runtime(runtime) == "onnx":
+        states: StateFn = onnx_minilm_states
+    else:
+        states = functools.partial(minilm_states, frozen_minilm())
+    return states if fragments else functools.partial(mean_states, states)
+
+
+def mean_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``[B, 1, H]`` the mean of ``states(tokens, lengths)`` over each caption's words (MiniLM's
+    sentence embedding before its normalisation), of padded ids ``[B, L]`` with ``lengths [B]``."""
+    return masked_mean(states(tokens, lengths), _mask(tokens, lengths))[:, None]
 
 
 def _frozen_cache(fragments: bool) -> TokenStateCache:
@@ -86,10 +136,6 @@ def _frozen_cache(fragments: bool) -> TokenStateCache:
     if fragments:
         return shared_cache(minilm_tag())
     return shared_cache(minilm_tag("mean-hidden"), per_caption=True)
-
-
-def _frozen_states(fragments: bool) -> functools.partial:
-    return functools.partial(minilm_states if fragments else minilm_mean_states, frozen_minilm())
 
 
 @register_text_encoder("minilm")
@@ -139,23 +185,25 @@ class MiniLMTextEncoder(nn.Module):
         token_lists: Sequence[Sequence[int]],
         cache_dir: Path | None,
         progress: bool = False,
+        runtime: str = "torch",
     ) -> dict[str, Any]:
         """Before training: the frozen encoder's states of ``token_lists`` computed once (on disk
-        in ``cache_dir`` when given). Returns what it did, for the log."""
+        in ``cache_dir`` when given) by ``runtime`` (:func:`minilm_compute`). Returns what it did,
+        for the log."""
         if cfg.text_trainable_layers:
             return {}
         fragments = head_reads_fragments(cfg.head)
         cache = _frozen_cache(fragments)
         if cache_dir is not None:
             cache.use_directory(cache_dir)
-        computed = cache.fill(token_lists, _frozen_states(fragments), progress=progress)
+        computed = cache.fill(token_lists, minilm_compute(runtime, fragments=fragments), progress=progress)
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """``[B, L, 384]`` MiniLM states (``[B, 1, 384]``, their means, when ``per_caption``): from
         the cache when frozen, else computed."""
         if self.cache is not None:
-            return self.cache.lookup(tokens, lengths, _frozen_states(not self.per_caption))
+            return self.cache.lookup(tokens, lengths, minilm_compute(fragments=not self.per_caption))
         return minilm_states(self.bert, tokens, lengths)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:

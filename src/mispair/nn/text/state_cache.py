@@ -121,7 +121,7 @@ class TokenStateCache:
         padded = torch.zeros(len(token_lists), int(lengths.max()), dtype=torch.long)
         for row, ids in enumerate(token_lists):
             padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        with torch.no_grad():
+        with torch.inference_mode():
             states = compute(padded, lengths).to("cpu", self.dtype)
         keys = [token_key(ids) for ids in token_lists]
         for key, state, n in zip(keys, states, lengths.tolist()):
