@@ -277,6 +277,7 @@ def main() -> None:
     parser.add_argument("--plant", type=float, default=0.4)
     parser.add_argument("--runs", default="runs/audit_quality")
     parser.add_argument("--out", default=str(RESULTS / "audit_quality.md"))
+    parser.add_argument("--set", nargs="*", default=[], help="key=value overrides of every audit's run")
     args = parser.parse_args()
     if args.user_collection:
         return audit_user_collection(args)
@@ -284,6 +285,8 @@ def main() -> None:
         return audit_embeddings(args)
     lines = [
         f"# mispair audit with --plant {args.plant}: detection against the clean-trained reference",
+        "",
+        f"Overrides of the audit's run: {' '.join(args.set) or 'none'}.",
         "",
         "| dataset | seed | pairs | AUC | clean reference | clean reference − AUC | average precision "
         "| precision | recall | estimated share | caption hit@3 | model R@3 | image hit@3 | audit seconds |",
@@ -297,6 +300,7 @@ def main() -> None:
             result = audit_collection(
                 f"data/{dataset}_precomp",
                 out,
+                overrides=args.set,
                 plant=args.plant,
                 seed=seed,
                 progress=False,

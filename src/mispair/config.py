@@ -163,6 +163,9 @@ class DivisionConfig:
     ``holdout``'s split and the audit's suspected pairs). ``score_other_splits``: the scorers also
     score every pair of the dev and test splits, none of which any scorer trained on
     (cross-fitting; ``mispair audit`` sets it, so every pair of a collection gets a held-out score).
+    ``refine_epochs``: the epochs of a refinement round's scorers when each starts from the same
+    fold's scorer of the round before (which never saw that fold either); None: every round's
+    scorers train from scratch for ``epochs``.
     """
 
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -175,10 +178,15 @@ class DivisionConfig:
     scorer_options: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
     p_threshold: float = 0.5  # clean above it
     score_other_splits: bool = False  # the dev and test pairs scored too (by scorers that never saw them)
+    refine_epochs: int | None = None  # warm-started refinement rounds (out_of_fold)
 
     def __post_init__(self) -> None:
         if self.folds < 2:
             raise ConfigError(f"division.folds: at least 2, got {self.folds}")
+        if self.refine_epochs is not None and self.refine_epochs < 1:
+            raise ConfigError(
+                f"division.refine_epochs: at least 1 (or null: from scratch), got {self.refine_epochs}"
+            )
         for key in ("epochs", "rounds", "repeats"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"division.{key}: at least 1, got {getattr(self, key)}")

@@ -74,3 +74,45 @@ def test_out_of_fold_scores_stay_high_while_in_sample_scores_collapse():
     oof = roc_auc_score(clean, out_of_fold_scores(config, data, train, folds=3).score)
     assert in_sample[-1] < in_sample[0]  # the model fits the mismatched pairs it trains on
     assert oof > 0.85 and oof > in_sample[-1] + 0.15
+
+
+def test_a_scorer_warm_started_from_the_scorer_of_its_fold_scores_as_it_did_before_training():
+    """The weights handed to each job are those of the scorer that held out the same fold: with no
+    training on top they score every held-out pair exactly as round 1 did (a scorer of another
+    fold, which trained on these pairs, would not)."""
+    config, data, train = _setup(60, 1)
+    first = out_of_fold_scores(config, data, train, folds=3, repeats=2, keep_scorers=True)
+    assert sorted(first.scorers) == list(range(6))
+    untouched = out_of_fold_scores(
+        config, data, train, folds=3, repeats=2, start=first.scorers, train_fold=lambda trainer: None
+    )
+    np.testing.assert_allclose(untouched.score, first.score, rtol=0, atol=1e-6)
+    shuffled = {job: first.scorers[(job + 1) % 6] for job in first.scorers}  # each job another fold's
+    leaked = out_of_fold_scores(
+        config, data, train, folds=3, repeats=2, start=shuffled, train_fold=lambda trainer: None
+    )
+    assert np.abs(leaked.score - first.score).max() > 1e-3
+
+
+def test_warm_started_rounds_train_refine_epochs_from_the_last_round_and_resume_from_the_stash(
+    tmp_path, monkeypatch
+):
+    from mispair.engine import pair_scores
+
+    config, data, train = _setup(60, 3)
+    calls = []
+    original = pair_scores.train_scorer
+
+    def spy(cfg, data, pairs, device, train_fold=None, *, start=None):
+        calls.append((cfg.train.epochs, start is not None))
+        return original(cfg, data, pairs, device, train_fold, start=start)
+
+    monkeypatch.setattr(pair_scores, "train_scorer", spy)
+    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
+    kwargs = dict(folds=3, rounds=3, refine_epochs=1, stash=stash)
+    scores = pair_scores.refined_out_of_fold_scores(config, data, train, **kwargs)
+    assert calls == [(3, False)] * 3 + [(1, True)] * 6  # round 1 from scratch, then warm and short
+    assert len(list((tmp_path / "folds").glob("*.pt"))) == 6  # the weights rounds 2 and 3 start from
+    calls.clear()
+    again = pair_scores.refined_out_of_fold_scores(config, data, train, **kwargs)  # a resumed run
+    assert calls == [] and np.array_equal(again.score, scores.score)

@@ -61,11 +61,14 @@ class OutOfFoldScores:
     """``score [n_pairs]``: each training pair's score under the models that held it out, the mean
     over the repeats (higher = more likely matched); ``fold [repeats, n_pairs]``: the fold that held
     the pair out in each repeat's partition; ``others [n_others]``: each pair of the other splits
-    (cross-fitting: none of the scorers saw them), the mean over every scorer."""
+    (cross-fitting: none of the scorers saw them), the mean over every scorer; ``scorers``: the
+    weights of the scorers this process trained (for warm-started refinement rounds)."""
 
     score: np.ndarray
     fold: np.ndarray
     others: np.ndarray | None = None
+    scorers: dict[int, dict[str, Tensor]] | None = None
+    """This process's scorers' weights by job (``repeat × folds + fold``), when asked to keep them."""
 
 
 class FoldStash:
@@ -84,16 +87,31 @@ class FoldStash:
         saved = read_npz(path, ("score", "key"))
         return saved["score"] if str(saved.get("key")) == self.key else None
 
-    def save(self, round_index: int, scorer: int, score: np.ndarray) -> None:
+    def save(self, round_index: int, scorer: int, score: np.ndarray, weights: dict | None = None) -> None:
+        """Keep a finished scorer's held-out scores (and its ``weights``, which a warm-started
+        next round starts from; written first, so scores on disk always have theirs)."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        if weights is not None:
+            atomic_write(
+                self.folder / f"{round_index}_{scorer}.pt",
+                lambda handle: torch.save({"key": self.key, "weights": weights}, handle),
+            )
         atomic_write(
             self.folder / f"{round_index}_{scorer}.npz",
             lambda handle: np.savez(handle, score=score, key=np.array(self.key)),
         )
 
+    def load_weights(self, round_index: int, scorer: int) -> dict[str, Tensor] | None:
+        """The weights kept with a finished scorer, or None."""
+        path = self.folder / f"{round_index}_{scorer}.pt"
+        if not path.is_file():
+            return None
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        return saved["weights"] if saved.get("key") == self.key else None
+
     def clear(self) -> None:
         if self.folder.is_dir():
-            for path in self.folder.glob("*.npz"):
+            for path in [*self.folder.glob("*.npz"), *self.folder.glob("*.pt")]:
                 path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self.folder.rmdir()
@@ -141,6 +159,8 @@ def out_of_fold_scores(
     shard: Shard = SINGLE_PROCESS,
     others: TrainingPairs | None = None,
     content: ContentGroups | None = None,
+    start: dict[int, dict[str, Tensor]] | None = None,
+    keep_scorers: bool = False,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (module docstring).
 
@@ -173,6 +193,9 @@ def out_of_fold_scores(
         content: ``train``'s images grouped for dealing into ``folds`` folds
             (:func:`~mispair.data.content.fold_groups`), when computed before (every round of
             :func:`refined_out_of_fold_scores` deals the same groups).
+        start: weights each job's scorer starts from (by job; a scorer that held the same fold
+            out, so the held-out pairs stay unseen), instead of a fresh initialisation.
+        keep_scorers: return this process's scorers' weights (``scorers``; kept in ``stash`` too).
     """
     if repeats < 1:
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {repeats}")
@@ -188,17 +211,25 @@ def out_of_fold_scores(
         group = other_groups(others, group_images, config.train.seed)
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
+    scorers: dict[int, dict[str, Tensor]] | None = {} if keep_scorers else None
     for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
         repeat, k = divmod(job, folds)
         held_out = np.flatnonzero(fold[repeat] == k)
         kept = None if stash is None else stash.load(round_index, job)
-        if kept is None or len(kept) != len(held_out) + n_others:
+        weights = None if stash is None or not keep_scorers else stash.load_weights(round_index, job)
+        if kept is None or len(kept) != len(held_out) + n_others or (keep_scorers and weights is None):
             fold_seed = child_seed(seeds[repeat], "fold", k, folds)
             fold_config = replace(config, train=replace(config.train, seed=fold_seed))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
             model = train_scorer(
-                fold_config, data, train.subset(np.flatnonzero(training)), device, train_fold
+                fold_config,
+                data,
+                train.subset(np.flatnonzero(training)),
+                device,
+                train_fold,
+                start=None if start is None else start[job],
             )
+            weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
             score = partial(
                 held_out_scores,
                 model,
@@ -212,12 +243,14 @@ def out_of_fold_scores(
             if others is not None:
                 kept = np.concatenate([kept, grouped_scores(score, others, group)])
             if stash is not None:
-                stash.save(round_index, job, kept)
+                stash.save(round_index, job, kept, weights if keep_scorers else None)
+        if scorers is not None:
+            scorers[job] = weights
         total[held_out] += kept[: len(held_out)]
         total[len(train) :] += kept[len(held_out) :]
     total = sum_over(shard, total)
     other_scores = None if others is None else total[len(train) :] / np.float32(repeats * folds)
-    return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores)
+    return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores, scorers)
 
 
 def contrast_groups(content: ContentGroups, held: TrainingPairs, seed: int) -> np.ndarray:
@@ -320,6 +353,7 @@ def refined_out_of_fold_scores(
     stash: FoldStash | None = None,
     shard: Shard = SINGLE_PROCESS,
     others: TrainingPairs | None = None,
+    refine_epochs: int | None = None,
 ) -> OutOfFoldScores:
     """``[n_pairs]`` out-of-fold scores after ``rounds`` rounds: round 1 trains the fold models on
     all pairs of the other folds; each later round trains them on the pairs of the other folds
@@ -328,12 +362,17 @@ def refined_out_of_fold_scores(
     scorers (the reference for this is the clean-trained detector: scorers trained on the truly clean
     pairs). The folds are dealt over ``shard``'s ranks and each round's split is fitted on rank 0.
     ``repeats`` and ``others``: as in :func:`out_of_fold_scores`, every round (the last round's
-    scores are returned)."""
-    trusted = None
+    scores are returned). With ``refine_epochs``, each later round's scorer of a fold starts from
+    the previous round's scorer of that fold (trained on the other folds only: the fold stays
+    unseen) and trains ``refine_epochs`` epochs on the new clean split instead of ``config``'s
+    epochs from scratch."""
+    trusted, start = None, None
     content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, folds)
+    warm = refine_epochs is not None and rounds > 1
+    refining = replace(config, train=replace(config.train, epochs=refine_epochs or config.train.epochs))
     for round_index in range(rounds):
         scores = out_of_fold_scores(
-            config,
+            config if start is None else refining,  # a warm-started round: its own, shorter schedule
             data,
             train,
             folds=folds,
@@ -348,7 +387,10 @@ def refined_out_of_fold_scores(
             shard=shard,
             others=others,
             content=content,
+            start=start,
+            keep_scorers=warm and round_index < rounds - 1,
         )
+        start = scores.scorers
         trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
 
@@ -359,9 +401,12 @@ def train_scorer(
     pairs: TrainingPairs,
     device: torch.device,
     train_fold: Callable[[Trainer], None] | None = None,
+    *,
+    start: dict[str, Tensor] | None = None,
 ) -> RetrievalModel:
     """One scoring model of ``config`` trained on ``pairs`` in memory (no evaluation, no files),
-    returned frozen (eval mode, no gradients); ``train_fold`` as in :func:`out_of_fold_scores`."""
+    returned frozen (eval mode, no gradients); ``train_fold`` as in :func:`out_of_fold_scores`;
+    ``start``: the weights it starts from (default: a fresh initialisation)."""
     recipe_cls = get_recipe(config.recipe)
     if recipe_cls.n_models != 1:
         raise ValueError(
@@ -376,6 +421,8 @@ def train_scorer(
         config.train.eval_batch_size,
     )
     models = build_models(config, 1, data, device)
+    if start is not None:
+        models[0].load_state_dict(start)
     recipe = recipe_cls(models, build_options(recipe_cls, config.method), context)
     trainer = Trainer(config, recipe, progress=False)
     if train_fold is None:
@@ -476,6 +523,7 @@ def division_scores(
             stash=stash,
             shard=shard,
             others=others,
+            refine_epochs=division.refine_epochs,
         )
     else:
         found = broadcast(
