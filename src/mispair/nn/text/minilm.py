@@ -131,7 +131,7 @@ def mean_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
 
 def _frozen_cache(fragments: bool) -> TokenStateCache:
     """The process's cache of the frozen MiniLM's outputs: token states for a model that reads
-    word fragments, their mean per caption (20–60× smaller) for one that reads pooled
+    word fragments, their mean per caption (``L / 2`` times smaller) for one that reads pooled
     embeddings only."""
     if fragments:
         return shared_cache(minilm_tag())
