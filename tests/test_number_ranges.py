@@ -34,6 +34,7 @@ def test_every_ranged_option_states_its_range_in_the_help():
         seen.add((name, flag))
     assert {
         ("train", "--nproc"),
+        ("audit", "--nproc"),
         ("index", "--nlist"),
         ("index", "--hnsw-m"),
         ("search", "--top-k"),
