@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -47,6 +47,13 @@ from mispair.division.scores import DivisionScores, clean_split
 from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
+from mispair.engine.side_by_side import (
+    LINEAR_WEIGHTS,
+    LinearInputs,
+    ScorerJob,
+    side_by_side_spec,
+    train_side_by_side,
+)
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
@@ -212,38 +219,53 @@ def out_of_fold_scores(
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
     scorers: dict[int, dict[str, Tensor]] | None = {} if keep_scorers else None
-    for job in progress_bar(mine, desc="out-of-fold scorers", disable=not progress, leave=False):
+    done: dict[int, tuple[np.ndarray, dict[str, Tensor] | None]] = {}
+    todo: list[ScorerRun] = []
+    for job in mine:
         repeat, k = divmod(job, folds)
-        held_out = np.flatnonzero(fold[repeat] == k)
         kept = None if stash is None else stash.load(round_index, job)
         weights = None if stash is None or not keep_scorers else stash.load_weights(round_index, job)
-        if kept is None or len(kept) != len(held_out) + n_others or (keep_scorers and weights is None):
+        if (
+            kept is None
+            or len(kept) != np.sum(fold[repeat] == k) + n_others
+            or (keep_scorers and weights is None)
+        ):
             fold_seed = child_seed(seeds[repeat], "fold", k, folds)
-            fold_config = replace(config, train=replace(config.train, seed=fold_seed))
             training = fold[repeat] != k if trusted is None else (fold[repeat] != k) & trusted
-            model = train_scorer(
-                fold_config,
-                data,
-                train.subset(np.flatnonzero(training)),
-                device,
-                train_fold,
-                start=None if start is None else start[job],
+            todo.append(
+                ScorerRun(
+                    job,
+                    replace(config, train=replace(config.train, seed=fold_seed)),
+                    np.flatnonzero(training),
+                    None if start is None else start[job],
+                )
             )
-            weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
-            score = partial(
-                held_out_scores,
-                model,
-                kind=score_kind,
-                tau=tau,
-                batch_size=config.train.eval_batch_size,
-                device=device,
-            )
-            held = train.subset(held_out)
-            kept = grouped_scores(score, held, contrast_groups(content, held, fold_seed))
-            if others is not None:
-                kept = np.concatenate([kept, grouped_scores(score, others, group)])
-            if stash is not None:
-                stash.save(round_index, job, kept, weights if keep_scorers else None)
+        else:
+            done[job] = (kept, weights)
+    trained = trained_scorers(todo, data, train, device, train_fold)
+    for run, model in progress_bar(
+        trained, total=len(todo), desc="out-of-fold scorers", disable=not progress, leave=False
+    ):
+        repeat, k = divmod(run.job, folds)
+        weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
+        score = partial(
+            held_out_scores,
+            model,
+            kind=score_kind,
+            tau=tau,
+            batch_size=config.train.eval_batch_size,
+            device=device,
+        )
+        held = train.subset(np.flatnonzero(fold[repeat] == k))
+        kept = grouped_scores(score, held, contrast_groups(content, held, run.config.train.seed))
+        if others is not None:
+            kept = np.concatenate([kept, grouped_scores(score, others, group)])
+        if stash is not None:
+            stash.save(round_index, run.job, kept, weights if keep_scorers else None)
+        done[run.job] = (kept, weights)
+    for job in mine:
+        kept, weights = done[job]
+        held_out = np.flatnonzero(fold[job // folds] == job % folds)
         if scorers is not None:
             scorers[job] = weights
         total[held_out] += kept[: len(held_out)]
@@ -393,6 +415,58 @@ def refined_out_of_fold_scores(
         start = scores.scorers
         trusted = from_main(shard, lambda score=scores.score: clean_split(score, config.division.p_threshold))
     return scores
+
+
+@dataclass(frozen=True)
+class ScorerRun:
+    """One held-out scorer to train: its ``job`` (``repeat × folds + fold``), its run ``config``
+    (its own seed), the indices ``pairs`` of the training pairs it trains on and the weights it
+    starts from (``start``; None: a fresh initialisation)."""
+
+    job: int
+    config: RunConfig
+    pairs: np.ndarray
+    start: dict[str, Tensor] | None = None
+
+
+def trained_scorers(
+    runs: list[ScorerRun],
+    data: RunData,
+    train: TrainingPairs,
+    device: torch.device,
+    train_fold: Callable[[Trainer], None] | None = None,
+) -> Iterator[tuple[ScorerRun, RetrievalModel]]:
+    """``(run, its trained model, frozen)`` for each of ``runs``, in order: all of them trained
+    side by side (:mod:`mispair.engine.side_by_side`) when their model allows it, else one by one
+    (:func:`train_scorer`; always with a ``train_fold`` hook)."""
+    if not runs:
+        return
+    models = [_initial_scorer(run, data, device) for run in runs]
+    spec = None if train_fold is not None else side_by_side_spec(runs[0].config, models[0])
+    if spec is None:
+        del models
+        for run in runs:
+            model = train_scorer(
+                run.config, data, train.subset(run.pairs), device, train_fold, start=run.start
+            )
+            yield run, model
+        return
+    inputs = LinearInputs.of(models[0], train, device)
+    jobs = [
+        ScorerJob(run.pairs, run.config.train.seed, {n: model.state_dict()[n] for n in LINEAR_WEIGHTS})
+        for run, model in zip(runs, models)
+    ]
+    for run, model, weights in zip(runs, models, train_side_by_side(jobs, inputs, spec, device)):
+        model.load_state_dict({**model.state_dict(), **weights})
+        yield run, frozen(model)
+
+
+def _initial_scorer(run: ScorerRun, data: RunData, device: torch.device) -> RetrievalModel:
+    """The model ``run`` starts from: built as :func:`train_scorer` builds it, with its start."""
+    model = build_models(run.config, 1, data, device)[0]
+    if run.start is not None:
+        model.load_state_dict(run.start)
+    return model
 
 
 def train_scorer(

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from mispair.config import ModelConfig
+from mispair.data.batching import pad_tokens
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.heads import head_reads_fragments
@@ -173,6 +174,7 @@ class MiniLMTextEncoder(nn.Module):
                     p.requires_grad = True
             hidden = self.bert.config.hidden_size
         self.fc = nn.Linear(hidden, embed_dim)
+        self.reads_caption_vectors = self.per_caption  # pooled = l2n(fc(one frozen vector))
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, vocab_size: int) -> MiniLMTextEncoder:
@@ -205,6 +207,17 @@ class MiniLMTextEncoder(nn.Module):
         if self.cache is not None:
             return self.cache.lookup(tokens, lengths, minilm_compute(fragments=not self.per_caption))
         return minilm_states(self.bert, tokens, lengths)
+
+    def caption_vectors(self, token_lists: Sequence[Sequence[int]], chunk: int = 4096) -> Tensor:
+        """``[n, 384]`` the frozen mean state of each caption of ``token_lists``, the vector
+        :attr:`fc` projects (``per_caption`` encoders only; from the cache, computed when missing)."""
+        if not self.reads_caption_vectors:
+            raise ValueError("caption_vectors: this MiniLM reads token states, not one vector per caption")
+        parts = []
+        for start in range(0, len(token_lists), chunk):
+            tokens, lengths = pad_tokens([list(ids) for ids in token_lists[start : start + chunk]])
+            parts.append(self.token_states(tokens, lengths)[:, 0])
+        return torch.cat(parts) if parts else torch.zeros(0, self.fc.in_features)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         states = self.token_states(tokens, lengths)

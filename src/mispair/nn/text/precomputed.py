@@ -7,6 +7,8 @@ vectors. The batch's token ids name each caption's vector (:mod:`mispair.data.te
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
@@ -26,6 +28,7 @@ class PrecomputedTextEncoder(nn.Module):
     """
 
     tokenizer = "precomputed"
+    reads_caption_vectors = True  # pooled = l2n(fc(the caption's vector))
 
     def __init__(self, text_dim: int, embed_dim: int = 1024) -> None:
         super().__init__()
@@ -38,6 +41,12 @@ class PrecomputedTextEncoder(nn.Module):
         """``vocab_size``: the caption vectors' dimension (what a run with caption vectors
         records in its place)."""
         return cls(vocab_size, cfg.embed_dim)
+
+    def caption_vectors(self, token_lists: Sequence[Sequence[int]]) -> Tensor:
+        """``[n, text_dim]`` the vector of each caption of ``token_lists`` (what :attr:`fc` projects)."""
+        if not token_lists:
+            return torch.zeros(0, self.fc.in_features)
+        return torch.from_numpy(lookup_vectors(token_lists))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         vectors = torch.from_numpy(lookup_vectors(tokens.cpu().tolist())).to(tokens.device)
