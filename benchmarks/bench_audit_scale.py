@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -142,7 +143,8 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
     data = work / "data"
     if not (data / "test_caps.txt").is_file():
         write_collection(data, pairs, args)
-    out = work / f"audit-{args.label}-{time.strftime('%H%M%S')}"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.label).strip("-") or "run"  # a label may hold spaces
+    out = work / f"audit-{slug}-{time.strftime('%H%M%S')}"
     wall, rss = run_audit(data, out, [*overrides, f"data.cache_dir={out}-cache"])
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     detection = summary.get("detection") or {}

@@ -207,3 +207,28 @@ def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
     messages.clear()
     run("b")
     assert not any(m.startswith("text features: ") for m in messages)  # nothing encoded again
+
+
+def test_the_batch_tokenizer_gives_each_caption_the_ids_of_its_own_call():
+    tokenizer = MiniLMTokenizer(max_length=16)
+    captions = ["a red apple", "", "Ünïcödé — caption", "word " * 40, "two  spaces\tand a tab"] * 3
+    assert tokenizer.encode_many(captions, chunk=4) == [tokenizer.encode(c) for c in captions]
+
+
+def test_per_caption_states_are_written_as_one_tensor_and_read_back_equal(tmp_path):
+    ids = [[101, k, k + 1, 102] for k in range(1, 8)]
+
+    def means(tokens, lengths):  # one state per caption, as a pooled-only MiniLM computes
+        return _fake_states(tokens, lengths).mean(dim=1, keepdim=True)
+
+    cache = TokenStateCache("mean", per_caption=True)
+    cache.use_directory(tmp_path)
+    assert cache.fill(ids, means, batch_size=3, chunk_size=4) == 7
+    shards = sorted((tmp_path / "mean").glob("*.pt"))
+    assert len(shards) == 2 and all(torch.is_tensor(torch.load(p, weights_only=True)[1]) for p in shards)
+    reread = TokenStateCache("mean", per_caption=True)
+    reread.use_directory(tmp_path)
+    tokens, lengths = torch.tensor(ids), torch.full((len(ids),), 4)
+    never = Counting(fail_after=0)  # every state comes from disk
+    assert torch.equal(reread.lookup(tokens, lengths, never), cache.lookup(tokens, lengths, never))
+    assert reread.lookup(tokens, lengths, never).shape == (7, 1, 2)

@@ -52,6 +52,9 @@ def encode_captions(pairs: PairSet, tokenizer: Tokenizer | None) -> list[list[in
     if pairs.caption_tokens is not None:
         return pairs.caption_tokens
     assert tokenizer is not None, "a tokenizer is needed to tokenize captions"
+    encode_many = getattr(tokenizer, "encode_many", None)  # a batch call where the tokenizer has one
+    if encode_many is not None:
+        return encode_many(pairs.captions)
     return [tokenizer.encode(c) for c in pairs.captions]
 
 

@@ -90,6 +90,15 @@ class MiniLMTokenizer:
     def encode(self, caption: str) -> list[int]:
         return self._tokenizer(caption, truncation=True, max_length=self.max_length)["input_ids"]
 
+    def encode_many(self, captions: Sequence[str], chunk: int = 4096) -> list[list[int]]:
+        """:meth:`encode` of every caption, ``chunk`` at a time through the fast tokenizer's
+        batch call (several times faster than one call per caption)."""
+        ids: list[list[int]] = []
+        for start in range(0, len(captions), chunk):
+            part = list(captions[start : start + chunk])
+            ids += self._tokenizer(part, truncation=True, max_length=self.max_length)["input_ids"]
+        return ids
+
     @classmethod
     def build(cls, data: DataConfig, captions: Sequence[str]) -> Tokenizer:
         return cls()
