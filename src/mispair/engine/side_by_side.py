@@ -15,6 +15,10 @@ learning rate). Each scorer sees exactly the batches, initial weights, clipping 
 it would see alone (:func:`~mispair.engine.pair_scores.train_scorer`), so its weights and held-out
 scores agree with the sequential ones to float rounding (``tests/engine/test_side_by_side.py``).
 
+The scorers of a round finish together: an audit interrupted during a round's training trains
+that round's scorers again on resume (trained one by one, the scorers finished before the
+interruption were kept); the finished rounds and scored scorers are kept as before.
+
 Models it does not cover (another head, recipe or loss, fragments, a trainable text encoder,
 AdamW) are trained one by one as before: :func:`side_by_side_spec` says which.
 """
