@@ -334,3 +334,12 @@ def test_the_audit_says_what_its_share_rests_on():
     consistent = format_audit(_audit_summary(self_check={**check, "consistent": True}, detection=detection,
                                              truth="t"), Path("o"))  # fmt: skip
     assert "about 0.770" in consistent and "overstated" not in consistent
+
+
+def test_the_audit_says_how_clean_the_pairs_it_leaves_are():
+    from mispair.cli import format_audit
+
+    detection = {"auc": 0.9, "average_precision": 0.8, "precision": 0.7, "recall": 0.75,
+                 "kept_precision": 0.834, "kept_recall": 0.91}  # fmt: skip
+    text = format_audit(_audit_summary(detection=detection, truth="the planted mismatches"), Path("o"))
+    assert "the pairs left unsuspected are 83% truly matched (keeping 91% of the matched pairs)" in text

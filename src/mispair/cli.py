@@ -215,6 +215,11 @@ def format_audit(summary: dict, out: Path) -> str:
             f"precision {detection['average_precision']:.3f}, suspected set precision "
             f"{detection['precision']:.2f} recall {detection['recall']:.2f}"
         )
+    if detection and "kept_precision" in detection:  # an audit written before it was measured has none
+        lines[-1] += (
+            f"; the pairs left unsuspected are {detection['kept_precision']:.0%} truly matched "
+            f"(keeping {detection['kept_recall']:.0%} of the matched pairs)"
+        )
     raw = (summary.get("raw_score") or {}).get("detection")
     if raw and detection:
         lines.append(

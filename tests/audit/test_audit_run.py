@@ -143,6 +143,9 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert detection["average_precision"] == pytest.approx(average_precision_score(mismatched, suspicion))
     assert detection["precision"] == pytest.approx((suspected & mismatched).sum() / suspected.sum())
     assert detection["recall"] == pytest.approx((suspected & mismatched).sum() / mismatched.sum())
+    kept_matched = (~suspected & ~mismatched).sum()
+    assert detection["kept_precision"] == pytest.approx(kept_matched / (~suspected).sum())
+    assert detection["kept_recall"] == pytest.approx(kept_matched / (~mismatched).sum())
     assert detection["auc"] > 0.7  # held-out scores find the swapped captions of synthetic data
     check = self_check(-suspicion, mismatched)
     assert summary["self_check"] == pytest.approx(check.to_dict())

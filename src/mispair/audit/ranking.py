@@ -270,7 +270,9 @@ class DetectionCurves:
     """How well the ranking finds the known mismatched pairs (positives: mismatched).
 
     ``auc``: ROC-AUC of the suspicion; ``average_precision``; ``precision``/``recall`` of the
-    suspected set (mismatch probability ≥ the threshold); ``roc`` (fpr, tpr) and ``pr`` (recall, precision)
+    suspected set (mismatch probability ≥ the threshold); ``kept_precision``: the share of the pairs
+    left unsuspected (what a user keeps) that are truly matched, ``kept_recall``: the share of the
+    truly matched pairs left unsuspected; ``roc`` (fpr, tpr) and ``pr`` (recall, precision)
     curves, thinned to at most 200 points for the report.
     """
 
@@ -278,6 +280,8 @@ class DetectionCurves:
     average_precision: float
     precision: float
     recall: float
+    kept_precision: float
+    kept_recall: float
     suspected: int
     mismatched: int
     pairs: int
@@ -290,6 +294,8 @@ class DetectionCurves:
             "average_precision": self.average_precision,
             "precision": self.precision,
             "recall": self.recall,
+            "kept_precision": self.kept_precision,
+            "kept_recall": self.kept_recall,
             "suspected": self.suspected,
             "mismatched": self.mismatched,
             "pairs": self.pairs,
@@ -307,11 +313,14 @@ def detection_curves(
     precision, recall, _ = precision_recall_curve(is_noisy, suspicion)
     suspected = 1.0 - clean_prob >= threshold
     hits = int((suspected & is_noisy).sum())
+    kept_matched = int((~suspected & ~is_noisy).sum())
     return DetectionCurves(
         auc=float(roc_auc_score(is_noisy, suspicion)),
         average_precision=float(average_precision_score(is_noisy, suspicion)),
         precision=hits / max(int(suspected.sum()), 1),
         recall=hits / max(int(is_noisy.sum()), 1),
+        kept_precision=kept_matched / max(int((~suspected).sum()), 1),
+        kept_recall=kept_matched / max(int((~is_noisy).sum()), 1),
         suspected=int(suspected.sum()),
         mismatched=int(is_noisy.sum()),
         pairs=len(is_noisy),
