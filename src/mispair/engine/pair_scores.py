@@ -441,17 +441,18 @@ def trained_scorers(
     (:func:`train_scorer`; always with a ``train_fold`` hook)."""
     if not runs:
         return
-    models = [_initial_scorer(run, data, device) for run in runs]
-    spec = None if train_fold is not None else side_by_side_spec(runs[0].config, models[0])
+    first = _initial_scorer(runs[0], data, device)
+    spec = None if train_fold is not None else side_by_side_spec(runs[0].config, first)
     if spec is None:
-        del models
+        del first  # one model at a time, as each is trained
         for run in runs:
             model = train_scorer(
                 run.config, data, train.subset(run.pairs), device, train_fold, start=run.start
             )
             yield run, model
         return
-    inputs = LinearInputs.of(models[0], train, device)
+    models = [first, *(_initial_scorer(run, data, device) for run in runs[1:])]
+    inputs = LinearInputs.of(first, train, device)
     jobs = [
         ScorerJob(run.pairs, run.config.train.seed, {n: model.state_dict()[n] for n in LINEAR_WEIGHTS})
         for run, model in zip(runs, models)
