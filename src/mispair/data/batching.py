@@ -73,6 +73,17 @@ def pad_tokens(token_lists: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
     return torch.from_numpy(tokens), torch.from_numpy(lengths)
 
 
+def batch_indices(
+    order: np.ndarray, batch_size: int, *, seed: int | None = None, drop_last: bool = False
+) -> list[np.ndarray]:
+    """The indices ``order`` cut into batches of ``batch_size``, shuffled by ``seed`` first (None:
+    in order); the last, shorter batch dropped with ``drop_last``."""
+    if seed is not None:
+        order = order[np.random.default_rng(seed).permutation(len(order))]
+    stop = len(order) - (len(order) % batch_size if drop_last else 0)
+    return [order[start : start + batch_size] for start in range(0, stop, batch_size)]
+
+
 class TrainingPairs:
     """The training pairs of a (possibly noisy) split, ready to be cut into batches.
 
@@ -155,10 +166,7 @@ class TrainingPairs:
         """The pair indices of every (global) batch over ``subset`` (default: all pairs), shuffled
         by ``seed`` (None: in order)."""
         order = np.arange(len(self)) if subset is None else np.asarray(subset, dtype=np.int64)
-        if seed is not None:
-            order = order[np.random.default_rng(seed).permutation(len(order))]
-        stop = len(order) - (len(order) % batch_size if drop_last else 0)
-        return [order[start : start + batch_size] for start in range(0, stop, batch_size)]
+        return batch_indices(order, batch_size, seed=seed, drop_last=drop_last)
 
     def batches(
         self,

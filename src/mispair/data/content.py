@@ -27,13 +27,16 @@ NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
 
 
-def pooled(features: np.ndarray, chunk: int | None = None) -> np.ndarray:
-    """``[n_images, D]`` float32 unit vectors: ``features [n_images, K, D]`` (or ``[n_images, D]``)
-    averaged over fragments, ``chunk`` images at a time (default about 64 MiB: a memory-mapped
-    array is never read whole, nor kept resident; :func:`~mispair.data.mapped.row_blocks`)."""
+def pooled(features: np.ndarray, chunk: int | None = None, *, unit: bool = True) -> np.ndarray:
+    """``[n_images, D]`` float32 unit vectors (the plain means with ``unit`` False): ``features
+    [n_images, K, D]`` (or ``[n_images, D]``) averaged over fragments, ``chunk`` images at a time
+    (default about 64 MiB: a memory-mapped array is never read whole, nor kept resident;
+    :func:`~mispair.data.mapped.row_blocks`)."""
     out = np.empty((len(features), features.shape[-1]), dtype=np.float32)
     for block, part in row_blocks(features, chunk, np.float32):
         out[block] = part.mean(axis=1) if part.ndim == 3 else part
+    if not unit:
+        return out
     lengths = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.maximum(lengths, 1e-12)
 

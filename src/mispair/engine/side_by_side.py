@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from mispair.config import RunConfig
-from mispair.data import mapped
-from mispair.data.batching import TrainingPairs
+from mispair.data.batching import TrainingPairs, batch_indices
+from mispair.data.content import pooled
 from mispair.errors import DivergedError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.embedding import l2_normalize
@@ -137,10 +137,7 @@ class LinearInputs:
         """The inputs of ``train`` for ``model`` (its text encoder's ``caption_vectors``), on
         ``device``; the image features are averaged a block at a time (a memory-mapped split is
         never read whole)."""
-        features = train.pairs.images
-        images = np.empty((len(features), features.shape[-1]), dtype=np.float32)
-        for block, part in mapped.row_blocks(features, None, np.float32):
-            images[block] = part.mean(axis=1) if part.ndim == 3 else part
+        images = pooled(train.pairs.images, unit=False)
         captions = model.text_encoder.caption_vectors(train.tokens)
         return LinearInputs(
             torch.from_numpy(images).to(device),
@@ -151,13 +148,12 @@ class LinearInputs:
 
 def batch_schedule(job: ScorerJob, spec: SideBySideSpec) -> list[tuple[np.ndarray, int]]:
     """``(pair indices, epoch)`` of every step of ``job``'s run, in order: each epoch's batches
-    shuffled as :meth:`TrainingPairs.batch_indices` shuffles them under the trainer's epoch seed."""
-    steps = []
-    for epoch in range(spec.epochs):
-        seed = child_seed(job.seed, "epoch", epoch)
-        order = job.pairs[np.random.default_rng(seed).permutation(len(job.pairs))]
-        steps += [(order[s : s + spec.batch_size], epoch) for s in range(0, len(order), spec.batch_size)]
-    return steps
+    shuffled as the trainer's epoch seed shuffles them (:func:`~mispair.data.batching.batch_indices`)."""
+    return [
+        (batch, epoch)
+        for epoch in range(spec.epochs)
+        for batch in batch_indices(job.pairs, spec.batch_size, seed=child_seed(job.seed, "epoch", epoch))
+    ]
 
 
 def batched_info_nce(image_side: Tensor, text_side: Tensor, tau: float) -> Tensor:
