@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import torch
 
 from mispair.config import load_config
+from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.run import train_run
 
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -108,6 +110,30 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-r1": ("holdout", ["division.rounds=1"]),
     "holdout-similarity": ("holdout", ["division.pair_score=similarity"]),
     "holdout-early": ("holdout", ["division.scored_by=early", "division.epochs=2"]),
+    # issue 37: IN2R's neighbour-built targets for the suspected pairs (weight 1: IN2R's ½ + ½)
+    "holdout-in2r": ("holdout", ["method.suspect_loss=neighbours", "method.suspect_weight=1.0"]),
+    "holdout-in2r-mean": (
+        "holdout",
+        ["method.suspect_loss=neighbours", "method.suspect_weight=1.0", "method.refiner=mean"],
+    ),
+    # issue 37: GSC's structure-consistency check on the held-out scores; MGCS's corrected similarity
+    "holdout-gsc": ("holdout", ["division.pair_score=contrast_structure"]),
+    "holdout-mgcs": ("holdout", ["division.pair_score=gap_corrected"]),
+    "holdout-p0.7": ("holdout", ["division.p_threshold=0.7"]),
+    "holdout-repeats5": ("holdout", ["division.repeats=5"]),
+    "holdout-in2r-tau0.2": (
+        "holdout",
+        ["method.suspect_loss=neighbours", "method.suspect_weight=1.0", "method.neighbour_tau=0.2"],
+    ),
+    "holdout-gsc-in2r": (
+        "holdout",
+        [
+            "division.pair_score=contrast_structure",
+            "method.suspect_loss=neighbours",
+            "method.suspect_weight=1.0",
+            "method.neighbour_tau=0.2",
+        ],
+    ),
 }
 # the backbone of the papers (issue 16's "before"): BiGRU text encoder, mean of projected fragments
 BIGRU = ["model.text_encoder=bigru", "model.image_pooling=fragments", "model.word_dim=300"]
@@ -215,6 +241,7 @@ def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str
         ],
     )
     began = time.perf_counter()
+    share_division(runs, runs / key, dataset, noise, seed)
     summary = train_run(config, resume=True, progress=False, log=lambda m: None)
     log = [json.loads(x) for x in (runs / key / "log.jsonl").read_text().splitlines()]
     first, last = division_records(log)
@@ -232,6 +259,19 @@ def run_one(dataset: str, variant: str, noise: float, seed: int, extra: list[str
         "seconds": round(time.perf_counter() - began, 1),
         "seconds_per_epoch": statistics.median(r["seconds"] for r in log),
     }
+
+
+def share_division(runs: Path, folder: Path, dataset: str, noise: float, seed: int) -> None:
+    """Seed ``folder`` with the held-out scores of a ``holdout`` run (any variant) at the same
+    data, noise and seed, when it has none: the run reads them only if they were made for its own
+    division (the cache's key), else scores its pairs itself. Saves the division's cost for every
+    ``holdout`` variant that changes only the training."""
+    if (folder / PAIR_SCORES_FILE).exists():
+        return
+    for base in sorted(runs.glob(f"{run_key(dataset, 'holdout', noise, seed, [])}*/{PAIR_SCORES_FILE}")):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(base, folder / PAIR_SCORES_FILE)
+        return
 
 
 def division_records(log: list[dict]) -> tuple[dict, dict]:

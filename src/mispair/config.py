@@ -156,8 +156,10 @@ class DivisionConfig:
     clean split; ``repeats`` > 1 repeats the scoring over as many partitions into folds and
     averages) or ``early`` (one scorer trained ``epochs`` epochs on all pairs, each pair's
     similarity averaged over those epochs: cheap, before the mismatched pairs are fitted).
-    ``pair_score``: what a held-out pair's score is (its ``similarity``, or its ``contrast``
-    against its fold at temperature ``tau``). ``scorer_options``: the options of the ``vse``
+    ``pair_score``: what a held-out pair's score is (its ``similarity``, its ``contrast``
+    against its fold at temperature ``tau``, ``contrast_structure``: that contrast checked by GSC's
+    structure consistency, or ``gap_corrected``: MGCS's similarity;
+    :func:`~mispair.engine.pair_scores.held_out_scores`). ``scorer_options``: the options of the ``vse``
     recipe that trains each scorer (the run's model; default: InfoNCE). ``p_threshold``: a pair
     whose clean probability under the held-out scores is above it is clean (the refinement rounds,
     ``holdout``'s split and the audit's suspected pairs). ``score_other_splits``: the scorers also
@@ -173,7 +175,7 @@ class DivisionConfig:
     rounds: int = 1
     repeats: int = 1  # partitions into folds, the scores averaged (out_of_fold)
     epochs: int = 10
-    pair_score: Literal["similarity", "contrast"] = "similarity"  # of a held-out pair (out_of_fold)
+    pair_score: Literal["similarity", "contrast", "contrast_structure", "gap_corrected"] = "similarity"
     tau: float = 0.05  # the contrast score's temperature
     scorer_options: dict[str, Any] = field(default_factory=lambda: {"loss": "infonce"})
     p_threshold: float = 0.5  # clean above it

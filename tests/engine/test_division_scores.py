@@ -289,3 +289,27 @@ def test_a_fold_larger_than_the_contrast_cap_is_scored_in_content_groups(tmp_pat
             members = np.flatnonzero(group == g)
             brute[members] = pair_scores.held_out_scores(model.eval(), held.subset(members), kind="contrast")
         assert np.allclose(stash.load(0, k), brute, atol=1e-5)
+
+
+def test_the_structure_and_gap_scores_are_the_core_functions_on_the_held_out_embeddings():
+    """``contrast_structure`` and ``gap_corrected`` (issue 37): GSC's checked probability of the
+    fold's contrast scores and MGCS's corrected similarity, on the pooled embeddings of the fold's
+    pairs under the scorer (recomputed here from the encoders)."""
+    from mispair.division.gap import gap_corrected_similarity
+    from mispair.division.structure import structure_checked_probability
+
+    config, data, train = _setup(HELD_OUT)
+    model = pair_scores.train_scorer(
+        config, data, train.subset(np.arange(0, len(train), 2)), torch.device("cpu")
+    )
+    held = train.subset(np.arange(1, len(train), 2))
+    batch = held.batch(np.arange(len(held)))
+    images = model.encode_images(batch.images).pooled
+    texts = model.encode_texts(batch.tokens, batch.lengths).pooled
+    contrast = pair_scores.held_out_scores(model, held, kind="contrast")
+    checked = pair_scores.held_out_scores(model, held, kind="contrast_structure")
+    assert np.allclose(checked, structure_checked_probability(images, texts, contrast), atol=1e-5)
+    corrected = pair_scores.held_out_scores(model, held, kind="gap_corrected")
+    assert np.allclose(corrected, gap_corrected_similarity(images, texts).numpy(), atol=1e-5)
+    clean = ~data.noise.is_noisy[1::2]
+    assert roc_auc_score(clean, checked) > 0.7  # it still detects the planted mismatches

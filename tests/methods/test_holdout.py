@@ -84,9 +84,64 @@ def test_a_pair_is_pulled_together_by_its_trust_only(holdout):
     trust = recipe.trust(batch)
     assert torch.equal(trust, torch.as_tensor(recipe.clean_prob[:16], dtype=torch.float32))
     model = recipe.models[0]
-    terms = recipe.model_terms(model, batch, trust, epoch=0)
+    terms = recipe.model_terms(0, batch, trust, epoch=0)
     sims = model(batch.images, batch.tokens, batch.lengths)
     per_pair = info_nce_loss(sims, 0.2).detach()
     expected = sum(float(trust[i]) * float(per_pair[i]) for i in range(16)) / 16  # reduction: mean
     assert set(terms) == {"trusted"}
     assert float(terms["trusted"].detach()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_suspected_pairs_train_against_targets_built_from_the_other_models_memory(holdout):
+    """IN2R in ``holdout``: each model admits its trusted pairs above the admission bar to its own
+    memory, and its suspected pairs are trained against targets built from the other model's
+    memory (recomputed here by hand from the parts)."""
+    from mispair.losses.neighbour_targets import nearest_partners, neighbour_target_loss
+
+    rng = np.random.default_rng(0)
+    n = len(holdout().context.train)
+    overlapping = np.where(np.arange(n) < 0.6 * n, rng.normal(0.6, 0.15, n), rng.normal(0.3, 0.1, n))
+    recipe = holdout(
+        scores=overlapping, suspect_loss="neighbours", suspect_weight=1.0, neighbours=3, neighbour_tau=0.2
+    )
+    suspected = recipe.clean_prob <= 0.5
+    assert recipe.admit_above == pytest.approx(recipe.clean_prob[~suspected].mean())
+    batch = recipe.context.train.batch(np.arange(32))
+    trust = recipe.trust(batch)
+    first = recipe.model_terms(0, batch, trust, epoch=0)  # model 1's memory is still empty
+    assert float(first["neighbours"]) == 0.0
+    admitted = (trust > recipe.admit_above).sum()
+    assert len(recipe.memories[0]) == admitted > 0
+    recipe.model_terms(1, batch, trust, epoch=0)  # fills model 1's memory
+    refiners = [r.eval() for r in recipe.refiners[0]]  # no dropout, so the terms are reproducible
+    terms = recipe.model_terms(0, batch, trust, epoch=0)
+    model = recipe.models[0]
+    images = model.encode_images(batch.images).pooled
+    texts = model.encode_texts(batch.tokens, batch.lengths).pooled
+    rows = torch.as_tensor(suspected[:32])
+    memory_images, memory_texts = recipe.memories[1].rows()
+    to_text, to_image = refiners
+    expected = (
+        neighbour_target_loss(
+            images[rows], to_text(nearest_partners(images[rows], memory_images, memory_texts, 3)), 0.2
+        )
+        + neighbour_target_loss(
+            texts[rows], to_image(nearest_partners(texts[rows], memory_texts, memory_images, 3)), 0.2
+        )
+    ) / 2
+    assert float(terms["neighbours"].detach()) == pytest.approx(float(expected.detach().sum()) / 32, rel=1e-5)
+    assert "suspected" not in terms
+
+
+def test_the_refiners_are_trained_and_kept_with_the_recipe(holdout):
+    recipe = holdout(suspect_loss="neighbours", suspect_weight=1.0)
+    trained = {id(p) for g in recipe.param_groups(1e-3) for p in g["params"]}
+    assert all(id(p) in trained for p in recipe.refiners.parameters())
+    batch = recipe.context.train.batch(np.arange(32))
+    recipe.train_step(batch, epoch=0)
+    state = recipe.state_dict()
+    again = holdout(suspect_loss="neighbours", suspect_weight=1.0)
+    again.load_state_dict(state)
+    assert [len(m) for m in again.memories] == [len(m) for m in recipe.memories]
+    for a, b in zip(again.refiners.parameters(), recipe.refiners.parameters()):
+        assert torch.equal(a, b)

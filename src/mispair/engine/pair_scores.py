@@ -43,7 +43,9 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.content import ContentGroups, content_folds, fold_groups
 from mispair.data.pairset import PairSet
 from mispair.distributed import SINGLE_PROCESS, Shard, broadcast, from_main, sum_over
+from mispair.division.gap import gap_corrected_similarity
 from mispair.division.scores import DivisionScores, clean_split
+from mispair.division.structure import structure_checked_probability
 from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
@@ -296,7 +298,7 @@ def grouped_scores(
     return out
 
 
-ScoreKind = Literal["similarity", "contrast"]
+ScoreKind = Literal["similarity", "contrast", "contrast_structure", "gap_corrected"]
 
 
 def held_out_scores(
@@ -311,20 +313,30 @@ def held_out_scores(
     """``[len(pairs)]`` score of each pair of ``pairs`` under ``model``: its similarity, or its
     ``contrast``: the mean of the log-probabilities, at temperature ``tau``, of its image among
     the images of ``pairs`` given its caption and of its caption among their captions given its
-    image (:func:`contrast_scores`; scores the pair against its fold, not on its own scale)."""
+    image (:func:`contrast_scores`; scores the pair against its fold, not on its own scale);
+    ``contrast_structure``: GSC's clean label, the lower of the mixture clean probabilities of
+    its ``contrast`` score and of its structure consistency with the pairs of ``pairs``
+    (:func:`~mispair.division.structure.structure_checked_probability`); ``gap_corrected``: MGCS's
+    similarity scaled by the agreement of its modality offset with its neighbours'
+    (:func:`~mispair.division.gap.gap_corrected_similarity`; pooled embeddings)."""
     if kind == "similarity":
         return pair_similarities([model], pairs, batch_size, torch.device(device))
     images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
     fold = PairSet(mapped.rows(pairs.pairs.images, images), [""] * len(pairs), paired)
     image_side, text_side = encode_split(model, fold, pairs.tokens, batch_size=batch_size, device=device)
+    pair_images, pair_texts = image_side.pooled[torch.from_numpy(paired)].cpu(), text_side.pooled.cpu()
+    if kind == "gap_corrected":
+        return gap_corrected_similarity(pair_images.float(), pair_texts.float()).numpy()
 
     def rows(start: int, stop: int) -> Tensor:  # one block of images against every caption
         block = all_pair_similarities(model.similarity, image_side[start:stop], text_side, device=device)
         return block.float().cpu()
 
     with evaluating(model):
-        scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size)
-    return scores.numpy()
+        scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size).numpy()
+    if kind == "contrast_structure":
+        return structure_checked_probability(pair_images, pair_texts, scores).astype(np.float32)
+    return scores
 
 
 def contrast_scores(

@@ -15,7 +15,11 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
   asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > division.p_threshold`` (``hard``);
 - a suspected pair trains only its negatives: RCL's complementary loss (Eq. 15), weighted by
   ``1 − w`` and ``suspect_weight``, so its caption and image still shape the space without being
-  pulled together (``suspect_loss: none`` drops it).
+  pulled together (``suspect_loss: none`` drops it); or (``suspect_loss: neighbours``, IN2R) it
+  is split, and its image and its caption are each trained towards a partner built from the
+  trusted pairs nearest to them in their own modality, read from the other model's memory
+  (:mod:`mispair.losses.neighbour_targets`; ``neighbours``, ``refiner``, ``memory_size``,
+  ``neighbour_tau``; weight ``suspect_weight``).
 
 Every pair stays in the batches, so suspected captions and images serve as negatives of the
 trusted ones. Two models are trained alike from different initialisations and averaged at
@@ -34,6 +38,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from torch import nn
 
 from mispair.data.batching import Batch, TrainingPairs
 from mispair.division import fit_gmm
@@ -42,6 +47,12 @@ from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.losses.asymmetric import asymmetric_loss
 from mispair.losses.complementary import complementary_loss
+from mispair.losses.neighbour_targets import (
+    GraphRefiner,
+    PairMemory,
+    nearest_partners,
+    neighbour_target_loss,
+)
 from mispair.methods.base import Recipe, Update, register_recipe
 from mispair.methods.scoring import clean_probability, cross_similarities
 
@@ -62,8 +73,12 @@ class Holdout(Recipe):
         hardest_after: int = 0  # triplet: epochs of summed hinges before the hardest negative (VSE++)
         tau: float = 0.2  # InfoNCE's and the complementary loss's temperature
         weighting: Literal["soft", "hard"] = "soft"
-        suspect_loss: Literal["complementary", "none"] = "complementary"
+        suspect_loss: Literal["complementary", "neighbours", "none"] = "complementary"
         suspect_weight: float = 0.1
+        neighbours: int = 5  # IN2R (suspect_loss: neighbours): trusted neighbours per target
+        refiner: Literal["graph", "mean"] = "graph"  # IN2R: how the neighbours become one target
+        memory_size: int = 65536  # IN2R: rows of each model's memory of trusted pairs
+        neighbour_tau: float = 0.05  # IN2R: the temperature of the loss on the targets
         reduction: Reduction = "mean"
         m0: float = 0.2  # asymmetric loss (ASL Eq. 5-6): margin, scale λ, relaxation z
         scale: float = 64.0
@@ -81,6 +96,31 @@ class Holdout(Recipe):
         self.clean_prob = clean_probability(losses[None], fit_gmm, context)[0]
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
         self.rematched = np.zeros(len(context.train), dtype=bool)
+        if options.suspect_loss == "neighbours":
+            self._build_neighbour_targets(models, options, context)
+
+    def _build_neighbour_targets(self, models, options, context) -> None:
+        """IN2R's parts (:mod:`mispair.losses.neighbour_targets`): per model a memory of trusted
+        pairs (read by the other model) and two refiners (image → target caption, caption →
+        target image); a pair is admitted to the memory when its clean probability is above the
+        mean clean probability of the pairs above ``p_threshold`` (IN2R's ``avg_clean_prob``)."""
+        with torch.no_grad():  # the pooled embedding size, whatever the encoder
+            probe = context.train.batch(np.arange(1)).images.to(context.device)
+            dim = models[0].encode_images(probe).pooled.shape[1]
+        self.memories = [PairMemory(options.memory_size, dim, context.device) for _ in models]
+        mean = options.refiner == "mean"
+        self.refiners = nn.ModuleList(
+            nn.ModuleList([GraphRefiner(dim, mean=mean), GraphRefiner(dim, mean=mean)]) for _ in models
+        ).to(context.device)
+        trusted = self.clean_prob[self.clean_prob > context.p_threshold]
+        self.admit_above = float(trusted.mean()) if len(trusted) else 1.0
+        self.suspected = self.clean_prob <= context.p_threshold
+
+    def param_groups(self, lr: float) -> list[dict]:
+        groups = super().param_groups(lr)
+        if self.options.suspect_loss == "neighbours":
+            groups[0]["params"] = groups[0]["params"] + list(self.refiners.parameters())
+        return groups
 
     def begin_epoch(self, epoch: int) -> dict[str, float]:
         values = division_log(self.clean_prob, self.context.is_noisy, self.context.p_threshold)
@@ -129,14 +169,16 @@ class Holdout(Recipe):
     def train_step(self, batch: Batch, epoch: int) -> Update:
         trust = self.trust(batch)
         terms = {}
-        for k, model in enumerate(self.models):
-            own = self.model_terms(model, batch, trust, epoch)
+        for k in range(len(self.models)):
+            own = self.model_terms(k, batch, trust, epoch)
             terms.update({f"{name}_{k}": v for name, v in own.items()})
         return Update(terms)
 
-    def model_terms(self, model, batch: Batch, trust: torch.Tensor, epoch: int) -> dict[str, torch.Tensor]:
-        opts = self.options
-        sims = model(batch.images, batch.tokens, batch.lengths)
+    def model_terms(self, k: int, batch: Batch, trust: torch.Tensor, epoch: int) -> dict[str, torch.Tensor]:
+        opts, model = self.options, self.models[k]
+        images = model.encode_images(batch.images)
+        texts = model.encode_texts(batch.tokens, batch.lengths)
+        sims = model.similarity(images, texts)
         if opts.loss == "asymmetric":  # the trust is ASL's soft label: no positive pull at 0
             loss = asymmetric_loss(sims, trust, m0=opts.m0, scale=opts.scale, z=opts.z)
             return {"asymmetric": reduce_batch(loss, opts.reduction)}
@@ -149,10 +191,48 @@ class Holdout(Recipe):
         if opts.suspect_loss == "complementary":
             negative = complementary_loss(sims, kind="log", tau=opts.tau)
             terms["suspected"] = opts.suspect_weight * reduce_batch((1 - trust) * negative, opts.reduction)
+        elif opts.suspect_loss == "neighbours":
+            terms["neighbours"] = self.neighbour_term(k, batch, images.pooled, texts.pooled, trust)
         return terms
+
+    def neighbour_term(
+        self, k: int, batch: Batch, images: torch.Tensor, texts: torch.Tensor, trust: torch.Tensor
+    ) -> torch.Tensor:
+        """IN2R on this batch for model ``k`` (pooled ``images``, ``texts`` ``[B, D]``): each
+        suspected pair's image against a caption built from the other model's memory, its caption
+        against a built image (½ each, :func:`neighbour_target_loss`), times ``suspect_weight``,
+        reduced over the batch; then this model's trusted pairs above the admission bar enter its
+        memory."""
+        opts = self.options
+        index = batch.index.cpu().numpy()
+        suspected = torch.as_tensor(self.suspected[index], device=images.device)
+        memory_images, memory_texts = self.memories[1 - k].rows()
+        loss = images.new_zeros(len(index))
+        if int(suspected.sum()) >= 2 and len(memory_images) >= 1:
+            to_text, to_image = self.refiners[k]
+            image_q, text_q = images[suspected], texts[suspected]
+            target_text = to_text(nearest_partners(image_q, memory_images, memory_texts, opts.neighbours))
+            target_image = to_image(nearest_partners(text_q, memory_texts, memory_images, opts.neighbours))
+            loss[suspected] = (
+                neighbour_target_loss(image_q, target_text, opts.neighbour_tau)
+                + neighbour_target_loss(text_q, target_image, opts.neighbour_tau)
+            ) / 2
+        admitted = trust > self.admit_above
+        self.memories[k].add(images[admitted], texts[admitted])
+        return opts.suspect_weight * reduce_batch(loss, opts.reduction)
 
     def export_scores(self) -> dict[str, np.ndarray]:
         return {"clean_prob": self.clean_prob}
 
     def state_dict(self) -> dict:
-        return {"clean_prob": torch.as_tensor(self.clean_prob)}
+        state = {"clean_prob": torch.as_tensor(self.clean_prob)}
+        if self.options.suspect_loss == "neighbours":
+            state["refiners"] = self.refiners.state_dict()
+            state["memories"] = [memory.state_dict() for memory in self.memories]
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if "refiners" in state:
+            self.refiners.load_state_dict(state["refiners"])
+            for memory, saved in zip(self.memories, state["memories"]):
+                memory.load_state_dict(saved)
