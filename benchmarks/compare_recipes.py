@@ -121,6 +121,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-mgcs": ("holdout", ["division.pair_score=gap_corrected"]),
     "holdout-p0.7": ("holdout", ["division.p_threshold=0.7"]),
     "holdout-repeats5": ("holdout", ["division.repeats=5"]),
+    "holdout-hard-p0.9": ("holdout", ["method.weighting=hard", "division.p_threshold=0.9"]),
     "holdout-in2r-tau0.2": (
         "holdout",
         ["method.suspect_loss=neighbours", "method.suspect_weight=1.0", "method.neighbour_tau=0.2"],

@@ -4,7 +4,8 @@ two-model InfoNCE baseline and the two-model InfoNCE oracle, with its kept-pair 
 The bounds are ``vse2-infonce`` and ``vse2-oracle-infonce``: the same two averaged models with
 ``holdout``'s loss, trained on every pair and on the truly clean pairs only. Each comes from
 :mod:`compare_recipes`, untuned, over the report seeds. The recipes are taken at their
-configuration chosen on dev by :mod:`fair_grid` (equal budget), over the same report seeds.
+configuration chosen on dev by :mod:`fair_grid` (equal budget), over the same report seeds;
+``--fixed`` variants at their one configuration (:mod:`compare_recipes`, no grid).
 ``gap closed`` is (rSum − baseline) / (oracle − baseline), computed from the means. ``kept
 precision / recall`` is measured at the division's threshold: the share of the pairs kept (clean
 probability above ``division.p_threshold``) that are truly matched, and the share of the truly
@@ -33,6 +34,7 @@ BASELINE, ORACLE = "vse2-infonce", "vse2-oracle-infonce"
 
 
 def bound_runs(results: Path, dataset: str, variant: str, noise: float, seeds: list[int]) -> list[dict]:
+    """The runs of ``variant`` (no extra overrides) at ``seeds`` that exist in ``results``."""
     paths = (results / f"{run_key(dataset, variant, noise, s, [])}.json" for s in seeds)
     return [json.loads(p.read_text()) for p in paths if p.is_file()]
 
@@ -78,6 +80,13 @@ def main() -> None:
     parser.add_argument("--report-seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--fair", type=Path, default=Path("benchmarks/results/fair"))
     parser.add_argument("--bounds", type=Path, default=Path("benchmarks/results/pretrained"))
+    parser.add_argument(
+        "--fixed",
+        nargs="*",
+        default=[],
+        help="variants run at one fixed configuration (no grid), read from --fixed-results",
+    )
+    parser.add_argument("--fixed-results", type=Path, default=Path("benchmarks/results/issue37"))
     args = parser.parse_args()
     grid_args = argparse.Namespace(
         datasets=args.datasets,
@@ -89,9 +98,10 @@ def main() -> None:
         set=[],
     )
     chosen = chosen_configs(grid_args)
-    head = " | ".join(f"{r} (gap closed) | {r} kept precision / recall" for r in args.recipes)
+    columns = [*args.recipes, *args.fixed]
+    head = " | ".join(f"{r} (gap closed) | {r} kept precision / recall" for r in columns)
     print(f"| dataset | noise | {BASELINE} (baseline) | {head} | {ORACLE} (oracle) |")
-    print("|---|---|---|" + "---|---|" * len(args.recipes) + "---|")
+    print("|---|---|---|" + "---|---|" * len(columns) + "---|")
     for dataset in args.datasets:
         for noise in args.noise:
             low_runs = bound_runs(args.bounds, dataset, BASELINE, noise, args.report_seeds)
@@ -105,6 +115,9 @@ def main() -> None:
                     if config is None
                     else load(args.fair, dataset, recipe, noise, args.report_seeds, config)
                 )
+                cells += [cell(runs, low, high), kept(runs)]
+            for variant in args.fixed:
+                runs = bound_runs(args.fixed_results, dataset, variant, noise, args.report_seeds)
                 cells += [cell(runs, low, high), kept(runs)]
             print(
                 f"| {dataset} | {noise:g} | {cell(low_runs, None, None)} | {' | '.join(cells)} "

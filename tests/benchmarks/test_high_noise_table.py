@@ -38,8 +38,13 @@ def test_each_recipe_closes_its_share_of_the_bounds_gap(table, tmp_path, monkeyp
     for seed in range(5):
         kept = {"division/precision": 0.5 + seed / 10, "division/recall": 0.9}
         _write(fair, table.run_key("tuxpaint", "holdout", 0.7, seed, best), 100, ours[seed], kept)
-    argv = ["x", "--datasets", "tuxpaint", "--noise", "0.7", "--recipes", "holdout"]
-    monkeypatch.setattr(sys, "argv", [*argv, "--fair", str(fair), "--bounds", str(bounds)])
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    for seed in range(5):  # a variant at one configuration: read as run, no selection
+        _write(fixed, table.run_key("tuxpaint", "holdout-x", 0.7, seed, []), 0, 200)
+    argv = ["x", "--datasets", "tuxpaint", "--noise", "0.7", "--recipes", "holdout", "--fixed", "holdout-x"]
+    paths = ["--fair", str(fair), "--bounds", str(bounds), "--fixed-results", str(fixed)]
+    monkeypatch.setattr(sys, "argv", [*argv, *paths])
     table.main()
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| tuxpaint"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -48,5 +53,6 @@ def test_each_recipe_closes_its_share_of_the_bounds_gap(table, tmp_path, monkeyp
     )
     assert cells[3] == f"{statistics.mean(ours):.1f} ± {statistics.stdev(ours):.1f} ({gap:.0%})"
     assert cells[4] == f"{statistics.mean([0.5, 0.6, 0.7, 0.8, 0.9]):.2f} / 0.90"
-    assert cells[2].startswith(f"{statistics.mean(baseline):.1f}") and cells[5].startswith("200.0")
+    assert cells[5] == "200.0 ± 0.0 (100%)" and cells[6] == ""  # the fixed variant: the oracle's mean
+    assert cells[2].startswith(f"{statistics.mean(baseline):.1f}") and cells[7].startswith("200.0")
     assert "999" not in row

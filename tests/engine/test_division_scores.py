@@ -313,3 +313,37 @@ def test_the_structure_and_gap_scores_are_the_core_functions_on_the_held_out_emb
     assert np.allclose(corrected, gap_corrected_similarity(images, texts).numpy(), atol=1e-5)
     clean = ~data.noise.is_noisy[1::2]
     assert roc_auc_score(clean, checked) > 0.7  # it still detects the planted mismatches
+
+
+def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_scorer_pairs():
+    """``division.scorer_pairs`` (issue 35): each scorer trains on that many of the other folds'
+    pairs, a sample that differs between scorers and repeats with the seed; every pair is still
+    scored by a scorer that never saw it; below the cap nothing changes."""
+    config, data, train = _setup(["train.epochs=1", "division.scorer_pairs=40"])
+    runs = []
+
+    def record(trainer):
+        runs.append(trainer.recipe.context.train.caption_ids.copy())
+        trainer.train_epoch(0)
+
+    scores = out_of_fold_scores(config, data, train, folds=3, train_fold=record)
+    assert len(runs) == 3 and all(len(r) == 40 for r in runs)
+    for k, trained in enumerate(runs):
+        assert set(trained.tolist()) <= set(np.flatnonzero(scores.fold[0] != k).tolist())
+    assert len({tuple(r) for r in runs}) == 3
+    again = []
+    out_of_fold_scores(
+        config,
+        data,
+        train,
+        folds=3,
+        train_fold=lambda t: again.append(t.recipe.context.train.caption_ids.copy()),
+    )
+    assert all(np.array_equal(a, b) for a, b in zip(runs, again))
+    assert np.isfinite(scores.score).all() and len(scores.score) == len(train)
+    roomy, _, _ = _setup(["train.epochs=1", f"division.scorer_pairs={len(train)}"])
+    full = []
+    out_of_fold_scores(
+        roomy, data, train, folds=3, train_fold=lambda t: full.append(len(t.recipe.context.train))
+    )
+    assert full == [int((scores.fold[0] != k).sum()) for k in range(3)]

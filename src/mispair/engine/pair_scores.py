@@ -238,7 +238,7 @@ def out_of_fold_scores(
                 ScorerRun(
                     job,
                     replace(config, train=replace(config.train, seed=fold_seed)),
-                    np.flatnonzero(training),
+                    sampled(np.flatnonzero(training), config.division.scorer_pairs, fold_seed),
                     None if start is None else start[job],
                 )
             )
@@ -275,6 +275,14 @@ def out_of_fold_scores(
     total = sum_over(shard, total)
     other_scores = None if others is None else total[len(train) :] / np.float32(repeats * folds)
     return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores, scorers)
+
+
+def sampled(pairs: np.ndarray, most: int | None, seed: int) -> np.ndarray:
+    """``pairs`` (sorted indices), or a random sample of ``most`` of them (seeded, sorted) when
+    there are more (``division.scorer_pairs``)."""
+    if most is None or len(pairs) <= most:
+        return pairs
+    return np.sort(np.random.default_rng(seed).choice(pairs, size=most, replace=False))
 
 
 def contrast_groups(content: ContentGroups, held: TrainingPairs, seed: int) -> np.ndarray:
