@@ -21,9 +21,7 @@ def test_the_table_gives_dev_means_and_drops_incomplete_variants(dev_table, tmp_
     for seed, (dev, auc) in enumerate([(100, 0.8), (110, 0.9)]):
         detection = {"division/auc": auc, "division/precision": 0.5, "division/recall": 0.25 * (seed + 1)}
         record = {"dev": {"rsum": dev}, "test": {"rsum": 999}, "detection": detection}
-        (tmp_path / f"{run_key('tuxpaint', 'a', 0.7, seed, [])}.json").write_text(
-            json.dumps(record)
-        )
+        (tmp_path / f"{run_key('tuxpaint', 'a', 0.7, seed, [])}.json").write_text(json.dumps(record))
     record = {"dev": {"rsum": 1}, "test": {"rsum": 1}}
     (tmp_path / f"{run_key('tuxpaint', 'b', 0.7, 0, [])}.json").write_text(json.dumps(record))
     argv = ["x", "--results", str(tmp_path), "--noise", "0.7", "--seeds", "0", "1", "--variants", "a", "b"]
