@@ -145,3 +145,10 @@ def test_the_refiners_are_trained_and_kept_with_the_recipe(holdout):
     assert [len(m) for m in again.memories] == [len(m) for m in recipe.memories]
     for a, b in zip(again.refiners.parameters(), recipe.refiners.parameters()):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("option", ["neighbours=0", "memory_size=0", "neighbour_tau=0"])
+def test_a_bad_neighbour_option_is_a_one_line_config_error(holdout, option):
+    key, value = option.split("=")
+    with pytest.raises(ConfigError, match=f"method.{key}"):
+        holdout(suspect_loss="neighbours", **{key: float(value) if key == "neighbour_tau" else int(value)})
