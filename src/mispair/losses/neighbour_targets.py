@@ -21,7 +21,11 @@ import torch
 from torch import Tensor, nn
 
 from mispair.losses.info_nce import info_nce_loss, reverse_cross_entropy
-from mispair.nn.embedding import l2_normalize
+
+
+def l2_normalize(x: Tensor) -> Tensor:
+    """Rows of ``x [..., D]`` scaled to unit length (losses sit beside ``nn``, not above it)."""
+    return nn.functional.normalize(x, dim=-1, eps=1e-8)
 
 
 class PairMemory:
