@@ -79,6 +79,12 @@ class Holdout(Recipe):
         refiner: Literal["graph", "mean"] = "graph"  # IN2R: how the neighbours become one target
         memory_size: int = 65536  # IN2R: rows of each model's memory of trusted pairs
         neighbour_tau: float = 0.05  # IN2R: the temperature of the loss on the targets
+        reduction: Reduction = "mean"
+        m0: float = 0.2  # asymmetric loss (ASL Eq. 5-6): margin, scale λ, relaxation z
+        scale: float = 64.0
+        z: float = 3.0
+        rematch_from: int = -1  # epoch from which suspected captions are re-paired; -1 = never
+        rematch_weight: float = 1.0  # the trust of a re-paired caption's new pair
 
         def __post_init__(self) -> None:
             for key in ("neighbours", "memory_size"):
@@ -86,13 +92,6 @@ class Holdout(Recipe):
                     raise ConfigError(f"method.{key}: at least 1, got {getattr(self, key)}")
             if not self.neighbour_tau > 0:
                 raise ConfigError(f"method.neighbour_tau: must be > 0, got {self.neighbour_tau}")
-
-        reduction: Reduction = "mean"
-        m0: float = 0.2  # asymmetric loss (ASL Eq. 5-6): margin, scale λ, relaxation z
-        scale: float = 64.0
-        z: float = 3.0
-        rematch_from: int = -1  # epoch from which suspected captions are re-paired; -1 = never
-        rematch_weight: float = 1.0  # the trust of a re-paired caption's new pair
 
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
