@@ -15,7 +15,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from high_noise_table import bound_runs
+from fair_grid import load
 
 
 def detection_value(run: dict, name: str) -> float | None:
@@ -49,7 +49,7 @@ def main() -> None:
     for dataset in args.datasets:
         for noise in args.noise:
             for variant in args.variants:
-                runs = bound_runs(args.results, dataset, variant, noise, args.seeds)
+                runs = load(args.results, dataset, variant, noise, args.seeds, [])
                 if len(runs) == len(args.seeds):  # only complete variants are compared
                     print(f"| {dataset} | {noise:g} | {variant} | {len(runs)} | {row(runs)} |")
 

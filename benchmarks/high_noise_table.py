@@ -23,20 +23,12 @@ Example (every number of docs/results.md's high-noise table)::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
-from compare_recipes import run_key
 from fair_grid import chosen_configs, load
 
 BASELINE, ORACLE = "vse2-infonce", "vse2-oracle-infonce"
-
-
-def bound_runs(results: Path, dataset: str, variant: str, noise: float, seeds: list[int]) -> list[dict]:
-    """The runs of ``variant`` (no extra overrides) at ``seeds`` that exist in ``results``."""
-    paths = (results / f"{run_key(dataset, variant, noise, s, [])}.json" for s in seeds)
-    return [json.loads(p.read_text()) for p in paths if p.is_file()]
 
 
 def mean_rsum(runs: list[dict]) -> float | None:
@@ -104,8 +96,8 @@ def main() -> None:
     print("|---|---|---|" + "---|---|" * len(columns) + "---|")
     for dataset in args.datasets:
         for noise in args.noise:
-            low_runs = bound_runs(args.bounds, dataset, BASELINE, noise, args.report_seeds)
-            high_runs = bound_runs(args.bounds, dataset, ORACLE, noise, args.report_seeds)
+            low_runs = load(args.bounds, dataset, BASELINE, noise, args.report_seeds, [])
+            high_runs = load(args.bounds, dataset, ORACLE, noise, args.report_seeds, [])
             low, high = mean_rsum(low_runs), mean_rsum(high_runs)
             cells = []
             for recipe in args.recipes:
@@ -117,7 +109,7 @@ def main() -> None:
                 )
                 cells += [cell(runs, low, high), kept(runs)]
             for variant in args.fixed:
-                runs = bound_runs(args.fixed_results, dataset, variant, noise, args.report_seeds)
+                runs = load(args.fixed_results, dataset, variant, noise, args.report_seeds, [])
                 cells += [cell(runs, low, high), kept(runs)]
             print(
                 f"| {dataset} | {noise:g} | {cell(low_runs, None, None)} | {' | '.join(cells)} "

@@ -27,21 +27,22 @@ def test_each_recipe_closes_its_share_of_the_bounds_gap(table, tmp_path, monkeyp
     fair, bounds = tmp_path / "fair", tmp_path / "bounds"
     fair.mkdir(), bounds.mkdir()
     grid = importlib.import_module("fair_grid").grid
+    run_key = importlib.import_module("compare_recipes").run_key
     baseline, oracle, ours = [100, 110, 90, 100, 100], [200, 210, 190, 200, 200], [150, 160, 140, 150, 175]
     for seed in range(5):
-        _write(bounds, table.run_key("tuxpaint", "vse2-infonce", 0.7, seed, []), 0, baseline[seed])
-        _write(bounds, table.run_key("tuxpaint", "vse2-oracle-infonce", 0.7, seed, []), 0, oracle[seed])
+        _write(bounds, run_key("tuxpaint", "vse2-infonce", 0.7, seed, []), 0, baseline[seed])
+        _write(bounds, run_key("tuxpaint", "vse2-oracle-infonce", 0.7, seed, []), 0, oracle[seed])
     for i, config in enumerate(grid("holdout", 4)):  # the second configuration wins on dev
         for seed in (0, 1):
-            _write(fair, table.run_key("tuxpaint", "holdout", 0.7, seed, config), 100 - abs(i - 1), 999)
+            _write(fair, run_key("tuxpaint", "holdout", 0.7, seed, config), 100 - abs(i - 1), 999)
     best = grid("holdout", 4)[1]
     for seed in range(5):
         kept = {"division/precision": 0.5 + seed / 10, "division/recall": 0.9}
-        _write(fair, table.run_key("tuxpaint", "holdout", 0.7, seed, best), 100, ours[seed], kept)
+        _write(fair, run_key("tuxpaint", "holdout", 0.7, seed, best), 100, ours[seed], kept)
     fixed = tmp_path / "fixed"
     fixed.mkdir()
     for seed in range(5):  # a variant at one configuration: read as run, no selection
-        _write(fixed, table.run_key("tuxpaint", "holdout-x", 0.7, seed, []), 0, 200)
+        _write(fixed, run_key("tuxpaint", "holdout-x", 0.7, seed, []), 0, 200)
     argv = ["x", "--datasets", "tuxpaint", "--noise", "0.7", "--recipes", "holdout", "--fixed", "holdout-x"]
     paths = ["--fair", str(fair), "--bounds", str(bounds), "--fixed-results", str(fixed)]
     monkeypatch.setattr(sys, "argv", [*argv, *paths])

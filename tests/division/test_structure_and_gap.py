@@ -8,11 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mispair.division.gap import drift_agreement, gap_corrected_similarity
-from mispair.division.structure import (
-    mixture_clean_probability,
-    structure_checked_probability,
-    structure_consistency,
-)
+from mispair.division.scores import mixture_clean_probability
+from mispair.division.structure import structure_checked_probability, structure_consistency
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:

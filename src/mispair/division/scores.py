@@ -50,10 +50,16 @@ class DivisionScores:
         return cls(saved["score"], saved.get("others"))
 
 
+def mixture_clean_probability(score: np.ndarray) -> np.ndarray:
+    """``[n_pairs]``: the posterior of the clean component of a two-component GMM over the
+    min–max normalised scores (higher = cleaner; NCR's mixture, GSC's ``split_batch``)."""
+    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob
+
+
 def clean_split(score: np.ndarray, p_threshold: float = 0.5) -> np.ndarray:
     """``[n_pairs]`` bool: the pairs a two-component GMM over the held-out scores (higher =
     cleaner) puts on the clean side with probability above ``p_threshold``."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob > p_threshold
+    return mixture_clean_probability(score) > p_threshold
 
 
 def division_log(

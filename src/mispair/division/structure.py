@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.division.gmm import fit_gmm
-from mispair.division.mixtures import min_max_normalize
+from mispair.division.scores import mixture_clean_probability
 from mispair.nn.embedding import l2_normalize
 
 
@@ -40,12 +39,6 @@ def structure_consistency(
         image_row, text_row = (images[rows] @ images.t()) * weight, (texts[rows] @ texts.t()) * weight
         out[rows] = torch.nn.functional.cosine_similarity(image_row, text_row, dim=1)
     return out
-
-
-def mixture_clean_probability(score: np.ndarray) -> np.ndarray:
-    """``[N]``: the posterior of the higher-mean component of a two-component GMM over the min–max
-    normalised ``score`` (higher = cleaner; GSC's ``split_batch``, NCR's mixture)."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob
 
 
 def structure_checked_probability(images: Tensor, texts: Tensor, pair_score: np.ndarray) -> np.ndarray:
