@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mispair.ann import build_ann, faiss_module, search_ann, to_bytes
 from mispair.config import load_config
 from mispair.data.precomp import read_precomp, write_precomp
 from mispair.data.synthetic import make_synthetic
@@ -46,7 +47,6 @@ from mispair.engine.assembly import model_pairs
 from mispair.engine.metrics import rank_metrics
 from mispair.engine.run import train_run
 from mispair.search import Index, IndexSpec
-from mispair.search.backend import build_ann, faiss_module, search_ann, to_bytes
 from mispair.search.evaluation import list_ranks, ranked_lists
 
 OPENCLIPART_SPECS = ["ivf:nprobe=8", "ivf:nprobe=32", "hnsw:m=16,ef_search=32", "hnsw:m=32,ef_search=128"]

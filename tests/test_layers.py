@@ -9,7 +9,17 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "mispair"
 LAYERS = [
     {"errors", "options", "registry", "atomic", "progress", "config", "seeds", "pretrained", "distributed"}
-    | {"limits", "safe_io", "safe_parse", "sanity", "output_folder", "version", "timings", "onnx_runtime"},
+    | {
+        "limits",
+        "safe_io",
+        "safe_parse",
+        "sanity",
+        "output_folder",
+        "version",
+        "timings",
+        "onnx_runtime",
+        "ann",
+    },
     {"data", "ot"},
     {"nn", "losses"},
     {"encoding", "division"},

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
+from mispair.ann import IndexSpec
 from mispair.cli import build_parser, main
 from mispair.config import load_config
 from mispair.errors import ConfigError
 from mispair.limits import RANGES
-from mispair.search.backend import IndexSpec
 from tests.cli_errors import one_line_error
 
 

@@ -87,3 +87,9 @@ def test_suggestions_come_from_the_suspects_only_when_there_are_enough():
     assert captions.tolist() == [1, 1, 1, 1, 0, 0, 0] and images is None  # 3 suspect images: too few
     captions, images = suggestion_pools(np.array([0, 1, 1, 1, 1, 0, 0], bool), image_of_caption, 6)
     assert images.tolist() == [1, 1, 1, 1, 0, 0]
+
+
+def test_why_says_at_least_where_the_count_is_capped():
+    assert why(100, None, False, at_least=True).startswith(
+        "this caption fits at least 100 other images better"
+    )

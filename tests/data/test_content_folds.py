@@ -5,7 +5,14 @@ near-equal in pairs; checked against brute-force loops."""
 import numpy as np
 import pytest
 
-from mispair.data.content import NEAR_DUPLICATE_COSINE, content_folds, content_groups, fold_groups, pooled
+from mispair.data.content import (
+    NEAR_DUPLICATE_COSINE,
+    content_folds,
+    content_groups,
+    fold_groups,
+    near_duplicate_edges,
+    pooled,
+)
 
 
 def collection(seed: int, n_images: int = 60, pairs_per_image: int = 2):
@@ -143,3 +150,26 @@ def test_a_caption_on_too_many_images_is_untied_and_the_rarer_ones_stay_tied():
     for text in {tuple(tokens[k]) for k in rare}:  # every rarer caption stays in one fold
         assert len({int(fold[k]) for k in rare if tuple(tokens[k]) == text}) == 1
     assert len({int(f) for t, f in zip(tokens, fold) if t == [1000]}) > 1  # the tag could not
+
+
+def planted_twins(n: int, dim: int, seed: int) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """``n`` unit rows in clusters, a fifth of them with a near-copy (cosine > 0.999) elsewhere,
+    and the pairs at cosine ≥ the threshold by brute force."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, dim))
+    vectors = centres[rng.integers(0, 20, n)] + rng.normal(size=(n, dim))
+    sources, targets = rng.choice(n, size=(2, n // 5), replace=False)
+    vectors[targets] = vectors[sources] + 1e-3 * rng.normal(size=(len(sources), dim))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    first, second = np.nonzero(np.triu(vectors @ vectors.T >= NEAR_DUPLICATE_COSINE, 1))
+    return vectors, set(zip(first.tolist(), second.tolist()))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_near_duplicates_through_the_index_are_the_brute_force_ones(seed):
+    pytest.importorskip("faiss")
+    vectors, want = planted_twins(3000, 24, seed)
+    for exact_up_to in (10_000, 0):  # every pair compared; an IVF of √n cells probed in 8
+        first, second = near_duplicate_edges(vectors, exact_up_to=exact_up_to)
+        assert (first < second).all()
+        assert set(zip(first.tolist(), second.tolist())) == want and len(want) >= 500

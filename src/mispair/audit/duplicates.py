@@ -12,7 +12,9 @@
   picture) that carries the identical caption: the evaluation would score a pair the model
   trained on.
 
-The similarities are read ``chunk`` images at a time (memory: chunk × images), exactly.
+The similarities are read ``chunk`` images at a time (memory: chunk × images), exactly, up to
+:data:`~mispair.data.content.EXACT_IMAGES` images; above, through an IVF index
+(:func:`~mispair.data.content.near_duplicate_edges`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mispair.data.content import NEAR_DUPLICATE_COSINE, pooled
+from mispair.data.content import NEAR_DUPLICATE_COSINE, near_duplicate_edges, pooled
 
 
 @dataclass
@@ -78,15 +80,12 @@ def normalized(caption: str) -> str:
 
 def near_duplicates(vectors: np.ndarray, threshold: float, chunk: int = 512) -> np.ndarray:
     """``[n]`` the lowest index of another row of ``vectors [n, D]`` (unit rows) with cosine
-    similarity ≥ ``threshold``, or −1."""
-    first = np.full(len(vectors), -1, dtype=np.int64)
-    for start in range(0, len(vectors), chunk):
-        rows = np.arange(start, min(start + chunk, len(vectors)))
-        close = vectors[rows] @ vectors.T >= threshold
-        close[np.arange(len(rows)), rows] = False
-        found = close.any(axis=1)
-        first[rows[found]] = close[found].argmax(axis=1)
-    return first
+    similarity ≥ ``threshold``, or −1 (the pairs of :func:`~mispair.data.content.near_duplicate_edges`)."""
+    first, second = near_duplicate_edges(vectors, threshold, chunk)
+    lowest = np.full(len(vectors), len(vectors), dtype=np.int64)
+    np.minimum.at(lowest, second, first)  # first < second: the lower partner of each pair
+    np.minimum.at(lowest, first, second)
+    return np.where(lowest < len(vectors), lowest, -1)
 
 
 def same_caption_images(captions: Sequence[str], image_of_caption: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 
-from mispair.audit.nearest import count_above, paired_inner, top_inner
+from mispair.audit.nearest import COUNT_DEPTH, count_above, index_for, paired_inner, top_inner
 from mispair.data.batching import TrainingPairs
 from mispair.division import Division, fit_gmm, min_max_normalize
 from mispair.engine.export import pair_similarities
@@ -34,7 +34,10 @@ class BestMatches:
     more similar to the caption than its paired image. ``k`` is one more than the suggestions
     shown, so that a pair's own caption or image can be left out (:func:`others`); where the
     collection has fewer, the rest is index −1 with score NaN. ``suspects_only``: the captions
-    were chosen among the suspected pairs' (:func:`suggestion_pools`).
+    were chosen among the suspected pairs' (:func:`suggestion_pools`). ``better_cap``: None where
+    the search was exact; else the matches came from an IVF index
+    (:func:`~mispair.audit.nearest.index_for`) and ``better_images`` counts at most this many (a
+    count at the cap means "at least").
     """
 
     captions: np.ndarray
@@ -44,6 +47,7 @@ class BestMatches:
     pair_score: np.ndarray
     better_images: np.ndarray
     suspects_only: bool = False
+    better_cap: int | None = None
 
 
 def best_matches(
@@ -96,8 +100,9 @@ def vector_matches(
     progress: bool = False,
 ) -> BestMatches:
     """:class:`BestMatches` of ``train`` from each image's and caption's index vector
-    (:class:`~mispair.search.model.SearchModel`, encoded once) through an exact FAISS index
-    (:mod:`mispair.audit.nearest`); the pools as in :func:`matches_of`."""
+    (:class:`~mispair.search.model.SearchModel`, encoded once) through a FAISS index, exact up to
+    :data:`~mispair.audit.nearest.EXACT_PRODUCTS` (:mod:`mispair.audit.nearest`); the pools as in
+    :func:`matches_of`."""
     model = SearchModel(run)
     images = model.image_vectors(train.pairs, progress=progress)
     captions = model.text_vectors(train.tokens, progress=progress)
@@ -106,7 +111,10 @@ def vector_matches(
     best_captions, caption_scores = top_inner(captions, images, k, captions_pool)
     best_images, image_scores = top_inner(images, captions, k, images_pool)
     better = count_above(images, captions, pair_score, paired)
-    return BestMatches(best_captions, caption_scores, best_images, image_scores, pair_score, better)
+    cap = None if index_for(len(images), len(captions)).kind == "flat" else COUNT_DEPTH
+    return BestMatches(
+        best_captions, caption_scores, best_images, image_scores, pair_score, better, better_cap=cap
+    )
 
 
 def brute_matches(

@@ -352,6 +352,7 @@ def pair_table(
             int(matches.better_images[k]),
             captions[c] if c >= 0 else None,
             score > pair,
+            at_least=matches.better_cap is not None and matches.better_images[k] >= matches.better_cap,
             among_suspects=matches.suspects_only,
             duplicate_of=twin_id,
             same_caption=int(duplicates.same_caption_images[k]),
@@ -370,16 +371,18 @@ def why(
     best_caption: str | None,
     caption_fits_better: bool,
     *,
+    at_least: bool = False,
     among_suspects: bool = False,
     duplicate_of: str = "",
     same_caption: int = 0,
     leak: bool = False,
 ) -> str:
-    """Why a pair may be mismatched, in words: how many other images its caption fits better, the
-    caption its image fits best when that is not its own (``among_suspects``: of the suspected
-    pairs' captions), and its duplicates."""
+    """Why a pair may be mismatched, in words: how many other images its caption fits better
+    (``at_least``: that many or more), the caption its image fits best when that is not its own
+    (``among_suspects``: of the suspected pairs' captions), and its duplicates."""
     fits = (
-        f"this caption fits {better_images} other image{'s' if better_images != 1 else ''} better"
+        f"this caption fits {'at least ' if at_least else ''}{better_images} other "
+        f"image{'s' if better_images != 1 else ''} better"
         if better_images
         else "no other image fits this caption better"
     )

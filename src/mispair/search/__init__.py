@@ -7,7 +7,7 @@ first candidates with the checkpoint's own head, and evaluates the retrieval pro
 lists (:func:`evaluate_index`) when the full similarity matrix would not fit in memory.
 """
 
-from mispair.search.backend import IndexSpec
+from mispair.ann import IndexSpec
 from mispair.search.evaluation import evaluate_index
 from mispair.search.index import Hit, Index, hits_table
 

@@ -1,6 +1,6 @@
 """An index of a collection, built with a checkpoint's encoders, searched by text or by picture.
 
-It holds two FAISS indexes of the same kind (:class:`~mispair.search.backend.IndexSpec`): the
+It holds two FAISS indexes of the same kind (:class:`~mispair.ann.IndexSpec`): the
 images' vectors, searched by a text (text → images), and the captions' vectors, searched by a
 picture (image → captions); each vector is the items' pooled embedding
 (:class:`~mispair.search.model.SearchModel`). ``rerank=K`` rescores the first ``K`` candidates
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from mispair.ann import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
 from mispair.config import DataConfig
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
 from mispair.nn.embedding import Fragments
 from mispair.sanity import check_finite
-from mispair.search.backend import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
 from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
 from mispair.search.model import SearchModel
