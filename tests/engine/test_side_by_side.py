@@ -17,7 +17,7 @@ from mispair.engine.pair_scores import (
     train_scorer,
     trained_scorers,
 )
-from mispair.engine.side_by_side import LINEAR_WEIGHTS, side_by_side_spec
+from mispair.engine.side_by_side import LINEAR_WEIGHTS, LinearInputs, side_by_side_spec
 
 BACKBONE = ["model.head=cosine", "model.text_encoder=minilm", "model.image_pooling=features"]
 
@@ -111,3 +111,14 @@ def test_the_audit_scorer_is_trained_side_by_side():
     config, data, _ = _setup()
     spec = side_by_side_spec(config, build_models(config, 1, data, "cpu")[0])
     assert spec is not None and spec.tau == 0.2 and spec.epochs == 3 and spec.batch_size == 16
+
+
+def test_the_linear_inputs_read_the_caption_cache_in_place():
+    config, data, train = _setup()
+    model = build_models(config, 1, data, "cpu")[0]
+    inputs = LinearInputs.of(model, train, torch.device("cpu"))
+    table, _ = model.text_encoder.caption_table(train.tokens)
+    assert inputs.captions.data_ptr() == table.data_ptr()  # no copy of a million vectors
+    np.testing.assert_array_equal(
+        inputs.captions[inputs.caption_rows].numpy(), model.text_encoder.caption_vectors(train.tokens).numpy()
+    )

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mispair.config import ModelConfig
+from mispair.data.batching import pad_tokens
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import MiniLMTokenizer
 from mispair.nn.assembly import build_model, reads_mean_feature
@@ -232,3 +233,49 @@ def test_per_caption_states_are_written_as_one_tensor_and_read_back_equal(tmp_pa
     never = Counting(fail_after=0)  # every state comes from disk
     assert torch.equal(reread.lookup(tokens, lengths, never), cache.lookup(tokens, lengths, never))
     assert reread.lookup(tokens, lengths, never).shape == (7, 1, 2)
+
+
+def _means(tokens, lengths):
+    """One state per caption from its ids alone: [sum of ids, length, first id]."""
+    mask = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    ids = (tokens * mask).float()
+    return torch.stack([ids.sum(1), lengths.float(), tokens[:, 0].float()], dim=-1)[:, None]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_per_caption_states_grown_batch_by_batch_equal_each_caption_computed_alone(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    captions = [[101, *rng.integers(1, 30, size=rng.integers(1, 6)).tolist(), 102] for _ in range(300)]
+    cache = TokenStateCache("mean", per_caption=True)
+    cache.use_directory(tmp_path)
+    for start in range(0, 300, 37):  # many small additions: the matrix grows several times
+        part = captions[start : start + 37]
+        tokens, lengths = pad_tokens(part)
+        cache.lookup(tokens, lengths, _means)
+    cache.fill(captions[::-1], _means, chunk_size=16)  # nothing new: every caption is kept
+    alone = torch.cat([_means(*pad_tokens([ids]))[:, 0] for ids in captions])
+    assert torch.equal(cache.vectors(captions, Counting(fail_after=0)), alone)
+    assert len(cache) == len({tuple(c) for c in captions})
+    table, rows = cache.table(captions, Counting(fail_after=0))
+    assert torch.equal(table[rows], alone)  # the cache's own rows, not a copy:
+    assert table.data_ptr() == cache.table(captions[:5], Counting(fail_after=0))[0].data_ptr()
+
+    fresh = TokenStateCache("mean", per_caption=True)
+    fresh.use_directory(tmp_path / "other")  # written shard by shard, then read by a new process
+    fresh.fill(captions, _means, chunk_size=16)
+    reread = TokenStateCache("mean", per_caption=True)
+    reread.use_directory(tmp_path / "other")
+    assert torch.equal(reread.vectors(captions, Counting(fail_after=0)), alone)
+
+
+def test_per_caption_shards_of_older_versions_a_list_of_states_are_read(tmp_path):
+    keys = [token_key([101, k, 102]) for k in (1, 2)]
+    table = torch.tensor([list(k) for k in keys], dtype=torch.uint8)
+    (tmp_path / "mean").mkdir()
+    torch.save((table, [torch.full((1, 3), 1.0), torch.full((1, 3), 2.0)]), tmp_path / "mean" / "old.pt")
+    cache = TokenStateCache("mean", per_caption=True)
+    cache.use_directory(tmp_path)
+    assert cache.vectors([[101, 2, 102], [101, 1, 102]], Counting(fail_after=0)).tolist() == [
+        [2.0] * 3,
+        [1.0] * 3,
+    ]

@@ -126,22 +126,31 @@ def side_by_side_spec(config: RunConfig, model: RetrievalModel) -> SideBySideSpe
 @dataclass(frozen=True)
 class LinearInputs:
     """What the linear maps read: ``images [n_images, D]`` the mean feature of each image,
-    ``captions [n_pairs, H]`` each pair's caption vector, ``image_of_caption [n_pairs]``."""
+    ``captions [m, H]`` caption vectors, of which pair ``k`` reads row ``caption_rows[k]``
+    (``[n_pairs]``), ``image_of_caption [n_pairs]``."""
 
     images: Tensor
     captions: Tensor
+    caption_rows: Tensor
     image_of_caption: Tensor
 
     @staticmethod
     def of(model: RetrievalModel, train: TrainingPairs, device: torch.device) -> LinearInputs:
-        """The inputs of ``train`` for ``model`` (its text encoder's ``caption_vectors``), on
-        ``device``; the image features are averaged a block at a time (a memory-mapped split is
-        never read whole)."""
+        """The inputs of ``train`` for ``model``, on ``device``: its text encoder's
+        ``caption_table`` where it has one (the table it keeps, not a copy: a million MiniLM
+        vectors are 1.5 GB), else its ``caption_vectors``; the image features are averaged a
+        block at a time (a memory-mapped split is never read whole)."""
         images = pooled(train.pairs.images, unit=False)
-        captions = model.text_encoder.caption_vectors(train.tokens)
+        encoder = model.text_encoder
+        if hasattr(encoder, "caption_table"):
+            captions, rows = encoder.caption_table(train.tokens)
+        else:
+            captions = encoder.caption_vectors(train.tokens)
+            rows = torch.arange(len(captions))
         return LinearInputs(
             torch.from_numpy(images).to(device),
             captions.to(device=device, dtype=torch.float32),
+            rows.to(device),
             torch.from_numpy(train.image_of_caption).to(device),
         )
 
@@ -271,7 +280,7 @@ def _group_loss(
     """The summed InfoNCE of the scorers ``group`` on their ``batches`` (one size)."""
     pairs = torch.from_numpy(np.stack(batches)).to(device)  # [G, B]
     images = inputs.images[inputs.image_of_caption[pairs]]  # [G, B, D]
-    captions = inputs.captions[pairs]  # [G, B, H]
+    captions = inputs.captions[inputs.caption_rows[pairs]]  # [G, B, H]
     rows = torch.tensor(group, device=device)
     whole = len(group) == len(params[0])
     w_image, b_image, w_text, b_text = (p if whole else p[rows] for p in params)

@@ -26,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 from mispair.config import ModelConfig
-from mispair.data.batching import pad_tokens
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.heads import head_reads_fragments
@@ -208,16 +207,22 @@ class MiniLMTextEncoder(nn.Module):
             return self.cache.lookup(tokens, lengths, minilm_compute(fragments=not self.per_caption))
         return minilm_states(self.bert, tokens, lengths)
 
-    def caption_vectors(self, token_lists: Sequence[Sequence[int]], chunk: int = 4096) -> Tensor:
+    def caption_vectors(self, token_lists: Sequence[Sequence[int]]) -> Tensor:
         """``[n, 384]`` the frozen mean state of each caption of ``token_lists``, the vector
         :attr:`fc` projects (``per_caption`` encoders only; from the cache, computed when missing)."""
         if not self.reads_caption_vectors:
             raise ValueError("caption_vectors: this MiniLM reads token states, not one vector per caption")
-        parts = []
-        for start in range(0, len(token_lists), chunk):
-            tokens, lengths = pad_tokens([list(ids) for ids in token_lists[start : start + chunk]])
-            parts.append(self.token_states(tokens, lengths)[:, 0])
-        return torch.cat(parts) if parts else torch.zeros(0, self.fc.in_features)
+        if not token_lists:
+            return torch.zeros(0, self.fc.in_features)
+        table, rows = self.caption_table(token_lists)
+        return table[rows]
+
+    def caption_table(self, token_lists: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+        """``(table [m, 384], rows [n])``: the cache's vectors (not a copy) and the row of each
+        caption of ``token_lists``, so that ``table[rows]`` is :meth:`caption_vectors`."""
+        if not self.reads_caption_vectors or self.cache is None:
+            raise ValueError("caption_table: this MiniLM reads token states, not one vector per caption")
+        return self.cache.table(token_lists, minilm_compute(fragments=False))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         states = self.token_states(tokens, lengths)

@@ -37,35 +37,45 @@ def token_key(ids: Sequence[int]) -> bytes:
 class TokenStateCache:
     """Token states ``[L_i, H]`` (float16) of captions by :func:`token_key` of their ids; with
     ``per_caption``, one state ``[1, H]`` (float32) per caption (``compute`` then returns
-    ``[B, 1, H]``: e.g. the mean of the token states, all a pooled-only model reads)."""
+    ``[B, 1, H]``: e.g. the mean of the token states, all a pooled-only model reads).
+
+    Per caption, the states are rows of one matrix ``[capacity, H]`` (a caption's row in
+    :attr:`rows`) rather than a tensor each: a million captions take 1.5 GB instead of about 2.2
+    GB (a tensor's own bookkeeping outweighs its 384 numbers), and a batch is one gather.
+    """
 
     def __init__(self, tag: str, *, per_caption: bool = False) -> None:
         self.tag = tag
         self.per_caption = per_caption
         self.dtype = torch.float32 if per_caption else torch.float16
-        self.states: dict[bytes, Tensor] = {}
+        self.rows: dict[bytes, int] = {}
+        self._ragged: list[Tensor] = []  # token states, by row
+        self._matrix: Tensor | None = None  # per-caption states [capacity, H], by row
+        self._room = 0  # the rows the matrix is to hold at least, once its width is known
         self.directory: Path | None = None
         self._loaded: set[Path] = set()
 
     def __len__(self) -> int:
-        return len(self.states)
+        return len(self.rows)
 
     def use_directory(self, directory: str | Path) -> None:
         """Keep new states under ``directory/<tag>/`` and load the shards already there (a
         folder that cannot be created or written is a one-line ``DataError``)."""
         self.directory = ensure_directory(Path(directory) / self.tag, "text feature cache")
-        for shard in sorted(self.directory.glob("*.pt")):
-            if shard not in self._loaded:
-                keys, states = torch.load(shard, map_location="cpu", weights_only=True)
-                self.states.update(zip((bytes(k) for k in keys.tolist()), states))
-                self._loaded.add(shard)
+        shards = [s for s in sorted(self.directory.glob("*.pt")) if s not in self._loaded]
+        for left, shard in zip(range(len(shards), 0, -1), shards):
+            keys, states = torch.load(shard, map_location="cpu", weights_only=True)
+            if self.per_caption:  # room for the shards left, each as large as this one
+                self._reserve(len(self) + len(keys) * left)
+            self._add([bytes(k) for k in keys.tolist()], states)
+            self._loaded.add(shard)
 
     def missing(self, token_lists: Sequence[Sequence[int]]) -> list[list[int]]:
         """The distinct captions of ``token_lists`` that the cache does not hold yet."""
         todo: dict[bytes, list[int]] = {}
         for ids in token_lists:
             key = token_key(ids)
-            if key not in self.states:
+            if key not in self.rows:
                 todo.setdefault(key, list(ids))
         return list(todo.values())
 
@@ -82,6 +92,8 @@ class TokenStateCache:
         longest first, with a progress bar when ``progress``) and write a shard per
         ``chunk_size`` of them when a directory is in use. Returns how many were computed."""
         todo = sorted(self.missing(token_lists), key=len, reverse=True)
+        if self.per_caption:
+            self._reserve(len(self) + len(todo))
         bar = progress_bar(
             total=len(todo),
             desc="text features",
@@ -103,22 +115,40 @@ class TokenStateCache:
         """``[B, L, H]`` float32 states of a padded batch (ids ``[B, L]``, ``lengths [B]``), zero at
         padding (``[B, 1, H]`` with ``per_caption``); captions not cached are computed with
         ``compute`` and kept (in memory)."""
-        rows = [ids[:n] for ids, n in zip(tokens.cpu().tolist(), lengths.cpu().tolist())]
-        keys = [token_key(ids) for ids in rows]
-        new = [ids for ids, key in zip(rows, keys) if key not in self.states]
-        if new:
-            self._compute(new, compute)
-        if self.per_caption:  # one [1, H] state per caption: stacked in one call
-            return torch.stack([self.states[key] for key in keys]).to(
-                device=tokens.device, dtype=torch.float32
-            )
-        first = self.states[keys[0]]
-        width = tokens.shape[1]
-        out = torch.zeros(len(rows), width, first.shape[-1], dtype=first.dtype)
+        token_lists = [ids[:n] for ids, n in zip(tokens.cpu().tolist(), lengths.cpu().tolist())]
+        if self.per_caption:
+            return self.vectors(token_lists, compute)[:, None].to(tokens.device)
+        keys = self._known(token_lists, compute)
+        first = self._ragged[self.rows[keys[0]]]
+        out = torch.zeros(len(token_lists), tokens.shape[1], first.shape[-1], dtype=first.dtype)
         for row, key in enumerate(keys):
-            state = self.states[key]
+            state = self._ragged[self.rows[key]]
             out[row, : state.shape[0]] = state
         return out.to(device=tokens.device, dtype=torch.float32)
+
+    def vectors(self, token_lists: Sequence[Sequence[int]], compute: StateFn) -> Tensor:
+        """``[n, H]`` float32: the state of each caption of ``token_lists`` (``per_caption`` only),
+        gathered in one call; captions not cached are computed with ``compute`` and kept."""
+        table, rows = self.table(token_lists, compute)
+        return table[rows]
+
+    def table(self, token_lists: Sequence[Sequence[int]], compute: StateFn) -> tuple[Tensor, Tensor]:
+        """``(table [m, H], rows [n])``: the states the cache keeps (``per_caption`` only; the
+        cache's own tensor, not a copy: read it, never write it) and the row of each caption of
+        ``token_lists``; captions not cached are computed with ``compute`` first."""
+        if not self.per_caption:
+            raise ValueError(f"{self.tag}: token states are kept per token, not one vector per caption")
+        keys = self._known(token_lists, compute)
+        assert self._matrix is not None
+        return self._matrix[: len(self)], torch.tensor([self.rows[k] for k in keys], dtype=torch.long)
+
+    def _known(self, token_lists: Sequence[Sequence[int]], compute: StateFn) -> list[bytes]:
+        """The keys of ``token_lists``, the captions not cached computed first."""
+        keys = [token_key(ids) for ids in token_lists]
+        new = {key: list(ids) for ids, key in zip(token_lists, keys) if key not in self.rows}
+        if new:
+            self._compute(list(new.values()), compute)
+        return keys
 
     def _compute(self, token_lists: list[list[int]], compute: StateFn) -> list[bytes]:
         lengths = torch.tensor([len(ids) for ids in token_lists], dtype=torch.long)
@@ -128,9 +158,40 @@ class TokenStateCache:
         with torch.inference_mode():
             states = compute(padded, lengths).to("cpu", self.dtype)
         keys = [token_key(ids) for ids in token_lists]
-        for key, state, n in zip(keys, states, lengths.tolist()):
-            self.states[key] = state[: 1 if self.per_caption else n].clone()
+        self._add(keys, states if self.per_caption else [s[:n] for s, n in zip(states, lengths.tolist())])
         return keys
+
+    def _add(self, keys: list[bytes], states: Tensor | Sequence[Tensor]) -> None:
+        """Keep ``states`` (``[n, 1, H]`` per caption, else ``n`` tensors ``[L_i, H]``) under
+        ``keys``; a key already kept keeps its state."""
+        fresh = [k for k, key in enumerate(keys) if key not in self.rows]
+        if not fresh:
+            return
+        if not self.per_caption:
+            for k in fresh:
+                self.rows[keys[k]] = len(self._ragged)
+                self._ragged.append(states[k].clone())
+            return
+        stacked = states if torch.is_tensor(states) else torch.stack(list(states))  # older shards: a list
+        block = stacked[fresh, 0].to(self.dtype)
+        start = len(self.rows)
+        self._reserve(start + len(fresh), width=block.shape[1])
+        assert self._matrix is not None
+        self._matrix[start : start + len(fresh)] = block
+        self.rows.update((keys[k], start + n) for n, k in enumerate(fresh))
+
+    def _reserve(self, size: int, width: int | None = None) -> None:
+        """Room for ``size`` per-caption states (the matrix doubles at least, so that captions
+        added one batch at a time are copied a bounded number of times); before the first state,
+        the room is remembered until its ``width`` is known."""
+        self._room = max(self._room, size)
+        if self._matrix is None:
+            if width is not None:
+                self._matrix = torch.empty(self._room, width, dtype=self.dtype)
+        elif size > len(self._matrix):
+            grown = torch.empty(max(size, 2 * len(self._matrix)), self._matrix.shape[1], dtype=self.dtype)
+            grown[: len(self.rows)] = self._matrix[: len(self.rows)]
+            self._matrix = grown
 
     def _write_shard(self, keys: list[bytes]) -> None:
         if self.directory is None or not keys:
@@ -138,9 +199,11 @@ class TokenStateCache:
         digest = hashlib.blake2b(b"".join(sorted(keys)), digest_size=12).hexdigest()
         path = self.directory / f"{digest}.pt"
         table = torch.tensor([list(k) for k in keys], dtype=torch.uint8)
-        states = [self.states[k] for k in keys]
         if self.per_caption:  # one tensor [n, 1, H]: read back 20x faster than n small ones
-            states = torch.stack(states)
+            assert self._matrix is not None
+            states: Tensor | list[Tensor] = self._matrix[[self.rows[k] for k in keys]][:, None].clone()
+        else:
+            states = [self._ragged[self.rows[k]] for k in keys]
         atomic_write(path, lambda handle: torch.save((table, states), handle))
         self._loaded.add(path)
 
