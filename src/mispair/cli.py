@@ -563,7 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--top",
         type=_ranged("top"),
         default=None,
-        help="only the N most suspect pairs in the report, 0 to 1,000,000 (default: every pair)",
+        help=(
+            "only the N most suspect pairs in the report, 0 to 1,000,000 (default: every pair up to "
+            "100,000, else the 100,000 most suspect; pairs.csv holds every pair)"
+        ),
     )
     audit.add_argument(
         "--no-resume",

@@ -205,3 +205,20 @@ def test_a_finished_audit_is_reused_not_trained_again(audited, collection, capsy
     assert again["detection"] == summary["detection"]
     printed = capsys.readouterr().out
     assert f"detection AUC {summary['detection']['auc']:.3f}" in printed
+
+
+def test_a_collection_above_the_report_limit_shows_its_most_suspect_pairs_and_says_so(
+    audited, collection, monkeypatch
+):
+    import mispair.audit.run as run
+
+    out, *_ = audited
+    monkeypatch.setattr(run, "REPORT_PAIRS", 30)
+    said = []
+    audit_collection(collection, out, overrides=TINY, plant=PLANT, progress=False, log=said.append)
+    script = (out / "pairs.js").read_text(encoding="utf-8")
+    data = json.loads(script.removeprefix("window.mispairAudit = ").removesuffix(";\n"))
+    with open(out / "pairs.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 800 and [r[0] for r in data["rows"]] == [r["pair_id"] for r in rows[:30]]
+    assert any("the report shows the 30 most suspect of 800 pairs" in line for line in said)

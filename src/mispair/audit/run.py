@@ -59,6 +59,11 @@ AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 
+REPORT_PAIRS = 100_000
+"""The pairs the report shows by default, the most suspect first (its ``pairs.js`` takes about 400
+bytes a pair: 40 MB here, 400 MB for a million, more than a browser page should load)."""
+
+
 def audit_collection(
     data: str | Path,
     out: str | Path,
@@ -87,7 +92,8 @@ def audit_collection(
     swaps that share of the training pairs first and scores the audit against them. ``images``
     is where the pictures of a precomputed collection lie (default: its folder, then the Tux
     Paint and OpenClipart package folders); the report shows the ``top`` most suspect pairs
-    (default: every pair), with a thumbnail of each picture in ``out/thumbs``. ``out`` must be
+    (default: every pair up to :data:`REPORT_PAIRS`, else that many), with a thumbnail of each
+    picture in ``out/thumbs``. ``out`` must be
     new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
     files in it are touched. Returns the :class:`AuditResult` it saved in ``out``.
 
@@ -167,6 +173,12 @@ def audit_collection(
             }
         retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
         timings.lap("ranking")
+        if top is None and len(table) > REPORT_PAIRS:
+            log(
+                f"audit: the report shows the {REPORT_PAIRS:,} most suspect of {len(table):,} pairs "
+                "(--top N for another number); pairs.csv holds every pair"
+            )
+            top = REPORT_PAIRS
         report = review_page(
             table, result, plots, division, retrieval, pictures, out, top=top, progress=progress
         )
