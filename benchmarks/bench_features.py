@@ -13,7 +13,8 @@ What is encoded (real data, nothing fetched):
   :func:`~mispair.data.features.pixel_encoder`.
 
 The rows: ``torch`` (the PyTorch path of a run: inference mode, channels-last images), ``torch
-contiguous`` (images without channels-last: what it gains), ``onnx`` (``data.encoder_runtime=onnx``)
+contiguous`` (images without channels-last: what it gains), ``torch bfloat16`` (captions only:
+``model.text_precision=bfloat16``, PyTorch's bfloat16 autocast), ``onnx`` (``data.encoder_runtime=onnx``)
 and ``onnx int8`` (the exported model after ONNX Runtime's dynamic int8 quantization: measured
 here only, since its features are not within 0.01 cosine of PyTorch's; ``--no-int8`` skips it).
 
@@ -52,7 +53,7 @@ import torch
 
 STAMPS = Path("/usr/share/tuxpaint/stamps")
 CAPTIONS = Path("data/tuxpaint_precomp")
-CAPTION_ROWS = ("torch", "onnx", "onnx int8")
+CAPTION_ROWS = ("torch", "torch bfloat16", "onnx", "onnx int8")
 IMAGE_ROWS = ("torch", "torch contiguous", "onnx", "onnx int8")
 
 
@@ -104,6 +105,7 @@ def caption_encoders(int8: Path | None) -> dict[str, Callable]:
     from mispair.onnx_runtime import OnnxModule
 
     found = {"torch": minilm.minilm_compute("torch"), "onnx": minilm.minilm_compute("onnx")}
+    found["torch bfloat16"] = minilm.minilm_compute("torch", precision="bfloat16")  # model.text_precision
     if int8 is not None:
         module = OnnxModule(int8)
         found["onnx int8"] = lambda ids, lengths: module(ids, minilm._mask(ids, lengths).long())

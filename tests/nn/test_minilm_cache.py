@@ -279,3 +279,51 @@ def test_per_caption_shards_of_older_versions_a_list_of_states_are_read(tmp_path
         [2.0] * 3,
         [1.0] * 3,
     ]
+
+
+def test_bfloat16_states_are_cached_apart_and_close_to_float32s(tmp_path, minilm_tokens):
+    ids, tokens, lengths = minilm_tokens
+    config = ModelConfig(text_encoder="minilm", head="cosine", embed_dim=32, text_precision="bfloat16")
+    MiniLMTextEncoder.prepare(config, ids, tmp_path)
+    [shard] = tmp_path.rglob("*.pt")
+    assert shard.parent.name.endswith("-bfloat16")  # never read by a float32 run
+    encoder = build_model(config, 8, 10).text_encoder
+    assert encoder.cache.tag.endswith("-bfloat16")
+    vectors = encoder.caption_vectors(ids)
+    with torch.no_grad():  # the reference: float32 states, their mean per caption, brute force
+        hidden = minilm_states(frozen_minilm(), tokens, lengths)
+        means = torch.stack([hidden[b, :n].mean(dim=0) for b, n in enumerate(lengths.tolist())])
+    cosine = torch.nn.functional.cosine_similarity(vectors, means, dim=1)
+    assert cosine.min() > 0.999 and not torch.equal(vectors, means)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.text_precision=bfloat16"], r"only the frozen MiniLM runs in it"),
+        (
+            ["model.text_encoder=minilm", "model.text_trainable_layers=1", "model.text_precision=bfloat16"],
+            r"only the frozen MiniLM runs in it",
+        ),
+        (["model.text_encoder=minilm", "model.text_precision=float16"], r"model.text_precision"),
+    ],
+)
+def test_a_precision_the_encoder_cannot_run_is_one_line(overrides, message):
+    from mispair.config import load_config
+    from mispair.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(None, overrides)
+    assert "\n" not in str(caught.value)
+
+
+def test_bfloat16_with_onnx_runtime_is_refused_before_a_run_starts():
+    from mispair.config import load_config
+    from mispair.engine.checks import check_run_config
+    from mispair.errors import ConfigError
+
+    config = load_config(
+        None, ["model.text_encoder=minilm", "model.text_precision=bfloat16", "data.encoder_runtime=onnx"]
+    )
+    with pytest.raises(ConfigError, match=r"runs in PyTorch: use data.encoder_runtime=torch$"):
+        check_run_config(config)

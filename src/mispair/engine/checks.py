@@ -21,6 +21,11 @@ def check_run_config(config: RunConfig) -> Any:
     """Every free-form option of ``config`` checked against its type before anything is written:
     the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), and that
     ``data.encoder_runtime`` can run here; returns the recipe's options."""
+    if config.data.encoder_runtime == "onnx" and config.model.text_precision != "float32":
+        raise ConfigError(
+            f"model.text_precision={config.model.text_precision} runs in PyTorch: "
+            "use data.encoder_runtime=torch"
+        )
     require_runtime(config.data.encoder_runtime)
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)

@@ -11,7 +11,8 @@ before training). With trainable top layers, each model owns a copy and runs it 
 
 ``data.encoder_runtime: onnx`` computes the frozen states of :meth:`MiniLMTextEncoder.prepare`
 with ONNX Runtime (:func:`minilm_compute`); they are PyTorch's up to rounding and share its
-cache.
+cache. ``model.text_precision: bfloat16`` computes them under PyTorch's bfloat16 autocast, cached
+apart (:func:`minilm_tag`), so a run never mixes the two.
 """
 
 from __future__ import annotations
@@ -57,16 +58,17 @@ def frozen_minilm() -> nn.Module:
 
 
 @functools.cache
-def minilm_tag(output: str = "last-hidden") -> str:
-    """Names the cached outputs: the model's files (config and weight sizes) and the output kind
-    (``last-hidden``: the token states; ``mean-hidden``: their mean per caption)."""
+def minilm_tag(output: str = "last-hidden", precision: str = "float32") -> str:
+    """Names the cached outputs: the model's files (config and weight sizes), the output kind
+    (``last-hidden``: the token states; ``mean-hidden``: their mean per caption) and, other than
+    float32, the ``precision``."""
     root = Path(minilm_dir())
     digest = hashlib.blake2b(digest_size=6)
     for path in sorted(root.rglob("*")):
         if path.is_file():
             digest.update(f"{path.relative_to(root)}:{path.stat().st_size}".encode())
     digest.update((root / "config.json").read_bytes() if (root / "config.json").is_file() else b"")
-    return f"minilm-{output}-{digest.hexdigest()}"
+    return f"minilm-{output}-{digest.hexdigest()}" + ("" if precision == "float32" else f"-{precision}")
 
 
 def minilm_states(bert: nn.Module, tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -112,15 +114,24 @@ def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
     return onnx_minilm()(tokens, _mask(tokens, lengths).long())
 
 
-def minilm_compute(runtime: str = "torch", *, fragments: bool = True) -> StateFn:
+def minilm_compute(runtime: str = "torch", *, fragments: bool = True, precision: str = "float32") -> StateFn:
     """What computes the frozen MiniLM's token states (``fragments``) or their mean per caption
-    (``[B, 1, 384]``, all a pooled-only model reads): PyTorch or ONNX Runtime (``runtime``; its
-    model exported or loaded at the first caption to compute, so a filled cache needs none)."""
+    (``[B, 1, 384]``, all a pooled-only model reads): PyTorch (in ``precision``) or ONNX Runtime
+    (``runtime``; its model exported or loaded at the first caption to compute, so a filled cache
+    needs none)."""
     if check_runtime(runtime) == "onnx":
         states: StateFn = onnx_minilm_states
     else:
         states = functools.partial(minilm_states, frozen_minilm())
+        if precision == "bfloat16":
+            states = functools.partial(autocast_states, states)
     return states if fragments else functools.partial(mean_states, states)
+
+
+def autocast_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
+    """``states(tokens, lengths)`` computed under bfloat16 autocast, returned as float32."""
+    with torch.autocast(device_type=tokens.device.type, dtype=torch.bfloat16):
+        return states(tokens, lengths).float()
 
 
 def mean_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -129,13 +140,13 @@ def mean_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
     return masked_mean(states(tokens, lengths), _mask(tokens, lengths))[:, None]
 
 
-def _frozen_cache(fragments: bool) -> TokenStateCache:
-    """The process's cache of the frozen MiniLM's outputs: token states for a model that reads
-    word fragments, their mean per caption (``L / 2`` times smaller) for one that reads pooled
-    embeddings only."""
+def _frozen_cache(fragments: bool, precision: str = "float32") -> TokenStateCache:
+    """The process's cache of the frozen MiniLM's outputs in ``precision``: token states for a
+    model that reads word fragments, their mean per caption (``L / 2`` times smaller) for one that
+    reads pooled embeddings only."""
     if fragments:
-        return shared_cache(minilm_tag())
-    return shared_cache(minilm_tag("mean-hidden"), per_caption=True)
+        return shared_cache(minilm_tag("last-hidden", precision))
+    return shared_cache(minilm_tag("mean-hidden", precision), per_caption=True)
 
 
 @register_text_encoder("minilm")
@@ -155,12 +166,20 @@ class MiniLMTextEncoder(nn.Module):
 
     tokenizer = "minilm"
 
-    def __init__(self, embed_dim: int = 1024, trainable_layers: int = 0, *, fragments: bool = True) -> None:
+    def __init__(
+        self,
+        embed_dim: int = 1024,
+        trainable_layers: int = 0,
+        *,
+        fragments: bool = True,
+        precision: str = "float32",
+    ) -> None:
         super().__init__()
         self.frozen = trainable_layers == 0
         self.per_caption = self.frozen and not fragments
+        self.precision = precision
         if self.frozen:
-            self.cache: TokenStateCache | None = _frozen_cache(fragments)
+            self.cache: TokenStateCache | None = _frozen_cache(fragments, precision)
             hidden = frozen_minilm().config.hidden_size
         else:
             self.cache = None
@@ -177,7 +196,12 @@ class MiniLMTextEncoder(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, vocab_size: int) -> MiniLMTextEncoder:
-        return cls(cfg.embed_dim, cfg.text_trainable_layers, fragments=head_reads_fragments(cfg.head))
+        return cls(
+            cfg.embed_dim,
+            cfg.text_trainable_layers,
+            fragments=head_reads_fragments(cfg.head),
+            precision=cfg.text_precision,
+        )
 
     @classmethod
     def prepare(
@@ -194,17 +218,19 @@ class MiniLMTextEncoder(nn.Module):
         if cfg.text_trainable_layers:
             return {}
         fragments = head_reads_fragments(cfg.head)
-        cache = _frozen_cache(fragments)
+        cache = _frozen_cache(fragments, cfg.text_precision)
         if cache_dir is not None:
             cache.use_directory(cache_dir)
-        computed = cache.fill(token_lists, minilm_compute(runtime, fragments=fragments), progress=progress)
+        compute = minilm_compute(runtime, fragments=fragments, precision=cfg.text_precision)
+        computed = cache.fill(token_lists, compute, progress=progress)
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """``[B, L, 384]`` MiniLM states (``[B, 1, 384]``, their means, when ``per_caption``): from
         the cache when frozen, else computed."""
         if self.cache is not None:
-            return self.cache.lookup(tokens, lengths, minilm_compute(fragments=not self.per_caption))
+            compute = minilm_compute(fragments=not self.per_caption, precision=self.precision)
+            return self.cache.lookup(tokens, lengths, compute)
         return minilm_states(self.bert, tokens, lengths)
 
     def caption_vectors(self, token_lists: Sequence[Sequence[int]]) -> Tensor:
@@ -222,7 +248,7 @@ class MiniLMTextEncoder(nn.Module):
         caption of ``token_lists``, so that ``table[rows]`` is :meth:`caption_vectors`."""
         if not self.reads_caption_vectors or self.cache is None:
             raise ValueError("caption_table: this MiniLM reads token states, not one vector per caption")
-        return self.cache.table(token_lists, minilm_compute(fragments=False))
+        return self.cache.table(token_lists, minilm_compute(fragments=False, precision=self.precision))
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
         states = self.token_states(tokens, lengths)
