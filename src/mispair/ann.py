@@ -139,21 +139,20 @@ def search_ann(index: Any, queries: np.ndarray, k: int, spec: IndexSpec) -> tupl
     return index.search(queries, k, params=params)
 
 
-def range_pairs(
-    vectors: np.ndarray, threshold: float, spec: IndexSpec, *, block: int = 4096
+def close_pairs(
+    vectors: np.ndarray, squared_radius: float, *, block: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)`` int64 with ``i < j``: the pairs of rows of ``vectors [n, d]`` whose inner product
-    is at least ``threshold``, found by a FAISS range search of every row against an index of
-    them all (``spec``: ``flat`` finds every pair; ``ivf`` those within a query's ``nprobe``
-    cells), ``block`` queries at a time."""
+    """``(i, j)`` int64 with ``i < j``: every pair of rows of ``vectors [n, d]`` at squared
+    Euclidean distance at most ``squared_radius`` (an exact FAISS range search of every row
+    against all, ``block`` queries at a time; cheap for short vectors)."""
     faiss = faiss_module()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = build_ann(vectors, spec, points_per_cell=64)
-    radius = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))  # FAISS keeps > radius
-    params = faiss.SearchParametersIVF(nprobe=spec.nprobe) if spec.kind == "ivf" else None
+    index = faiss.IndexFlatL2(vectors.shape[1])
+    index.add(vectors)
+    radius = float(np.nextafter(np.float32(squared_radius), np.float32(np.inf)))  # FAISS keeps < radius
     first, second = [], []
     for start in range(0, len(vectors), block):
-        lims, _, found = index.range_search(vectors[start : start + block], radius, params=params)
+        lims, _, found = index.range_search(vectors[start : start + block], radius)
         rows = np.repeat(np.arange(start, start + len(lims) - 1), np.diff(lims.astype(np.int64)))
         keep = rows < found
         first.append(rows[keep])

@@ -5,6 +5,7 @@ near-equal in pairs; checked against brute-force loops."""
 import numpy as np
 import pytest
 
+import mispair.data.content as content
 from mispair.data.content import (
     NEAR_DUPLICATE_COSINE,
     content_folds,
@@ -152,24 +153,49 @@ def test_a_caption_on_too_many_images_is_untied_and_the_rarer_ones_stay_tied():
     assert len({int(f) for t, f in zip(tokens, fold) if t == [1000]}) > 1  # the tag could not
 
 
-def planted_twins(n: int, dim: int, seed: int) -> tuple[np.ndarray, set[tuple[int, int]]]:
-    """``n`` unit rows in clusters, a fifth of them with a near-copy (cosine > 0.999) elsewhere,
-    and the pairs at cosine ≥ the threshold by brute force."""
+def planted_twins(n: int, seed: int) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """Features ``[n, 3, 96]`` in clusters, a fifth of the images with a twin elsewhere whose pooled
+    cosine spreads around the threshold (0.98–1.0), and the pairs at cosine ≥ the threshold by
+    brute force over the pooled vectors."""
     rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(20, dim))
-    vectors = centres[rng.integers(0, 20, n)] + rng.normal(size=(n, dim))
+    centres = rng.normal(size=(20, 3, 96))
+    features = centres[rng.integers(0, 20, n)] + rng.normal(size=(n, 3, 96))
     sources, targets = rng.choice(n, size=(2, n // 5), replace=False)
-    vectors[targets] = vectors[sources] + 1e-3 * rng.normal(size=(len(sources), dim))
-    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    scale = rng.uniform(0.0, 1.0, size=(len(sources), 1, 1))  # near and just beyond the threshold
+    features[targets] = features[sources] + scale * rng.normal(size=(len(sources), 3, 96)) / 3
+    features = features.astype(np.float32)
+    vectors = pooled(features)
     first, second = np.nonzero(np.triu(vectors @ vectors.T >= NEAR_DUPLICATE_COSINE, 1))
-    return vectors, set(zip(first.tolist(), second.tolist()))
+    return features, set(zip(first.tolist(), second.tolist()))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_near_duplicates_through_the_index_are_the_brute_force_ones(seed):
-    pytest.importorskip("faiss")
-    vectors, want = planted_twins(3000, 24, seed)
-    for exact_up_to in (10_000, 0):  # every pair compared; an IVF of √n cells probed in 8
-        first, second = near_duplicate_edges(vectors, exact_up_to=exact_up_to)
+@pytest.mark.parametrize("with_faiss", [True, False])
+def test_near_duplicates_through_short_projections_are_the_brute_force_ones(seed, with_faiss, monkeypatch):
+    if with_faiss:
+        pytest.importorskip("faiss")
+    else:
+        monkeypatch.setattr(content, "faiss_installed", lambda: False)
+    features, want = planted_twins(2000, seed)
+    for exact_up_to in (10_000, 0):  # every pair's full vectors; projections, then the candidates
+        first, second = near_duplicate_edges(features, exact_up_to=exact_up_to)
         assert (first < second).all()
-        assert set(zip(first.tolist(), second.tolist())) == want and len(want) >= 500
+        assert set(zip(first.tolist(), second.tolist())) == want and len(want) >= 100
+
+
+def test_projected_candidates_hold_every_near_duplicate_and_few_others():
+    features, want = planted_twins(2000, 3)
+    first, second = content.projected_candidates(features, NEAR_DUPLICATE_COSINE)
+    found = set(zip(first.tolist(), second.tolist()))
+    assert want <= found and len(found) < 3 * len(want)
+
+
+def test_principal_axes_are_orthonormal_and_span_pcas_leading_components():
+    from sklearn.decomposition import PCA
+
+    features, _ = planted_twins(600, 4)
+    axes = content.principal_axes(features, 8)
+    np.testing.assert_allclose(axes.T @ axes, np.eye(8), atol=1e-4)
+    reference = PCA(n_components=8).fit(pooled(features)).components_.T  # [D, 8]
+    overlap = np.linalg.svd(axes.T @ reference, compute_uv=False)  # cosines of the principal angles
+    assert overlap.min() > 0.99

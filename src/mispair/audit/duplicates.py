@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mispair.data.content import NEAR_DUPLICATE_COSINE, near_duplicate_edges, pooled
+from mispair.data.mapped import rows
 
 
 @dataclass
@@ -63,12 +64,11 @@ def find_duplicates(
 ) -> Duplicates:
     """:class:`Duplicates` of a collection: ``features [n_images, K, D]`` (or ``[n_images, D]``),
     ``captions [n_pairs]`` paired with ``image_of_caption [n_pairs]``, ``split [n_pairs]``."""
-    vectors = pooled(features)  # blocks of about 64 MiB; chunk is the similarity rows
     norm = [normalized(c) for c in captions]
     return Duplicates(
-        near_duplicates(vectors, threshold, chunk),
+        near_duplicates(features, threshold, chunk),
         same_caption_images(norm, image_of_caption),
-        leaks(vectors, norm, image_of_caption, np.asarray(split) == train_split, threshold),
+        leaks(features, norm, image_of_caption, np.asarray(split) == train_split, threshold),
         threshold,
     )
 
@@ -78,14 +78,15 @@ def normalized(caption: str) -> str:
     return " ".join(caption.casefold().split())
 
 
-def near_duplicates(vectors: np.ndarray, threshold: float, chunk: int = 512) -> np.ndarray:
-    """``[n]`` the lowest index of another row of ``vectors [n, D]`` (unit rows) with cosine
-    similarity ≥ ``threshold``, or −1 (the pairs of :func:`~mispair.data.content.near_duplicate_edges`)."""
-    first, second = near_duplicate_edges(vectors, threshold, chunk)
-    lowest = np.full(len(vectors), len(vectors), dtype=np.int64)
+def near_duplicates(features: np.ndarray, threshold: float, chunk: int = 512) -> np.ndarray:
+    """``[n]`` the lowest index of another image of ``features [n, ...]`` whose pooled features
+    have cosine similarity ≥ ``threshold`` with its own, or −1 (the pairs of
+    :func:`~mispair.data.content.near_duplicate_edges`)."""
+    first, second = near_duplicate_edges(features, threshold, chunk)
+    lowest = np.full(len(features), len(features), dtype=np.int64)
     np.minimum.at(lowest, second, first)  # first < second: the lower partner of each pair
     np.minimum.at(lowest, first, second)
-    return np.where(lowest < len(vectors), lowest, -1)
+    return np.where(lowest < len(features), lowest, -1)
 
 
 def same_caption_images(captions: Sequence[str], image_of_caption: np.ndarray) -> np.ndarray:
@@ -97,21 +98,29 @@ def same_caption_images(captions: Sequence[str], image_of_caption: np.ndarray) -
 
 
 def leaks(
-    vectors: np.ndarray,
+    features: np.ndarray,
     captions: Sequence[str],
     image_of_caption: np.ndarray,
     train: np.ndarray,
     threshold: float,
+    block: int = 4096,
 ) -> np.ndarray:
     """``[n_pairs]`` True for each pair outside training (``train [n_pairs]`` False) with the same
-    (normalised) caption as a training pair whose image has cosine ≥ ``threshold`` with its own."""
+    (normalised) caption as a training pair whose image's pooled features have cosine ≥
+    ``threshold`` with its own; the features of ``block`` such pairs' images read at a time."""
     trained: dict[str, list[int]] = defaultdict(list)
     for caption, image, is_train in zip(captions, image_of_caption, train):
         if is_train:
             trained[caption].append(int(image))
     leak = np.zeros(len(captions), dtype=bool)
-    for k in np.flatnonzero(~np.asarray(train)):
-        candidates = trained.get(captions[k])
-        if candidates:
-            leak[k] = bool((vectors[candidates] @ vectors[image_of_caption[k]] >= threshold).any())
+    checked = [k for k in np.flatnonzero(~np.asarray(train)) if captions[k] in trained]
+    for start in range(0, len(checked), block):
+        part = checked[start : start + block]
+        needed = np.unique([i for k in part for i in (int(image_of_caption[k]), *trained[captions[k]])])
+        vectors = pooled(rows(features, needed))
+        row_of = {int(image): n for n, image in enumerate(needed)}
+        for k in part:
+            own = vectors[row_of[int(image_of_caption[k])]]
+            others = vectors[[row_of[i] for i in trained[captions[k]]]]
+            leak[k] = bool((others @ own >= threshold).any())
     return leak

@@ -21,8 +21,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from mispair.ann import IndexSpec, faiss_installed, range_pairs
-from mispair.data.mapped import row_blocks
+from mispair.ann import close_pairs, faiss_installed
+from mispair.data.mapped import row_blocks, rows
 
 NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
@@ -43,37 +43,94 @@ def pooled(features: np.ndarray, chunk: int | None = None, *, unit: bool = True)
 
 
 EXACT_IMAGES = 50_000
-"""Up to this many images, :func:`near_duplicate_edges` compares every pair (``n² D`` products: 16
-s for 50,000 images of 1,280 numbers on 2 cores); above it, through an IVF index when FAISS is
-installed (200,000 images: minutes exactly, seconds by the index)."""
+"""Up to this many images, :func:`near_duplicate_edges` compares the full vectors of every pair
+(``n² D`` products, all vectors in memory); above, it compares short projections first
+(:func:`projected_candidates`): the same pairs, with memory linear in ``n × PROJECTED``."""
 
-NEAR_DUPLICATE_PROBE = 8
-"""The IVF cells (of ``√n``) a near-duplicate search visits around each image: two images at
-cosine ≥ 0.99 lie in the same cell or adjacent ones."""
+PROJECTED = 64
+"""The principal axes :func:`projected_candidates` projects the pooled vectors onto."""
 
 
 def near_duplicate_edges(
-    vectors: np.ndarray,
+    features: np.ndarray,
     threshold: float = NEAR_DUPLICATE_COSINE,
     chunk: int = 512,
     *,
     exact_up_to: int = EXACT_IMAGES,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)`` with ``i < j``: every pair of rows of ``vectors [n, D]`` (unit rows) with cosine
-    similarity ≥ ``threshold``: all pairs compared up to ``exact_up_to`` rows (memory: ``chunk ×
-    n``), else the pairs within :data:`NEAR_DUPLICATE_PROBE` cells of an IVF index of ``√n``
-    cells (:func:`~mispair.ann.range_pairs`), when FAISS is installed."""
-    if len(vectors) > exact_up_to and faiss_installed():
-        cells = IndexSpec(kind="ivf", nlist=max(1, round(len(vectors) ** 0.5)), nprobe=NEAR_DUPLICATE_PROBE)
-        return range_pairs(vectors, threshold, cells)
+    """``(i, j)`` with ``i < j``: every pair of images of ``features [n, K, D]`` (or ``[n, D]``,
+    memory-mapped or not) whose pooled features (:func:`pooled`) have cosine similarity ≥
+    ``threshold``. Up to ``exact_up_to`` images, the pooled vectors are compared ``chunk`` rows
+    against all; above, the pairs close in :data:`PROJECTED` dimensions are found first and then
+    checked on their full vectors (:func:`projected_candidates`), the features read a block at a
+    time: the same pairs either way."""
+    if len(features) <= exact_up_to or features.shape[-1] <= PROJECTED:
+        return _pairs_above(pooled(features), threshold, chunk)
+    first, second = projected_candidates(features, threshold)
+    keep = np.zeros(len(first), dtype=bool)
+    step = 1 << 16
+    for start in range(0, len(first), step):  # each candidate checked on its full pooled vectors
+        a, b = first[start : start + step], second[start : start + step]
+        needed, where = np.unique(np.concatenate([a, b]), return_inverse=True)
+        vectors = pooled(rows(features, needed))
+        keep[start : start + len(a)] = np.einsum(
+            "nd,nd->n", vectors[where[: len(a)]], vectors[where[len(a) :]]
+        ) >= np.float32(threshold)
+    return first[keep], second[keep]
+
+
+def projected_candidates(features: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``: a superset of the pairs of :func:`near_duplicate_edges`. For unit
+    vectors, cosine ≥ t exactly when ``|a − b|² ≤ 2(1 − t)``, and an orthogonal projection never
+    lengthens a difference, so every such pair is within that distance after projecting onto any
+    :data:`PROJECTED` orthonormal axes (here the principal axes of a sample: few other pairs come
+    that close). Found by a FAISS range search when FAISS is installed, else block by block."""
+    axes = principal_axes(features, PROJECTED)
+    projected = np.empty((len(features), axes.shape[1]), dtype=np.float32)
+    for block, part in row_blocks(features, None, np.float32):
+        projected[block] = pooled(part) @ axes
+    radius = 2.0 * (1.0 - threshold) + 1e-4  # a margin for float rounding: candidates are checked
+    if faiss_installed():
+        return close_pairs(projected, radius)
+    lengths = (projected**2).sum(axis=1)
+    first, second = [], []
+    for start in range(0, len(projected), 1024):
+        part = projected[start : start + 1024]
+        close = lengths[start : start + 1024, None] + lengths[None, :] - 2 * part @ projected.T <= radius
+        i, j = np.nonzero(close)
+        keep = i + start < j
+        first.append(i[keep] + start)
+        second.append(j[keep])
+    return np.concatenate(first).astype(np.int64), np.concatenate(second).astype(np.int64)
+
+
+def principal_axes(features: np.ndarray, count: int, sample: int = 20_000, seed: int = 0) -> np.ndarray:
+    """``[D, count]`` orthonormal: the principal axes of the pooled vectors of a seeded sample of
+    at most ``sample`` images of ``features``, read as 20 runs of consecutive rows (rows picked
+    one by one across a memory-mapped file fault its neighbouring pages in too: 20,000 rows of
+    180,000 made the whole 1 GB file resident)."""
+    runs, length = 20, max(1, sample // 20)
+    if len(features) <= sample:
+        vectors = pooled(features)
+    else:
+        starts = np.sort(np.random.default_rng(seed).choice(len(features) - length + 1, runs, replace=False))
+        vectors = np.concatenate([pooled(rows(features, slice(s, s + length))) for s in starts])
+    vectors -= vectors.mean(axis=0)
+    _, axes = np.linalg.eigh((vectors.T @ vectors).astype(np.float64))  # D × D, not an SVD's n × D
+    return np.ascontiguousarray(axes[:, ::-1][:, :count], dtype=np.float32)
+
+
+def _pairs_above(vectors: np.ndarray, threshold: float, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``: the pairs of rows of ``vectors`` (unit) with inner product ≥
+    ``threshold``, ``chunk`` rows against all at a time."""
     first, second = [], []
     for start in range(0, len(vectors), chunk):
         close = vectors[start : start + chunk] @ vectors.T >= threshold
-        rows, cols = np.nonzero(close)
-        rows = rows + start
-        keep = rows < cols
-        first.append(rows[keep])
-        second.append(cols[keep])
+        i, j = np.nonzero(close)
+        i = i + start
+        keep = i < j
+        first.append(i[keep])
+        second.append(j[keep])
     empty = np.zeros(0, dtype=np.int64)
     return (np.concatenate(first) if first else empty), (np.concatenate(second) if second else empty)
 
@@ -133,7 +190,7 @@ def content_groups(
     rows.append(image_of_caption[tied])
     cols.append(np.array([n_images + nodes.setdefault(texts[k], len(nodes)) for k in tied], dtype=np.int64))
     if threshold is not None:
-        near_i, near_j = near_duplicate_edges(pooled(features), threshold) if near is None else near
+        near_i, near_j = near_duplicate_edges(features, threshold) if near is None else near
         rows.append(near_i)
         cols.append(near_j)
     row, col = np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64)
@@ -163,7 +220,7 @@ def fold_groups(
     limits = [None]
     while limits[-1] != 0:
         limits.append(n_images // folds if limits[-1] is None else limits[-1] // 2)
-    near = near_duplicate_edges(pooled(features), NEAR_DUPLICATE_COSINE)
+    near = near_duplicate_edges(features, NEAR_DUPLICATE_COSINE)
     digests = image_digests(features)
     groups = None
     for threshold in (NEAR_DUPLICATE_COSINE, None):
