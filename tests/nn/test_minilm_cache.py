@@ -175,6 +175,15 @@ def test_mean_fragment_data_is_read_only_where_the_model_reads_means():
     assert not model.image_encoder.fragments
 
 
+def test_one_float32_fragment_per_image_is_its_own_mean_and_stays_on_disk(tmp_path):
+    features = np.random.default_rng(0).normal(size=(7, 1, 3)).astype(np.float32)
+    np.save(tmp_path / "ims.npy", features)
+    mapped = PairSet(np.load(tmp_path / "ims.npy", mmap_mode="r"), ["a"] * 7, np.arange(7))
+    means = mapped.with_mean_fragment()
+    assert means.images is mapped.images and isinstance(means.images, np.memmap)  # no copy in memory
+    np.testing.assert_array_equal(means.images, features)
+
+
 def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
     from mispair.config import load_config
     from mispair.data.precomp import write_precomp
@@ -327,3 +336,11 @@ def test_bfloat16_with_onnx_runtime_is_refused_before_a_run_starts():
     )
     with pytest.raises(ConfigError, match=r"runs in PyTorch: use data.encoder_runtime=torch$"):
         check_run_config(config)
+
+
+def test_the_batch_tokenizer_shares_one_object_per_id_value():
+    ids = MiniLMTokenizer(max_length=16).encode_many(
+        ["a lighthouse at night", "a lighthouse by day"] * 3, chunk=2
+    )
+    lighthouse = {id(i) for caption in ids for i in caption if i == ids[0][2]}
+    assert ids[0][2] > 256 and len(lighthouse) == 1  # one int object, not one per occurrence

@@ -13,7 +13,7 @@ from torch import Tensor
 from mispair.data.mapped import rows
 from mispair.data.pairset import PairSet, concatenate
 from mispair.data.text_vectors import vector_tokens
-from mispair.data.tokenizers import Tokenizer
+from mispair.data.tokenizers import Tokenizer, shared_ids
 from mispair.distributed import SINGLE_PROCESS, Shard
 from mispair.seeds import child_seed
 
@@ -56,7 +56,7 @@ def encode_captions(pairs: PairSet, tokenizer: Tokenizer | None) -> list[list[in
     encode_many = getattr(tokenizer, "encode_many", None)  # a batch call where the tokenizer has one
     if encode_many is not None:
         return encode_many(pairs.captions)
-    return [tokenizer.encode(c) for c in pairs.captions]
+    return shared_ids([tokenizer.encode(c) for c in pairs.captions])
 
 
 def pad_tokens(token_lists: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:

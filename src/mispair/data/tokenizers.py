@@ -94,9 +94,12 @@ class MiniLMTokenizer:
         """:meth:`encode` of every caption, ``chunk`` at a time through the fast tokenizer's
         batch call (several times faster than one call per caption)."""
         ids: list[list[int]] = []
+        one: dict[int, int] = {}
         for start in range(0, len(captions), chunk):
             part = list(captions[start : start + chunk])
-            ids += self._tokenizer(part, truncation=True, max_length=self.max_length)["input_ids"]
+            ids += shared_ids(
+                self._tokenizer(part, truncation=True, max_length=self.max_length)["input_ids"], one
+            )
         return ids
 
     @classmethod
@@ -106,6 +109,14 @@ class MiniLMTokenizer:
     @classmethod
     def restore(cls, words: list[str]) -> Tokenizer:
         return cls()
+
+
+def shared_ids(token_lists: list[list[int]], one: dict[int, int] | None = None) -> list[list[int]]:
+    """``token_lists`` with every id one shared object per value (``one``: the objects so far,
+    kept across calls). A tokenizer returns a new int object per id (28 bytes, beside the list's
+    8-byte slot): a million 13-token captions held about 0.36 GB of them."""
+    one = {} if one is None else one
+    return [[one.setdefault(i, i) for i in ids] for ids in token_lists]
 
 
 @register_tokenizer("precomputed")
