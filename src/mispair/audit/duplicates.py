@@ -12,8 +12,9 @@
   picture) that carries the identical caption: the evaluation would score a pair the model
   trained on.
 
-The similarities are read ``chunk`` images at a time (memory: chunk × images), exactly, up to
-:data:`~mispair.data.content.EXACT_IMAGES` images; above, through an IVF index
+The similarities are read ``chunk`` images at a time (memory: chunk × images) up to
+:data:`~mispair.data.content.EXACT_IMAGES` images; above, short projections are compared first
+and the candidates checked on their full vectors, with the same result
 (:func:`~mispair.data.content.near_duplicate_edges`).
 """
 
