@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -93,15 +93,11 @@ def projected_candidates(features: np.ndarray, threshold: float) -> tuple[np.nda
     if faiss_installed():
         return close_pairs(projected, radius)
     lengths = (projected**2).sum(axis=1)
-    first, second = [], []
-    for start in range(0, len(projected), 1024):
-        part = projected[start : start + 1024]
-        close = lengths[start : start + 1024, None] + lengths[None, :] - 2 * part @ projected.T <= radius
-        i, j = np.nonzero(close)
-        keep = i + start < j
-        first.append(i[keep] + start)
-        second.append(j[keep])
-    return np.concatenate(first).astype(np.int64), np.concatenate(second).astype(np.int64)
+    return _pairs_where(
+        len(projected),
+        lambda rows: lengths[rows, None] + lengths[None, :] - 2 * projected[rows] @ projected.T <= radius,
+        1024,
+    )
 
 
 def principal_axes(features: np.ndarray, count: int, sample: int = 20_000, seed: int = 0) -> np.ndarray:
@@ -123,16 +119,23 @@ def principal_axes(features: np.ndarray, count: int, sample: int = 20_000, seed:
 def _pairs_above(vectors: np.ndarray, threshold: float, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """``(i, j)``, ``i < j``: the pairs of rows of ``vectors`` (unit) with inner product ≥
     ``threshold``, ``chunk`` rows against all at a time."""
+    return _pairs_where(len(vectors), lambda rows: vectors[rows] @ vectors.T >= threshold, chunk)
+
+
+def _pairs_where(n: int, close: Callable[[slice], np.ndarray], chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``: the pairs where ``close(rows) -> [len(rows), n]`` (bool) holds,
+    ``chunk`` rows against all at a time."""
     first, second = [], []
-    for start in range(0, len(vectors), chunk):
-        close = vectors[start : start + chunk] @ vectors.T >= threshold
-        i, j = np.nonzero(close)
+    for start in range(0, n, chunk):
+        i, j = np.nonzero(close(slice(start, min(start + chunk, n))))
         i = i + start
         keep = i < j
         first.append(i[keep])
         second.append(j[keep])
     empty = np.zeros(0, dtype=np.int64)
-    return (np.concatenate(first) if first else empty), (np.concatenate(second) if second else empty)
+    return (np.concatenate(first).astype(np.int64) if first else empty), (
+        np.concatenate(second).astype(np.int64) if second else empty
+    )
 
 
 def image_digests(features: np.ndarray, chunk: int | None = None) -> list[str]:
