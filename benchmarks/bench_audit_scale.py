@@ -11,7 +11,9 @@ the audit's detection AUC is scored against it (``summary.json`` ``detection``).
 
 ``mispair audit`` runs on each size in its own process (``python -m mispair audit``, with the
 ``PYTHONPATH`` of this process: ``PYTHONPATH=/other/checkout/src`` measures another tree); its
-wall time and peak RSS (``os.wait4``'s ``ru_maxrss`` of the child) are measured, and the time per
+wall time and peak RSS (``os.wait4``'s ``ru_maxrss`` of the child: every resident page, those of
+memory-mapped files included) are measured, with the peak of its anonymous memory (``RssAnon``,
+what the process itself holds, sampled from ``/proc`` every quarter second), and the time per
 part is read from ``summary.json`` ``timings`` (reading/features, division, training, ranking,
 map, report; "–" for a tree that does not write them). The fitted growth exponent is the slope of
 log(wall time) and log(peak RSS) against log(pairs), least squares over the sizes.
@@ -37,6 +39,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -63,12 +66,14 @@ FILLERS = ("a", "the", "with", "and", "near", "of", "some", "two", "in", "on")
 @dataclass
 class Measurement:
     """One audit of one size: ``pairs``, ``images``, ``wall`` seconds, ``rss_mb`` peak resident
-    memory of the audit's process, ``auc`` (None: not scored), ``parts`` seconds per part."""
+    memory of the audit's process, ``anon_mb`` its sampled peak anonymous memory (None: not on
+    Linux), ``auc`` (None: not scored), ``parts`` seconds per part."""
 
     pairs: int
     images: int
     wall: float
     rss_mb: float
+    anon_mb: float | None
     auc: float | None
     parts: dict[str, float]
 
@@ -125,17 +130,42 @@ def swap_captions(
     return swapped, noisy
 
 
-def run_audit(data: Path, out: Path, overrides: list[str]) -> tuple[float, float]:
-    """``mispair audit data --out out overrides`` in a child process: (wall seconds, peak RSS MiB)."""
+def run_audit(data: Path, out: Path, overrides: list[str]) -> tuple[float, float, float | None]:
+    """``mispair audit data --out out overrides`` in a child process: (wall seconds, peak RSS MiB,
+    sampled peak anonymous MiB or None)."""
     command = [sys.executable, "-m", "mispair", "audit", str(data), "--out", str(out), "--quiet", *overrides]
     began = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    anon = AnonymousPeak(child.pid)
+    anon.start()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - began
+    anon.join()
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"audit of {data} failed (exit {child.returncode}): {' '.join(command)}")
-    return wall, usage.ru_maxrss / 1024  # Linux: kilobytes
+    return wall, usage.ru_maxrss / 1024, anon.peak_mb  # Linux: kilobytes
+
+
+class AnonymousPeak(threading.Thread):
+    """Samples the ``RssAnon`` of process ``pid`` every quarter second until it ends; ``peak_mb``
+    the largest seen (None where ``/proc`` has none)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.status, self.peak_mb = Path(f"/proc/{pid}/status"), None
+
+    def run(self) -> None:
+        while True:
+            try:
+                text = self.status.read_text()
+            except OSError:  # the process is gone
+                return
+            found = re.search(r"^RssAnon:\s+(\d+) kB", text, re.MULTILINE)
+            if found is None:
+                return  # not Linux, or a zombie
+            self.peak_mb = max(self.peak_mb or 0.0, int(found.group(1)) / 1024)
+            time.sleep(0.25)
 
 
 def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measurement:
@@ -147,7 +177,7 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.label).strip("-") or "run"  # a label may hold spaces
     out = work / f"audit-{slug}-{time.strftime('%H%M%S')}"
     cache = args.text_cache or f"{out}-cache"
-    wall, rss = run_audit(data, out, [*overrides, f"data.cache_dir={cache}"])
+    wall, rss, anon = run_audit(data, out, [*overrides, f"data.cache_dir={cache}"])
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     detection = summary.get("detection") or {}
     return Measurement(
@@ -155,6 +185,7 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
         images=int(summary["images"]),
         wall=wall,
         rss_mb=rss,
+        anon_mb=anon,
         auc=detection.get("auc"),
         parts=summary.get("timings", {}),
     )
@@ -169,13 +200,15 @@ def growth(sizes: list[int], values: list[float]) -> float | None:
 
 def table(rows: list[Measurement]) -> str:
     """The measurements as a markdown table, then the growth exponents."""
-    head = ["pairs", "images", "wall s", "ms/pair", "peak RSS MiB", "AUC", *(f"{p} s" for p in PARTS)]
+    head = ["pairs", "images", "wall s", "ms/pair", "peak RSS MiB", "peak anon MiB", "AUC"]
+    head += [f"{p} s" for p in PARTS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in rows:
         parts = [f"{m.parts[p]:.1f}" if p in m.parts else "–" for p in PARTS]
         auc = "–" if m.auc is None else f"{m.auc:.3f}"
         cells = [f"{m.pairs:,}", f"{m.images:,}", f"{m.wall:.1f}", f"{1000 * m.wall / m.pairs:.1f}"]
-        lines.append("| " + " | ".join([*cells, f"{m.rss_mb:.0f}", auc, *parts]) + " |")
+        anon = "–" if m.anon_mb is None else f"{m.anon_mb:.0f}"
+        lines.append("| " + " | ".join([*cells, f"{m.rss_mb:.0f}", anon, auc, *parts]) + " |")
     sizes = [m.pairs for m in rows]
     for what, values in (("wall time", [m.wall for m in rows]), ("peak RSS", [m.rss_mb for m in rows])):
         slope = growth(sizes, values)

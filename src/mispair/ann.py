@@ -105,37 +105,54 @@ def build_ann(vectors: np.ndarray, spec: IndexSpec, *, points_per_cell: int | No
     per cell (a seeded sample; None: FAISS's 256). k-means costs ``iterations × sample × cells ×
     d``, so a million vectors in a thousand cells train in seconds on 64 a cell, in minutes on 256.
     """
-    faiss = faiss_module()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    dim = vectors.shape[1]
+    index = empty_ann(spec, vectors, len(vectors), points_per_cell=points_per_cell)
+    index.add(vectors)
+    return index
+
+
+def empty_ann(
+    spec: IndexSpec, sample: np.ndarray, n_vectors: int, *, points_per_cell: int | None = None
+) -> Any:
+    """An index of ``spec``'s kind ready for the ``n_vectors`` it will hold, added later (a block
+    at a time: no copy of them all is needed): an ``ivf`` index's cells are trained on ``sample
+    [m, d]`` (float32; ``points_per_cell`` as in :func:`build_ann`), the other kinds read only its
+    width."""
+    faiss = faiss_module()
+    dim = sample.shape[1]
     if spec.kind == "ivf":
         index = faiss.IndexIVFFlat(
-            faiss.IndexFlatIP(dim), dim, spec.cells(len(vectors)), faiss.METRIC_INNER_PRODUCT
+            faiss.IndexFlatIP(dim), dim, spec.cells(n_vectors), faiss.METRIC_INNER_PRODUCT
         )
         index.cp.min_points_per_centroid = 1  # small collections: no warning, the cells stay as asked
         if points_per_cell is not None:
             index.cp.max_points_per_centroid = points_per_cell
-        index.train(vectors)
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
     elif spec.kind == "hnsw":
         index = faiss.IndexHNSWFlat(dim, spec.m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = spec.ef_construction
     else:
         index = faiss.IndexFlatIP(dim)
-    index.add(vectors)
     return index
 
 
-def search_ann(index: Any, queries: np.ndarray, k: int, spec: IndexSpec) -> tuple[np.ndarray, np.ndarray]:
+def search_ann(
+    index: Any, queries: np.ndarray, k: int, spec: IndexSpec, *, among: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` highest inner products of each query: ``scores [q, k]`` (descending) and
-    ``ids [q, k]`` (int64; -1 where an approximate index found fewer than ``k``)."""
+    ``ids [q, k]`` (int64; -1 where an approximate index found fewer than ``k``); with ``among``
+    (int64 ids), among those vectors only (an ``ivf`` visits the same cells)."""
     faiss = faiss_module()
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     k = max(1, min(k, index.ntotal))
+    selector = None if among is None else faiss.IDSelectorBatch(np.ascontiguousarray(among, dtype=np.int64))
     params = None
     if spec.kind == "ivf":
-        params = faiss.SearchParametersIVF(nprobe=spec.nprobe)
+        params = faiss.SearchParametersIVF(nprobe=spec.nprobe, sel=selector)
     elif spec.kind == "hnsw":
-        params = faiss.SearchParametersHNSW(efSearch=max(spec.ef_search, k))
+        params = faiss.SearchParametersHNSW(efSearch=max(spec.ef_search, k), sel=selector)
+    elif selector is not None:
+        params = faiss.SearchParameters(sel=selector)
     return index.search(queries, k, params=params)
 
 

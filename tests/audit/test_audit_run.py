@@ -10,9 +10,10 @@ import pyarrow.parquet
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+import mispair.audit.nearest as nearest
 from mispair.audit import audit_collection
 from mispair.audit.collection import audit_config
-from mispair.audit.ranking import best_matches
+from mispair.audit.ranking import best_matches, brute_matches, suggestion_pools, vector_matches
 from mispair.audit.run import AUDIT_PARTS, audited_pairs
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
@@ -115,6 +116,30 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
             assert score == pytest.approx(full[best_images[n], k], abs=1e-5)
         better = int((np.delete(full[:, k], image) > paired[k]).sum())
         assert r["why"].startswith(f"this caption fits {better} other image" if better else "no other image")
+
+
+@pytest.mark.parametrize("exact_up_to", [nearest.EXACT_PRODUCTS, 0])
+def test_index_matches_made_a_block_of_captions_at_a_time_equal_the_heads_brute_force_ones(
+    audited, collection, exact_up_to, monkeypatch
+):
+    """The trained run's FAISS matches, its 800 captions encoded and matched 96 at a time, exact
+    and through IVFs probing every cell (√160 images ≈ 13 cells): every field equals the head's
+    brute-force matches (the counts capped at 100 above the exact limit)."""
+    monkeypatch.setattr(nearest, "BLOCK", 96)
+    out, _, _, _ = audited
+    run = TrainedRun.best_of(audit_config(collection, out, overrides=TINY, plant=PLANT))
+    pairs = audited_pairs(run).pairs
+    pools = suggestion_pools(np.arange(len(pairs)) % 3 == 0, pairs.image_of_caption, pairs.pairs.n_images)
+    want = brute_matches(run, pairs, *pools)
+    found = vector_matches(run, pairs, *pools, exact_up_to=exact_up_to)
+    np.testing.assert_array_equal(found.captions, want.captions)
+    np.testing.assert_array_equal(found.images, want.images)
+    np.testing.assert_allclose(found.caption_scores, want.caption_scores, atol=1e-5)
+    np.testing.assert_allclose(found.image_scores, want.image_scores, atol=1e-5)
+    np.testing.assert_allclose(found.pair_score, want.pair_score, atol=1e-5)
+    cap = found.better_cap or len(pairs)
+    assert found.better_cap == (None if exact_up_to else nearest.COUNT_DEPTH)
+    np.testing.assert_array_equal(found.better_images, np.minimum(want.better_images, cap))
 
 
 def test_duplicates_are_columns_and_counts(audited):

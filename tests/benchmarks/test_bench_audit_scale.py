@@ -1,8 +1,10 @@
 """benchmarks/bench_audit_scale.py without an audit: its collection is one the precomp reader reads
 (5 captions per image, the swapped captions marked in the noise record), and the growth exponent
-is the power of a power law."""
+is the power of a power law; the sampled anonymous peak sees a child's memory."""
 
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,3 +42,14 @@ def test_the_growth_exponent_is_the_power_of_a_power_law(bench):
     sizes = [5_000, 10_000, 40_000]
     assert bench.growth(sizes, [3e-4 * n**1.5 for n in sizes]) == pytest.approx(1.5)
     assert bench.growth([5_000], [1.0]) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_anonymous_peak_sees_memory_a_child_held_for_a_moment(bench):
+    code = 'import time; block = b"x" * (300 << 20); time.sleep(1.5); del block; time.sleep(0.5)'
+    child = subprocess.Popen([sys.executable, "-c", code])
+    sampler = bench.AnonymousPeak(child.pid)
+    sampler.start()
+    child.wait()
+    sampler.join()
+    assert 300 <= sampler.peak_mb < 400  # the 300 MiB block, plus the interpreter

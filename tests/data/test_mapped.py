@@ -1,13 +1,14 @@
 """Reading a memory-mapped feature file a block at a time: the blocks are the array's rows, the
 pass keeps one block resident instead of the whole file, and a writable or copy-on-write map
-keeps its changes."""
+keeps its changes; stacking a mapped array with others gives ``np.concatenate``'s rows, mapped
+(a temporary file) without holding them in memory."""
 
 import sys
 
 import numpy as np
 import pytest
 
-from mispair.data.mapped import row_blocks, rows
+from mispair.data.mapped import row_blocks, rows, stacked
 
 MIB = 1 << 20
 
@@ -66,3 +67,19 @@ def test_a_writable_map_keeps_its_changes(feature_file, mode):
     mapped[7] = -1.0
     assert (rows(mapped, slice(0, 8))[7] == -1.0).all()
     assert (mapped[7] == -1.0).all()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_stacking_a_mapped_array_gives_concatenates_rows_mapped_and_never_held_in_memory(feature_file):
+    mapped = np.load(feature_file, mmap_mode="r")  # 64 MiB
+    small = np.full((3, 32, 1024), -2.0, dtype=np.float16)
+    before = resident_mib()
+    joined = stacked([small, mapped, small[:1]])
+    assert resident_mib() - before < 16  # written a block at a time; np.concatenate: +64 MiB
+    assert isinstance(joined, np.memmap) and joined.dtype == np.float32 and not joined.flags.writeable
+    want = np.concatenate([small.astype(np.float32), np.asarray(mapped), small[:1].astype(np.float32)])
+    np.testing.assert_array_equal(rows(joined, slice(0, 516)), want)
+    in_memory = stacked([small, small])
+    assert not isinstance(in_memory, np.memmap)
+    np.testing.assert_array_equal(in_memory, np.concatenate([small, small]))
+    assert stacked([mapped[:0], small[:0]]).shape == (0, 32, 1024)

@@ -18,9 +18,11 @@ rounding. Memory is linear in the collection: the index holds the vectors, a sea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from mispair.ann import IndexSpec, build_ann, search_ann
+from mispair.ann import IndexSpec, empty_ann, search_ann
 
 TILE = 1 << 22
 """Similarities held at once by :func:`count_above` (16 MiB of float32)."""
@@ -32,7 +34,13 @@ PROBE = 16
 """The IVF cells a query visits above :data:`EXACT_PRODUCTS`."""
 
 COUNT_DEPTH = 100
-"""Above :data:`EXACT_PRODUCTS`, :func:`count_above` counts among this many best items found."""
+"""Above :data:`EXACT_PRODUCTS`, a count is among this many best items found (:func:`capped_count`)."""
+
+POINTS_PER_CELL = 64
+"""The vectors an IVF's cells are trained on, per cell (:func:`training_sample`)."""
+
+BLOCK = 65_536
+"""Items added to an index, or captions matched, at a time (a block of 512-long vectors: 128 MiB)."""
 
 
 def index_for(n_items: int, n_queries: int, exact_up_to: int = EXACT_PRODUCTS) -> IndexSpec:
@@ -41,6 +49,68 @@ def index_for(n_items: int, n_queries: int, exact_up_to: int = EXACT_PRODUCTS) -
     if n_items * n_queries <= exact_up_to:
         return IndexSpec(kind="flat")
     return IndexSpec(kind="ivf", nlist=max(1, round(n_items**0.5)), nprobe=PROBE)
+
+
+class ItemIndex:
+    """An inner-product index of items with ids (ascending int64: the rows of the collection they
+    are), added a block at a time so that no copy of them all is made; :meth:`search` answers in
+    those ids.
+
+    ``spec`` from :func:`index_for`; ``sample [m, d]``: vectors like the items (an IVF's cells
+    are trained on them; a flat index reads only their width); ``n_items``: how many will be added.
+    """
+
+    def __init__(self, spec: IndexSpec, sample: np.ndarray, n_items: int) -> None:
+        self.spec = spec
+        self.index = empty_ann(spec, sample, n_items, points_per_cell=POINTS_PER_CELL)
+        self._ids: list[np.ndarray] = []
+
+    @classmethod
+    def of(cls, items: np.ndarray, ids: np.ndarray, spec: IndexSpec) -> ItemIndex:
+        """The index of the rows ``ids`` of ``items [n, d]``, read :data:`BLOCK` rows at a time."""
+        index = cls(spec, items[training_sample(ids, spec)], len(ids))
+        for start in range(0, len(ids), BLOCK):
+            chosen = ids[start : start + BLOCK]
+            index.add(items[chosen], chosen)
+        return index
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add ``vectors [b, d]``, the items ``ids [b]`` (above every id added before)."""
+        if len(ids):
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            self._ids.append(np.asarray(ids, dtype=np.int64))
+
+    @property
+    def ids(self) -> np.ndarray:
+        """``[n]`` the ids of the items added, in order."""
+        return np.concatenate(self._ids) if self._ids else np.zeros(0, dtype=np.int64)
+
+    def search(
+        self, queries: np.ndarray, k: int, among: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids [n_queries, k], scores [n_queries, k])``: each query's ``k`` items of highest
+        inner product, best first (``among``: of those ids only); where fewer than ``k`` are there
+        (or found), the rest is id −1 with score NaN."""
+        ids = np.full((len(queries), k), -1, dtype=np.int64)
+        scores = np.full((len(queries), k), np.nan, dtype=np.float32)
+        added = self.ids
+        if len(added) == 0 or len(queries) == 0:
+            return ids, scores
+        positions = None if among is None else np.searchsorted(added, among)
+        found_scores, found = search_ann(self.index, queries, k, self.spec, among=positions)
+        width = found.shape[1]
+        ids[:, :width] = np.where(found >= 0, added[np.maximum(found, 0)], -1)
+        scores[:, :width] = np.where(found >= 0, found_scores, np.nan)
+        return ids, scores
+
+
+def training_sample(ids: np.ndarray, spec: IndexSpec, seed: int = 0) -> np.ndarray:
+    """The ids (ascending) whose vectors train an IVF's cells: :data:`POINTS_PER_CELL` a cell at
+    most, drawn with ``seed``; one id for a flat index (its width)."""
+    if spec.kind == "flat" or len(ids) == 0:
+        return ids[:1]
+    size = min(len(ids), POINTS_PER_CELL * spec.cells(len(ids)))
+    return np.sort(np.random.default_rng(seed).choice(ids, size, replace=False))
 
 
 def top_inner(
@@ -55,17 +125,72 @@ def top_inner(
     None: all) through the index :func:`index_for` names; where fewer than ``k`` are in the pool
     (or found), the rest is id −1 with score NaN."""
     chosen = np.arange(len(items)) if pool is None else np.flatnonzero(pool)
-    ids = np.full((len(queries), k), -1, dtype=np.int64)
-    scores = np.full((len(queries), k), np.nan, dtype=np.float32)
-    if len(chosen) == 0 or len(queries) == 0:
-        return ids, scores
-    spec = index_for(len(chosen), len(queries), exact_up_to)
-    index = build_ann(items[chosen], spec, points_per_cell=64)
-    found_scores, found = search_ann(index, queries, k, spec)
-    width = found.shape[1]
-    ids[:, :width] = np.where(found >= 0, chosen[np.maximum(found, 0)], -1)
-    scores[:, :width] = np.where(found >= 0, found_scores, np.nan)
-    return ids, scores
+    index = ItemIndex.of(items, chosen, index_for(len(chosen), len(queries), exact_up_to))
+    return index.search(queries, k)
+
+
+@dataclass
+class ImageMatcher:
+    """Each caption's best images and how many images it fits better than its own, from one index
+    of every image, searched a block of captions at a time (:meth:`match`).
+
+    Exact up to ``exact_up_to`` products (a flat index of the pool's images; the counts in tiles,
+    :func:`count_above`). Above, an IVF of every image (:func:`index_for`) is searched once to
+    depth :data:`COUNT_DEPTH` + 1: the counts are those found (capped), and the best images the
+    first ``k`` of the pool found there, which are the ``k`` best of the pool in the cells
+    visited; a caption with fewer than ``k`` of the pool there is searched again among the
+    pool only.
+    """
+
+    images: np.ndarray
+    pool: np.ndarray | None
+    index: ItemIndex
+    k: int
+
+    @classmethod
+    def of(
+        cls,
+        images: np.ndarray,
+        n_captions: int,
+        k: int,
+        pool: np.ndarray | None = None,
+        exact_up_to: int = EXACT_PRODUCTS,
+    ) -> ImageMatcher:
+        """The matcher of ``images [n_images, d]`` for ``n_captions`` captions, ``k`` best images
+        among ``pool [n_images]`` (bool; None: all)."""
+        spec = index_for(len(images), n_captions, exact_up_to)
+        indexed = np.arange(len(images))
+        if spec.kind == "flat" and pool is not None:
+            indexed = np.flatnonzero(pool)
+        return cls(images, pool, ItemIndex.of(images, indexed, spec), k)
+
+    @property
+    def exact(self) -> bool:
+        return self.index.spec.kind == "flat"
+
+    def match(
+        self, captions: np.ndarray, own: np.ndarray, own_score: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ids [b, k], scores [b, k], better [b])`` of caption vectors ``captions [b, d]`` whose
+        images are ``own [b]`` with inner product ``own_score [b]``: the best images, and how many
+        other images have a higher inner product (at most :data:`COUNT_DEPTH` unless exact)."""
+        if self.exact:
+            ids, scores = self.index.search(captions, self.k)
+            return ids, scores, count_above(self.images, captions, own_score, own)
+        found, found_scores = self.index.search(captions, COUNT_DEPTH + 1)
+        better = capped_count(found, found_scores, own_score, own)
+        in_pool = found >= 0
+        if self.pool is not None:
+            in_pool &= self.pool[np.maximum(found, 0)]
+        first = np.argsort(~in_pool, axis=1, kind="stable")[:, : self.k]
+        kept = np.take_along_axis(in_pool, first, axis=1)
+        ids = np.where(kept, np.take_along_axis(found, first, axis=1), -1)
+        scores = np.where(kept, np.take_along_axis(found_scores, first, axis=1), np.nan).astype(np.float32)
+        short = np.flatnonzero(in_pool.sum(axis=1) < self.k)
+        if self.pool is not None and len(short):
+            among = np.flatnonzero(self.pool)
+            ids[short], scores[short] = self.index.search(captions[short], self.k, among=among)
+        return ids, scores, better
 
 
 def paired_inner(images: np.ndarray, captions: np.ndarray, image_of_caption: np.ndarray) -> np.ndarray:
@@ -79,24 +204,11 @@ def paired_inner(images: np.ndarray, captions: np.ndarray, image_of_caption: np.
 
 
 def count_above(
-    items: np.ndarray,
-    queries: np.ndarray,
-    threshold: np.ndarray,
-    exclude: np.ndarray,
-    exact_up_to: int = EXACT_PRODUCTS,
+    items: np.ndarray, queries: np.ndarray, threshold: np.ndarray, exclude: np.ndarray
 ) -> np.ndarray:
     """``[n_queries]`` int64: how many ``items [n_items, d]`` have an inner product with each
-    query above its ``threshold [n_queries]``, not counting the item ``exclude [n_queries]``:
-    exact up to ``exact_up_to`` products, ``TILE`` similarities at a time; above, among the
-    :data:`COUNT_DEPTH` best items an IVF index finds, at most :data:`COUNT_DEPTH` (the module
-    docstring)."""
-    spec = index_for(len(items), len(queries), exact_up_to)
-    if spec.kind != "flat":
-        found_scores, found = search_ann(
-            build_ann(items, spec, points_per_cell=64), queries, COUNT_DEPTH + 1, spec
-        )
-        above = (found >= 0) & (found != exclude[:, None]) & (found_scores > threshold[:, None])
-        return np.minimum(above.sum(axis=1), COUNT_DEPTH).astype(np.int64)
+    query above its ``threshold [n_queries]``, not counting the item ``exclude [n_queries]``;
+    exact, :data:`TILE` similarities at a time."""
     counts = np.zeros(len(queries), dtype=np.int64)
     block = max(1, TILE // max(1, len(items)))
     for start in range(0, len(queries), block):
@@ -105,3 +217,12 @@ def count_above(
         above[np.arange(len(rows)), exclude[rows]] = False
         counts[rows] = above.sum(axis=1)
     return counts
+
+
+def capped_count(
+    found: np.ndarray, scores: np.ndarray, threshold: np.ndarray, exclude: np.ndarray
+) -> np.ndarray:
+    """``[n_queries]`` int64: :func:`count_above` among the items a search found, ``found [n_queries,
+    depth]`` with ``scores``, at most :data:`COUNT_DEPTH`."""
+    above = (found >= 0) & (found != exclude[:, None]) & (scores > threshold[:, None])
+    return np.minimum(above.sum(axis=1), COUNT_DEPTH).astype(np.int64)

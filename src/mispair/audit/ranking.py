@@ -10,7 +10,16 @@ from typing import Literal
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
 
-from mispair.audit.nearest import COUNT_DEPTH, count_above, index_for, paired_inner, top_inner
+from mispair.audit.nearest import (
+    BLOCK,
+    COUNT_DEPTH,
+    EXACT_PRODUCTS,
+    ImageMatcher,
+    ItemIndex,
+    index_for,
+    paired_inner,
+    training_sample,
+)
 from mispair.data.batching import TrainingPairs
 from mispair.division import Division, fit_gmm, min_max_normalize
 from mispair.engine.export import pair_similarities
@@ -97,21 +106,42 @@ def vector_matches(
     images_pool: np.ndarray | None = None,
     *,
     k: int = SUGGESTIONS + 1,
+    exact_up_to: int = EXACT_PRODUCTS,
     progress: bool = False,
 ) -> BestMatches:
     """:class:`BestMatches` of ``train`` from each image's and caption's index vector
-    (:class:`~mispair.search.model.SearchModel`, encoded once) through a FAISS index, exact up to
-    :data:`~mispair.audit.nearest.EXACT_PRODUCTS` (:mod:`mispair.audit.nearest`); the pools as in
-    :func:`matches_of`."""
+    (:class:`~mispair.search.model.SearchModel`) through FAISS indexes, exact up to
+    ``exact_up_to`` products (:mod:`mispair.audit.nearest`); the pools as in :func:`matches_of`.
+
+    The images' vectors are held and indexed once (:class:`~mispair.audit.nearest.ImageMatcher`);
+    the captions' are made :data:`~mispair.audit.nearest.BLOCK` at a time, matched to the images,
+    and those of the pool added to the captions' index, which the images then search: the
+    memory is that of the images and of the pool's captions, not of every caption.
+    """
     model = SearchModel(run)
     images = model.image_vectors(train.pairs, progress=progress)
-    captions = model.text_vectors(train.tokens, progress=progress)
-    paired = train.image_of_caption
-    pair_score = paired_inner(images, captions, paired)
-    best_captions, caption_scores = top_inner(captions, images, k, captions_pool)
-    best_images, image_scores = top_inner(images, captions, k, images_pool)
-    better = count_above(images, captions, pair_score, paired)
-    cap = None if index_for(len(images), len(captions)).kind == "flat" else COUNT_DEPTH
+    n_captions, paired = len(train), train.image_of_caption
+    matcher = ImageMatcher.of(images, n_captions, k, images_pool, exact_up_to)
+    pool = np.arange(n_captions) if captions_pool is None else np.flatnonzero(captions_pool)
+    spec = index_for(len(pool), len(images), exact_up_to)
+    sample = training_sample(pool, spec)
+    captions = ItemIndex(spec, model.text_vectors([train.tokens[c] for c in sample]), len(pool))
+    best_images = np.full((n_captions, k), -1, dtype=np.int64)
+    image_scores = np.full((n_captions, k), np.nan, dtype=np.float32)
+    pair_score = np.zeros(n_captions, dtype=np.float32)
+    better = np.zeros(n_captions, dtype=np.int64)
+    starts = range(0, n_captions, BLOCK)
+    for start in progress_bar(starts, desc="best matches", unit="block", disable=not progress, leave=False):
+        rows = slice(start, min(start + BLOCK, n_captions))
+        vectors = model.text_vectors(train.tokens[rows])
+        pair_score[rows] = paired_inner(images, vectors, paired[rows])
+        best_images[rows], image_scores[rows], better[rows] = matcher.match(
+            vectors, paired[rows], pair_score[rows]
+        )
+        chosen = pool[(pool >= rows.start) & (pool < rows.stop)]
+        captions.add(vectors[chosen - start], chosen)
+    best_captions, caption_scores = captions.search(images, k)
+    cap = None if matcher.exact else COUNT_DEPTH
     return BestMatches(
         best_captions, caption_scores, best_images, image_scores, pair_score, better, better_cap=cap
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mispair.data.mapped import row_blocks, rows
+from mispair.data.mapped import row_blocks, rows, stacked
 from mispair.errors import DataError
 
 
@@ -141,14 +141,14 @@ class PairSet:
 def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
     """The pairs of ``parts`` as one set: their images one after another, each caption still
     paired with its own image (features of one shape; ids, metadata, tokens and caption vectors
-    kept only when every part has them)."""
+    kept only when every part has them; memory-mapped features stay so, :func:`stacked`)."""
     offsets = np.cumsum([0] + [p.n_images for p in parts])
     ids = [p.image_ids for p in parts]
     tokens = [p.caption_tokens for p in parts]
     pair_ids = [p.pair_ids for p in parts]
     vectors = [p.text_features for p in parts]
     return PairSet(
-        images=np.concatenate([np.asarray(p.images) for p in parts]),
+        images=stacked([p.images for p in parts]),
         captions=[c for p in parts for c in p.captions],
         image_of_caption=np.concatenate([p.image_of_caption + o for p, o in zip(parts, offsets)]),
         name=name or "+".join(p.name for p in parts),
@@ -156,7 +156,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
         caption_tokens=None if any(t is None for t in tokens) else [t for part in tokens for t in part],
         vocab_size=parts[0].vocab_size,
         pair_ids=None if any(i is None for i in pair_ids) else [i for part in pair_ids for i in part],
-        text_features=None if any(v is None for v in vectors) else np.concatenate(vectors),
+        text_features=None if any(v is None for v in vectors) else stacked(vectors),
     )
 
 
