@@ -12,6 +12,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 import mispair.audit.nearest as nearest
 from mispair.audit import audit_collection
+from mispair.audit.atlas import embedding_map, pooled_embeddings, project
 from mispair.audit.collection import audit_config
 from mispair.audit.ranking import best_matches, brute_matches, suggestion_pools, vector_matches
 from mispair.audit.run import AUDIT_PARTS, audited_pairs
@@ -140,6 +141,18 @@ def test_index_matches_made_a_block_of_captions_at_a_time_equal_the_heads_brute_
     cap = found.better_cap or len(pairs)
     assert found.better_cap == (None if exact_up_to else nearest.COUNT_DEPTH)
     np.testing.assert_array_equal(found.better_images, np.minimum(want.better_images, cap))
+
+
+def test_the_map_above_the_umap_limit_streams_the_captions_into_the_same_pca(audited, collection):
+    out, _, _, _ = audited
+    run = TrainedRun.best_of(audit_config(collection, out, overrides=TINY, plant=PLANT))
+    pairs = audited_pairs(run).pairs
+    streamed = embedding_map(run, pairs, max_umap=0)
+    held = project(*pooled_embeddings(run, pairs), max_umap=0)
+    assert streamed.method == held.method == "pca"
+    np.testing.assert_allclose(streamed.images, held.images, atol=1e-6)
+    np.testing.assert_allclose(streamed.captions, held.captions, atol=1e-6)
+    assert streamed.captions.shape == (800, 2)
 
 
 def test_duplicates_are_columns_and_counts(audited):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.atlas import map_columns, pooled_embeddings, project
+from mispair.audit.atlas import embedding_map, map_columns
 from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.duplicates import Duplicates, find_duplicates
 from mispair.audit.ranking import (
@@ -139,7 +139,7 @@ def audit_collection(
         )
         table = pair_table(audited, mismatch, threshold, matches, duplicates)
         timings.lap("ranking")
-        points = project(*pooled_embeddings(run, audited.pairs), seed=seed)
+        points = embedding_map(run, audited.pairs, seed=seed)
         order = suspicion_order(audited.score)
         table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
         timings.lap("map")
