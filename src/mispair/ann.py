@@ -157,23 +157,23 @@ def search_ann(
 
 
 def close_pairs(
-    vectors: np.ndarray, squared_radius: float, *, block: int = 4096
+    vectors: np.ndarray, squared_radius: float, *, block: int = 4096, from_row: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)`` int64 with ``i < j``: every pair of rows of ``vectors [n, d]`` at squared
-    Euclidean distance at most ``squared_radius`` (an exact FAISS range search of every row
-    against all, ``block`` queries at a time; cheap for short vectors)."""
+    """``(i, j)`` int64 with ``i < j`` and ``j ≥ from_row``: every such pair of rows of ``vectors
+    [n, d]`` at squared Euclidean distance at most ``squared_radius`` (an exact FAISS range search
+    of the rows from ``from_row`` on against all, ``block`` at a time; cheap for short vectors)."""
     faiss = faiss_module()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     index = faiss.IndexFlatL2(vectors.shape[1])
     index.add(vectors)
     radius = float(np.nextafter(np.float32(squared_radius), np.float32(np.inf)))  # FAISS keeps < radius
     first, second = [], []
-    for start in range(0, len(vectors), block):
+    for start in range(from_row, len(vectors), block):
         lims, _, found = index.range_search(vectors[start : start + block], radius)
         rows = np.repeat(np.arange(start, start + len(lims) - 1), np.diff(lims.astype(np.int64)))
-        keep = rows < found
-        first.append(rows[keep])
-        second.append(found[keep].astype(np.int64))
+        keep = found < rows
+        first.append(found[keep].astype(np.int64))
+        second.append(rows[keep])
     empty = np.zeros(0, dtype=np.int64)
     return (np.concatenate(first) if first else empty), (np.concatenate(second) if second else empty)
 

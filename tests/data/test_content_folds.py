@@ -1,6 +1,8 @@
 """Folds by content: no held-out pair shares its caption text or (a near-duplicate of) its picture
 with the pairs its scorer trains on, the folds do not depend on the row order, and they stay
-near-equal in pairs; checked against brute-force loops."""
+near-equal in pairs; checked against brute-force loops. The near-duplicates of a collection whose
+first rows were searched before are those of a search from scratch, the earlier rows not searched
+again."""
 
 import numpy as np
 import pytest
@@ -181,6 +183,40 @@ def test_near_duplicates_through_short_projections_are_the_brute_force_ones(seed
         first, second = near_duplicate_edges(features, exact_up_to=exact_up_to)
         assert (first < second).all()
         assert set(zip(first.tolist(), second.tolist())) == want and len(want) >= 100
+
+
+@pytest.mark.parametrize(("exact_up_to", "with_faiss"), [(10_000, True), (0, True), (0, False)])
+def test_a_collection_beginning_with_one_searched_before_is_searched_from_its_new_rows_only(
+    exact_up_to, with_faiss, monkeypatch
+):
+    """The audit asks for the training split's near-duplicates (its folds), then for every split's
+    joined: the same pairs as brute force, only the new rows searched; a changed first row or
+    another threshold is searched from scratch."""
+    monkeypatch.setattr(content, "_KNOWN", [])
+    if with_faiss:
+        pytest.importorskip("faiss")
+    else:
+        monkeypatch.setattr(content, "faiss_installed", lambda: False)
+    searched = []
+    for name in ("_pairs_above", "projected_candidates"):
+        real = getattr(content, name)
+        monkeypatch.setattr(content, name, lambda *a, _real=real: searched.append(a[-1]) or _real(*a))
+    features, want = planted_twins(2000, 5)
+    train = features[:1500]
+    first, second = near_duplicate_edges(train, exact_up_to=exact_up_to)
+    assert set(zip(first.tolist(), second.tolist())) == {(i, j) for i, j in want if j < 1500}
+    first, second = near_duplicate_edges(features, exact_up_to=exact_up_to)
+    assert set(zip(first.tolist(), second.tolist())) == want and len(first) == len(want)
+    assert searched == [0, 1500]
+    changed = features.copy()
+    changed[0] += 1.0
+    vectors = pooled(changed)
+    first, second = near_duplicate_edges(changed, exact_up_to=exact_up_to)
+    brute = np.nonzero(np.triu(vectors @ vectors.T >= NEAR_DUPLICATE_COSINE, 1))
+    assert set(zip(first.tolist(), second.tolist())) == set(zip(*(b.tolist() for b in brute)))
+    near_duplicate_edges(features, 0.995, exact_up_to=exact_up_to)
+    assert searched[2:] == [0, 0]
+    assert len(content._KNOWN) <= content.KNOWN_EDGES
 
 
 def test_projected_candidates_hold_every_near_duplicate_and_few_others():

@@ -51,6 +51,10 @@ PROJECTED = 64
 """The principal axes :func:`projected_candidates` projects the pooled vectors onto."""
 
 
+KNOWN_EDGES = 4
+"""The results of :func:`near_duplicate_edges` this process keeps (:class:`KnownEdges`)."""
+
+
 def near_duplicate_edges(
     features: np.ndarray,
     threshold: float = NEAR_DUPLICATE_COSINE,
@@ -63,13 +67,74 @@ def near_duplicate_edges(
     ``threshold``. Up to ``exact_up_to`` images, the pooled vectors are compared ``chunk`` rows
     against all; above, the pairs close in :data:`PROJECTED` dimensions are found first and then
     checked on their full vectors (:func:`projected_candidates`), the features read a block at a
-    time: the same pairs either way."""
+    time: the same pairs either way.
+
+    Where the first rows of ``features`` are those of an earlier call's (by a digest of their
+    bytes: the training split's, when the audit asks again for all its splits joined), that
+    call's pairs are kept and only those with a later row are sought (:data:`KNOWN_EDGES`)."""
+    known, digests = KnownEdges.find(features, threshold)
+    from_row = 0 if known is None else known.rows
     if len(features) <= exact_up_to or features.shape[-1] <= PROJECTED:
-        return _pairs_above(pooled(features), threshold, chunk)
-    first, second = projected_candidates(features, threshold)
+        first, second = _pairs_above(pooled(features), threshold, chunk, from_row)
+    else:
+        first, second = _checked(features, *projected_candidates(features, threshold, from_row), threshold)
+    if known is not None:
+        first, second = np.concatenate([known.first, first]), np.concatenate([known.second, second])
+    KnownEdges.keep(KnownEdges(len(features), digests[len(features)], threshold, first, second))
+    return first, second
+
+
+@dataclass(frozen=True)
+class KnownEdges:
+    """The near-duplicate pairs ``(first, second)`` at ``threshold`` of ``rows`` images whose
+    features have the ``digest``; the process keeps the last :data:`KNOWN_EDGES`."""
+
+    rows: int
+    digest: str
+    threshold: float
+    first: np.ndarray
+    second: np.ndarray
+
+    @staticmethod
+    def find(features: np.ndarray, threshold: float) -> tuple[KnownEdges | None, dict[int, str]]:
+        """The longest kept result whose rows begin ``features`` (None), and the digests of
+        ``features``' prefixes read to know (the whole of it among them)."""
+        candidates = [e for e in _KNOWN if e.threshold == threshold and e.rows <= len(features)]
+        digests = prefix_digests(features, {e.rows for e in candidates} | {len(features)})
+        found = [e for e in candidates if digests[e.rows] == e.digest]
+        return max(found, key=lambda e: e.rows, default=None), digests
+
+    @staticmethod
+    def keep(edges: KnownEdges) -> None:
+        same = (edges.rows, edges.digest, edges.threshold)
+        _KNOWN[:] = [e for e in _KNOWN if (e.rows, e.digest, e.threshold) != same]
+        _KNOWN.append(edges)
+        del _KNOWN[:-KNOWN_EDGES]
+
+
+_KNOWN: list[KnownEdges] = []
+
+
+def prefix_digests(features: np.ndarray, lengths: set[int]) -> dict[int, str]:
+    """``{m: digest}`` of the first ``m`` rows of ``features`` for each ``m`` of ``lengths`` (their
+    bytes, dtype and row shape), in one pass a block at a time."""
+    digest = hashlib.blake2b(f"{features.dtype.str}{features.shape[1:]}".encode(), digest_size=16)
+    out, done = {}, 0
+    for stop in sorted(lengths):
+        for _, part in row_blocks(features[done:stop]):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        out[stop], done = digest.hexdigest(), stop
+    return out
+
+
+def _checked(
+    features: np.ndarray, first: np.ndarray, second: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate pairs ``(first, second)`` whose full pooled vectors have cosine ≥ ``threshold``
+    (their features read a block of pairs at a time)."""
     keep = np.zeros(len(first), dtype=bool)
     step = 1 << 16
-    for start in range(0, len(first), step):  # each candidate checked on its full pooled vectors
+    for start in range(0, len(first), step):
         a, b = first[start : start + step], second[start : start + step]
         needed, where = np.unique(np.concatenate([a, b]), return_inverse=True)
         vectors = pooled(rows(features, needed))
@@ -79,24 +144,28 @@ def near_duplicate_edges(
     return first[keep], second[keep]
 
 
-def projected_candidates(features: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)``, ``i < j``: a superset of the pairs of :func:`near_duplicate_edges`. For unit
-    vectors, cosine ≥ t exactly when ``|a − b|² ≤ 2(1 − t)``, and an orthogonal projection never
-    lengthens a difference, so every such pair is within that distance after projecting onto any
-    :data:`PROJECTED` orthonormal axes (here the principal axes of a sample: few other pairs come
-    that close). Found by a FAISS range search when FAISS is installed, else block by block."""
+def projected_candidates(
+    features: np.ndarray, threshold: float, from_row: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``, ``j ≥ from_row``: a superset of such pairs of
+    :func:`near_duplicate_edges`. For unit vectors, cosine ≥ t exactly when ``|a − b|² ≤ 2(1 −
+    t)``, and an orthogonal projection never lengthens a difference, so every such pair is within
+    that distance after projecting onto any :data:`PROJECTED` orthonormal axes (here the principal
+    axes of a sample: few other pairs come that close). Found by a FAISS range search when FAISS
+    is installed, else block by block."""
     axes = principal_axes(features, PROJECTED)
     projected = np.empty((len(features), axes.shape[1]), dtype=np.float32)
     for block, part in row_blocks(features, None, np.float32):
         projected[block] = pooled(part) @ axes
     radius = 2.0 * (1.0 - threshold) + 1e-4  # a margin for float rounding: candidates are checked
     if faiss_installed():
-        return close_pairs(projected, radius)
+        return close_pairs(projected, radius, from_row=from_row)
     lengths = (projected**2).sum(axis=1)
     return _pairs_where(
         len(projected),
         lambda rows: lengths[rows, None] + lengths[None, :] - 2 * projected[rows] @ projected.T <= radius,
         1024,
+        from_row,
     )
 
 
@@ -116,19 +185,23 @@ def principal_axes(features: np.ndarray, count: int, sample: int = 20_000, seed:
     return np.ascontiguousarray(axes[:, ::-1][:, :count], dtype=np.float32)
 
 
-def _pairs_above(vectors: np.ndarray, threshold: float, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)``, ``i < j``: the pairs of rows of ``vectors`` (unit) with inner product ≥
-    ``threshold``, ``chunk`` rows against all at a time."""
-    return _pairs_where(len(vectors), lambda rows: vectors[rows] @ vectors.T >= threshold, chunk)
+def _pairs_above(
+    vectors: np.ndarray, threshold: float, chunk: int, from_row: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``, ``j ≥ from_row``: the pairs of rows of ``vectors`` (unit) with inner
+    product ≥ ``threshold``, ``chunk`` rows against all at a time."""
+    return _pairs_where(len(vectors), lambda rows: vectors[rows] @ vectors.T >= threshold, chunk, from_row)
 
 
-def _pairs_where(n: int, close: Callable[[slice], np.ndarray], chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(i, j)``, ``i < j``: the pairs where ``close(rows) -> [len(rows), n]`` (bool) holds,
-    ``chunk`` rows against all at a time."""
+def _pairs_where(
+    n: int, close: Callable[[slice], np.ndarray], chunk: int, from_row: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(i, j)``, ``i < j``, ``j ≥ from_row``: the pairs where ``close(rows) -> [len(rows), n]``
+    (bool, symmetric) holds, ``chunk`` rows ``j`` against all at a time."""
     first, second = [], []
-    for start in range(0, n, chunk):
-        i, j = np.nonzero(close(slice(start, min(start + chunk, n))))
-        i = i + start
+    for start in range(from_row, n, chunk):
+        j, i = np.nonzero(close(slice(start, min(start + chunk, n))))
+        j = j + start
         keep = i < j
         first.append(i[keep])
         second.append(j[keep])
