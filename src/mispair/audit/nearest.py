@@ -1,19 +1,21 @@
 """Best matches from index vectors, without the all-pairs matrix: each query's ``k`` highest inner
-products through a FAISS index (:func:`~mispair.ann.build_ann`), and how many items score above
-a threshold, a block of queries at a time.
+products through a FAISS index (:class:`ItemIndex`), and how many items score above a threshold,
+a block of queries at a time.
 
 Up to :data:`EXACT_PRODUCTS` query–item products (100,000 pairs of 20,000 images: 2·10⁹) the
 index is exact (``flat``) and the counts are exact. Above, the all-pairs products grow as the
 square of the collection (a million pairs: 2·10¹¹, about 100× the time of 100,000), so the index
 is an IVF of ``√n`` cells searched in :data:`PROBE` of them (:func:`index_for`): the best matches
 are those found there, and a count is that of the :data:`COUNT_DEPTH` best items found, capped
-there (a count at the cap means "at least").
+there (a count at the cap means "at least"). One search of the images to that depth gives a
+caption both its count and its best images (:class:`ImageMatcher`).
 
 The vectors are :class:`~mispair.search.model.SearchModel`'s: their inner product is the models'
 mean cosine similarity, what the cosine head scores, so the results equal the brute-force
 search over the head's similarities (:func:`mispair.audit.ranking.matches_of`) up to float
-rounding. Memory is linear in the collection: the index holds the vectors, a search returns
-``k`` per query, a count holds one ``[block, n_items]`` tile.
+rounding. Memory is linear in what is indexed: an index is filled :data:`BLOCK` vectors at a time
+(no copy of them all), the captions are matched a block at a time, a search returns ``k`` per
+query, a count holds one ``[block, n_items]`` tile.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ BLOCK = 65_536
 
 
 def index_for(n_items: int, n_queries: int, exact_up_to: int = EXACT_PRODUCTS) -> IndexSpec:
-    """The index :func:`top_inner` and :func:`count_above` search: ``flat`` (exact) up to
-    ``exact_up_to`` products, else an IVF of ``√n_items`` cells searched in :data:`PROBE`."""
+    """The index of ``n_items`` searched by ``n_queries``: ``flat`` (exact) up to ``exact_up_to``
+    products, else an IVF of ``√n_items`` cells searched in :data:`PROBE`."""
     if n_items * n_queries <= exact_up_to:
         return IndexSpec(kind="flat")
     return IndexSpec(kind="ivf", nlist=max(1, round(n_items**0.5)), nprobe=PROBE)

@@ -73,11 +73,12 @@ def best_matches(
     suspected pairs (:func:`suggestion_pools`).
 
     ``search``: ``faiss`` encodes every image and caption once and finds the best matches through
-    an exact FAISS inner-product index (:func:`vector_matches`; cosine head only, where the index
-    vectors' inner product is the head's score; memory linear in the pairs); ``brute`` reads the
-    ``[n_images, n_captions]`` similarities of the head ``chunk`` images at a time (memory: chunk ×
-    captions; every caption encoded again per chunk), the reference; ``auto``: ``faiss`` where it
-    applies and FAISS is installed.
+    FAISS inner-product indexes (:func:`vector_matches`: exact up to
+    :data:`~mispair.audit.nearest.EXACT_PRODUCTS`; cosine head only, where the index vectors'
+    inner product is the head's score; memory linear in the images and the pool's captions);
+    ``brute`` reads the ``[n_images, n_captions]`` similarities of the head ``chunk`` images at a
+    time (memory: chunk × captions; every caption encoded again per chunk), the reference;
+    ``auto``: ``faiss`` where it applies and FAISS is installed.
     """
     train: TrainingPairs = run.train if pairs is None else pairs
     pools = (None, None)
