@@ -115,14 +115,13 @@ def similarity_matrix(
 ) -> Tensor:
     """``[n_images, n_captions]`` similarities (of the images ``images`` only, when given),
     averaged over ``models`` (co-training, SGRAF), in eval mode."""
-    total = None
+    total = None  # every model's similarities added into one matrix
     for model in models:
         image_side, texts = encode_split(
             model, pairs, tokens, batch_size=batch_size, device=device, images=images
         )
         with evaluating(model):
-            sims = all_pair_similarities(
-                model.similarity, image_side, texts, device=device, progress=progress
+            total = all_pair_similarities(
+                model.similarity, image_side, texts, device=device, progress=progress, add_to=total
             )
-        total = sims if total is None else total + sims
-    return total / len(models)
+    return total.div_(len(models))

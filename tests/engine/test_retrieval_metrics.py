@@ -1,10 +1,12 @@
-"""retrieval_metrics against a brute-force loop, including ties, 1/5 captions and 5 folds."""
+"""retrieval_metrics against a brute-force loop, including ties, 1/5 captions and 5 folds, its
+queries ranked in blocks of any size."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mispair.engine.metrics as metrics
 from mispair import retrieval_metrics
 from mispair.errors import DataError
 
@@ -102,3 +104,13 @@ def test_any_number_of_captions_per_image_ranks_as_a_brute_force_loop():
     uniform = np.repeat(np.arange(5), 2)  # the standard layout gives the standard metrics
     sims = rng.normal(size=(5, 10))
     assert retrieval_metrics(sims, image_of_caption=uniform) == retrieval_metrics(sims, captions_per_image=2)
+
+
+@pytest.mark.parametrize("tile", [1, 7, 64])
+def test_queries_ranked_a_few_at_a_time_rank_as_the_brute_force_loop(tile, monkeypatch):
+    monkeypatch.setattr(metrics, "TILE", tile)  # 1 query a block, a few, several
+    rng = np.random.default_rng(tile)
+    sims = rng.integers(0, 4, (9, 45)).astype(float)  # many ties
+    _close(retrieval_metrics(sims, 5), brute_force(sims, 5))
+    groups = rng.integers(0, 12, 45) * 3 - 7  # labels of any value
+    _close(retrieval_metrics(sims, 5, caption_groups=groups), brute_force(sims, 5, groups))

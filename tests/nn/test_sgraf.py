@@ -104,6 +104,25 @@ def test_chunked_engine_matches_one_shot(name: str, chunks: tuple[int, int]) -> 
         torch.testing.assert_close(sims, expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", [*HEADS, "plain"])
+def test_the_engine_adds_into_a_given_matrix(name: str) -> None:
+    """Two heads' similarities added into one matrix (``add_to``): their sum, in the same tensor;
+    a matrix of another shape is refused."""
+    heads = [small_head("sgr" if name == "plain" else name) for _ in range(2)]
+    images, texts = random_images(7, 5, 32, 3), random_texts([4, 1, 9, 2, 6], 32, 4)
+    images, texts = images.to("cpu", torch.float64), texts.to("cpu", torch.float64)
+    with torch.no_grad():
+        expected = (heads[0](images, texts) + heads[1](images, texts)).float()
+    total = torch.zeros(7, 5)
+    for head in heads:  # a plain function takes the unprepared path
+        similarity = (lambda i, t, h=head: h(i, t)) if name == "plain" else head
+        out = all_pair_similarities(similarity, images, texts, image_chunk=3, caption_chunk=2, add_to=total)
+        assert out is total
+    torch.testing.assert_close(total, expected, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="add_to"):
+        all_pair_similarities(heads[0], images, texts, add_to=torch.zeros(7, 4))
+
+
 def test_engine_respects_a_tiny_memory_budget() -> None:
     head = small_head("sgr")
     images, texts = small_inputs(seed=9)

@@ -56,6 +56,7 @@ def all_pair_similarities(
     dtype: torch.dtype | None = None,
     progress: bool = False,
     max_block_bytes: int = 1 << 26,
+    add_to: Tensor | None = None,
 ) -> Tensor:
     """Score every image against every caption, one ``image_chunk × caption_chunk`` block at a time.
 
@@ -74,6 +75,8 @@ def all_pair_similarities(
             e.g. ``head.double()`` for ``torch.float64``).
         progress: show a progress bar over blocks.
         max_block_bytes: memory budget of one block, for prepared heads.
+        add_to: a ``[n_images, n_captions]`` float32 CPU tensor the blocks are added into (and
+            returned), instead of a new one: several models' sum in one matrix.
 
     Returns:
         ``[n_images, n_captions]`` float32 similarities on the CPU.
@@ -91,13 +94,23 @@ def all_pair_similarities(
             dtype,
             progress,
             max_block_bytes,
+            _output(len(images), len(texts), add_to),
         )
-    out = torch.empty(len(images), len(texts), dtype=torch.float32)
+    out = _output(len(images), len(texts), add_to)
     blocks = [(i, j) for i in _blocks(len(images), image_chunk) for j in _blocks(len(texts), caption_chunk)]
     for i, j in progress_bar(blocks, desc="similarities", disable=not progress, leave=False):
         block = similarity(images[i].to(device, dtype), texts[j].to(device, dtype))
-        out[i, j] = block.float().cpu()
+        out[i, j] += block.float().cpu()
     return out
+
+
+def _output(n_images: int, n_captions: int, add_to: Tensor | None) -> Tensor:
+    """``add_to`` (checked), or a new zero matrix."""
+    if add_to is None:
+        return torch.zeros(n_images, n_captions, dtype=torch.float32)
+    if add_to.shape != (n_images, n_captions) or add_to.dtype != torch.float32:
+        raise ValueError(f"add_to: a float32 [{n_images}, {n_captions}] tensor, got {tuple(add_to.shape)}")
+    return add_to
 
 
 def _prepared_similarities(
@@ -110,9 +123,10 @@ def _prepared_similarities(
     dtype: torch.dtype | None,
     progress: bool,
     budget: int,
+    out: Tensor,
 ) -> Tensor:
-    """Blocks of ``rows`` images × one length-sorted caption group, each side prepared once."""
-    out = torch.empty(len(images), len(texts), dtype=torch.float32)
+    """Blocks of ``rows`` images × one length-sorted caption group, each side prepared once, added
+    into ``out``."""
     if out.numel() == 0:
         return out
     lengths = texts.lengths.cpu()
@@ -124,7 +138,7 @@ def _prepared_similarities(
     for i, g in progress_bar(blocks, desc="similarities", disable=not progress, leave=False):
         if current != i:
             image_side, current = head.prepare_images(images[i].to(device, dtype)), i
-        out[i, groups[g]] = head.score(image_side, prepared[g]).float().cpu()
+        out[i, groups[g]] += head.score(image_side, prepared[g]).float().cpu()
     return out
 
 
