@@ -9,7 +9,7 @@ model that never trains (a pretrained feature extractor, a loaded checkpoint).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -125,3 +125,29 @@ def similarity_matrix(
                 model.similarity, image_side, texts, device=device, progress=progress, add_to=total
             )
     return total.div_(len(models))
+
+
+def similarity_blocks(
+    models: Sequence[RetrievalModel],
+    pairs: PairSet,
+    tokens: list[list[int]],
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+) -> Callable[[slice, slice], np.ndarray]:
+    """``block(images, captions) -> [len(images), len(captions)]`` float32: the similarities of
+    :func:`similarity_matrix` a block at a time, each model's images and captions encoded once
+    (here) and only the block scored per call."""
+    encoded = [encode_split(m, pairs, tokens, batch_size=batch_size, device=device) for m in models]
+
+    @torch.no_grad()
+    def block(images: slice, captions: slice) -> np.ndarray:
+        total = None
+        for model, (image_side, texts) in zip(models, encoded):
+            with evaluating(model):
+                total = all_pair_similarities(
+                    model.similarity, image_side[images], texts[captions], device=device, add_to=total
+                )
+        return total.div_(len(models)).numpy()
+
+    return block

@@ -1,6 +1,8 @@
 """retrieval_metrics against a brute-force loop, including ties, 1/5 captions and 5 folds, its
 queries ranked in blocks of any size."""
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 
 import mispair.engine.metrics as metrics
 from mispair import retrieval_metrics
+from mispair.engine.metrics import streamed_retrieval_metrics
 from mispair.errors import DataError
 
 
@@ -114,3 +117,34 @@ def test_queries_ranked_a_few_at_a_time_rank_as_the_brute_force_loop(tile, monke
     _close(retrieval_metrics(sims, 5), brute_force(sims, 5))
     groups = rng.integers(0, 12, 45) * 3 - 7  # labels of any value
     _close(retrieval_metrics(sims, 5, caption_groups=groups), brute_force(sims, 5, groups))
+
+
+@pytest.mark.parametrize("tile", [1, 45, 1 << 24])
+def test_metrics_streamed_from_blocks_of_rows_equal_those_of_the_whole_matrix(tile, monkeypatch):
+    """Each block of images asked for twice (once per pass), never more rows than the tile
+    allows; the metrics those of the matrix: 5 folds, caption groups, any captions per image."""
+    monkeypatch.setattr(metrics, "STREAM_TILE", tile)
+    rng = np.random.default_rng(tile)
+    sims = rng.integers(0, 4, (10, 50)).astype(np.float32)  # many ties
+    asked = []
+
+    def block(rows, cols):
+        asked.append((rows.start, rows.stop, cols.start, cols.stop))
+        return sims[rows, cols]
+
+    for folds in (1, 5):
+        asked.clear()
+        got = streamed_retrieval_metrics(block, 10, 50, 5, folds)
+        assert got == pytest.approx(retrieval_metrics(sims, 5, folds), abs=1e-9)
+        assert set(Counter(asked).values()) == {2}  # each block once per pass
+        rows_per_block = max(1, min(10 // folds, tile // (50 // folds)))
+        assert max(stop - start for start, stop, _, _ in asked) == rows_per_block
+    groups = rng.integers(0, 9, 50)
+    want = retrieval_metrics(sims, 5, caption_groups=groups)
+    got = streamed_retrieval_metrics(block, 10, 50, 5, caption_groups=groups)
+    assert got == pytest.approx(want, abs=1e-9)
+    owner = np.sort(rng.integers(0, 10, 50))
+    want = retrieval_metrics(sims, image_of_caption=owner)
+    assert streamed_retrieval_metrics(block, 10, 50, image_of_caption=owner) == pytest.approx(want, abs=1e-9)
+    with pytest.raises(DataError, match="expected 5 per image"):
+        streamed_retrieval_metrics(block, 10, 49, 5)

@@ -3,21 +3,26 @@ multi-process run, each rank scores a block of the images and rank 0 computes th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
 from mispair.data.loading import load_split
 from mispair.data.pairset import PairSet, caption_groups
 from mispair.distributed import SINGLE_PROCESS, Shard, from_main, gather_rows
-from mispair.encoding import similarity_matrix
+from mispair.encoding import similarity_blocks, similarity_matrix
 from mispair.engine.assembly import model_pairs, pick_device
-from mispair.engine.metrics import retrieval_metrics
+from mispair.engine.metrics import retrieval_metrics, streamed_retrieval_metrics
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
 from mispair.nn.model import RetrievalModel
+
+STREAMED_ABOVE = 1 << 30
+"""Above this many bytes of similarity matrix (float32), a single process's evaluation never holds
+it: :func:`~mispair.engine.metrics.streamed_retrieval_metrics` reads it a block of images at a time,
+scored twice (a 10,000-image split with 50,000 captions: 2 GB)."""
 
 
 def evaluate_split(
@@ -37,6 +42,10 @@ def evaluate_split(
     per_image = pairs.captions_per_image
     if per_image is None and folds != 1:
         raise DataError(f"{pairs.name}: {folds}-fold evaluation needs the same number of captions per image")
+    if shard.world == 1 and 4 * pairs.n_images * pairs.n_captions > STREAMED_ABOVE:
+        block = similarity_blocks(models, pairs, tokens, batch_size=batch_size, device=device)
+        streamed = partial(streamed_retrieval_metrics, block, pairs.n_images, pairs.n_captions)
+        return _metrics(streamed, pairs, per_image, folds)
     block = similarity_matrix(
         models,
         pairs,
@@ -47,16 +56,20 @@ def evaluate_split(
         images=shard.block(pairs.n_images),
     )
     sims = gather_rows(shard, block, pairs.n_images)
-    return from_main(shard, lambda: _metrics(sims, pairs, per_image, folds))
+    return from_main(shard, lambda: _metrics(partial(retrieval_metrics, sims), pairs, per_image, folds))
 
 
-def _metrics(sims: Tensor, pairs: PairSet, per_image: int | None, folds: int) -> dict[str, float]:
-    """The metrics of ``sims``; captions of any number per image when ``per_image`` is None."""
+def _metrics(
+    score: Callable[..., dict[str, float]], pairs: PairSet, per_image: int | None, folds: int
+) -> dict[str, float]:
+    """The metrics by ``score(captions_per_image, folds, **layout)`` (:func:`retrieval_metrics` of
+    the matrix, or :func:`streamed_retrieval_metrics`); captions of any number per image when
+    ``per_image`` is None."""
     groups = caption_groups(pairs.captions) if per_image in (1, None) else None
     layout = {"image_of_caption": pairs.image_of_caption} if per_image is None else {}
-    metrics = retrieval_metrics(sims, per_image or 1, folds, **layout)
+    metrics = score(per_image or 1, folds, **layout)
     if groups is not None and len(set(groups.tolist())) < len(groups):
-        equivalent = retrieval_metrics(sims, per_image or 1, folds, caption_groups=groups, **layout)
+        equivalent = score(per_image or 1, folds, caption_groups=groups, **layout)
         metrics.update({f"eq_{k}": v for k, v in equivalent.items()})
     return metrics
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,22 +61,44 @@ def retrieval_metrics(
     sims = sims.detach().float().cpu().numpy() if isinstance(sims, torch.Tensor) else np.asarray(sims)
     if sims.ndim != 2:
         raise DataError(f"similarity matrix must be [n_images, n_captions], got shape {sims.shape}")
-    if not np.isfinite(sims).all():  # NaN would rank as a match: a diverged model must not score
-        raise DivergedError(
-            f"{int((~np.isfinite(sims)).sum())} similarities are NaN or infinite: "
-            "the model's weights diverged (lower train.lr)"
-        )
+    _finite(sims)
     n_images, n_captions = sims.shape
     if caption_groups is not None and np.shape(caption_groups) != (n_captions,):
         raise DataError(f"caption_groups needs {n_captions} entries, got shape {np.shape(caption_groups)}")
     if image_of_caption is not None:
-        owner = np.asarray(image_of_caption, dtype=np.int64)
-        inside = owner.shape == (n_captions,) and 0 <= owner.min(initial=0) <= owner.max(initial=0) < n_images
-        if folds != 1 or not inside:
-            raise DataError(f"image_of_caption: {n_captions} image indices in [0, {n_images}) and one fold")
-        metrics = _fold_metrics(sims, owner, caption_groups)
-        metrics["rsum"] = sum(metrics[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
-        return {k: metrics[k] for k in METRIC_KEYS if k in metrics}
+        owner = _owners(np.asarray(image_of_caption, dtype=np.int64), n_images, n_captions, folds)
+        return _averaged([_fold_metrics(sims, owner, caption_groups)])
+    per_fold = []
+    for rows, cols, owner in _folds(n_images, n_captions, captions_per_image, folds):
+        groups = None if caption_groups is None else np.asarray(caption_groups)[cols]
+        per_fold.append(_fold_metrics(sims[rows, cols], owner, groups))
+    return _averaged(per_fold)
+
+
+def _finite(sims: np.ndarray) -> np.ndarray:
+    """``sims``, after a one-line error if any is NaN or infinite (NaN would rank as a match: a
+    diverged model must not score)."""
+    if not np.isfinite(sims).all():
+        raise DivergedError(
+            f"{int((~np.isfinite(sims)).sum())} similarities are NaN or infinite: "
+            "the model's weights diverged (lower train.lr)"
+        )
+    return sims
+
+
+def _owners(owner: np.ndarray, n_images: int, n_captions: int, folds: int) -> np.ndarray:
+    """``image_of_caption`` checked: ``n_captions`` indices of the ``n_images``, one fold."""
+    inside = owner.shape == (n_captions,) and 0 <= owner.min(initial=0) <= owner.max(initial=0) < n_images
+    if folds != 1 or not inside:
+        raise DataError(f"image_of_caption: {n_captions} image indices in [0, {n_images}) and one fold")
+    return owner
+
+
+def _folds(
+    n_images: int, n_captions: int, captions_per_image: int, folds: int
+) -> list[tuple[slice, slice, np.ndarray]]:
+    """``(images, captions, owner)`` of each fold, ``captions_per_image`` captions an image (caption
+    ``k`` of the fold is image ``owner[k]``'s), after checking the layout."""
     if n_captions != n_images * captions_per_image:
         raise DataError(
             f"similarity matrix has {n_captions} captions for {n_images} images, "
@@ -83,17 +106,76 @@ def retrieval_metrics(
         )
     if folds < 1 or n_images % folds:
         raise DataError(f"{n_images} images cannot be cut into {folds} equal folds")
-    size = n_images // folds
-    per_fold = []
-    for f in range(folds):
-        rows = slice(f * size, (f + 1) * size)
-        cols = slice(f * size * captions_per_image, (f + 1) * size * captions_per_image)
-        groups = None if caption_groups is None else np.asarray(caption_groups)[cols]
-        owner = np.arange(size * captions_per_image) // captions_per_image
-        per_fold.append(_fold_metrics(sims[rows, cols], owner, groups))
-    mean = {k: float(np.mean([m[k] for m in per_fold])) for k in per_fold[0]}
+    size, per = n_images // folds, captions_per_image
+    owner = np.arange(size * per) // per
+    return [
+        (slice(f * size, (f + 1) * size), slice(f * size * per, (f + 1) * size * per), owner)
+        for f in range(folds)
+    ]
+
+
+def _averaged(per_fold: list[dict[str, float]]) -> dict[str, float]:
+    """The folds' metrics averaged (those every fold has), ``rsum`` the sum of the averaged recalls."""
+    keys = [k for k in METRIC_KEYS if all(k in m for m in per_fold)]
+    mean = {k: float(np.mean([m[k] for m in per_fold])) for k in keys if k != "rsum"}
     mean["rsum"] = sum(mean[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in (1, 5, 10))
-    return {k: mean[k] for k in METRIC_KEYS}
+    return {k: mean[k] for k in METRIC_KEYS if k in mean}
+
+
+def streamed_retrieval_metrics(
+    block: Callable[[slice, slice], np.ndarray],
+    n_images: int,
+    n_captions: int,
+    captions_per_image: int = 5,
+    folds: int = 1,
+    *,
+    caption_groups: np.ndarray | None = None,
+    image_of_caption: np.ndarray | None = None,
+) -> dict[str, float]:
+    """:func:`retrieval_metrics` of the ``[n_images, n_captions]`` score matrix whose block of
+    rows ``images`` and columns ``captions`` is ``block(images, captions)``, never held whole:
+    each block of images is scored twice (image→text ranks and each caption's best correct
+    score; then, for text→image, how many other images reach it). The same metrics, for twice
+    the scoring: for splits whose matrix would not fit in memory (a 100,000-image split with
+    500,000 captions: 200 GB)."""
+    if image_of_caption is not None:
+        owner = _owners(np.asarray(image_of_caption, dtype=np.int64), n_images, n_captions, folds)
+        spans = [(slice(0, n_images), slice(0, n_captions), owner)]
+    else:
+        spans = _folds(n_images, n_captions, captions_per_image, folds)
+    groups = None if caption_groups is None else np.asarray(caption_groups)
+    if groups is not None and groups.shape != (n_captions,):
+        raise DataError(f"caption_groups needs {n_captions} entries, got shape {groups.shape}")
+    per_fold = []
+    for rows, cols, fold_owner in spans:
+        fold_groups = None if groups is None else groups[cols]
+        scores = lambda images, rows=rows, cols=cols: _finite(  # noqa: E731
+            block(slice(rows.start + images.start, rows.start + images.stop), cols)
+        )
+        per_fold.append(_streamed_fold(scores, rows.stop - rows.start, fold_owner, fold_groups))
+    return _averaged(per_fold)
+
+
+def _streamed_fold(
+    scores: Callable[[slice], np.ndarray], n_images: int, owner: np.ndarray, groups: np.ndarray | None
+) -> dict[str, float]:
+    """:func:`_fold_metrics` with the fold's rows read a block at a time through ``scores``."""
+    by_image, _, keys = _membership(owner, groups, n_images)
+    n_captions = len(owner)
+    step = max(1, STREAM_TILE // max(1, n_captions))
+    blocks = [slice(start, min(start + step, n_images)) for start in range(0, n_images, step)]
+    best = np.full(n_captions, -np.inf)
+    i2t = []
+    for rows in blocks:
+        sims, correct = scores(rows), by_image[rows][:, keys].toarray() > 0
+        i2t.append(_ranks(sims, correct))
+        best = np.maximum(best, np.where(correct, sims, -np.inf).max(axis=0, initial=-np.inf))
+    t2i = np.zeros(n_captions, dtype=np.int64)
+    for rows in blocks:
+        sims, correct = scores(rows), by_image[rows][:, keys].toarray() > 0
+        t2i += ((sims >= best[None, :]) & ~correct).sum(axis=0)
+    ranks = np.concatenate(i2t) if i2t else np.zeros(0, dtype=np.int64)
+    return {**rank_metrics("i2t", ranks), **rank_metrics("t2i", t2i)}
 
 
 def _fold_metrics(sims: np.ndarray, owner: np.ndarray, caption_groups: np.ndarray | None) -> dict[str, float]:
@@ -101,12 +183,7 @@ def _fold_metrics(sims: np.ndarray, owner: np.ndarray, caption_groups: np.ndarra
     block at a time (:data:`TILE` scores), so that no ``[n_images, n_captions]`` temporary is
     made beside ``sims`` (a 10,000-image split with 50,000 captions: 2 GB each)."""
     n_images, n_captions = sims.shape
-    groups = np.arange(n_captions) if caption_groups is None else np.asarray(caption_groups)
-    keys = np.unique(groups, return_inverse=True)[1].reshape(-1)
-    # member[i, key] > 0: image i has a caption of that key (the caption itself, or its text)
-    shape = (n_images, int(keys.max(initial=-1)) + 1)
-    member = coo_matrix((np.ones(n_captions, dtype=np.int32), (owner, keys)), shape=shape)
-    by_image, by_key = member.tocsr(), member.tocsc()
+    by_image, by_key, keys = _membership(owner, caption_groups, n_images)
     i2t = _blocked_ranks(
         n_images, n_captions, lambda rows: (sims[rows], by_image[rows][:, keys].toarray() > 0)
     )
@@ -116,8 +193,26 @@ def _fold_metrics(sims: np.ndarray, owner: np.ndarray, caption_groups: np.ndarra
     return {**rank_metrics("i2t", i2t), **rank_metrics("t2i", t2i)}
 
 
+def _membership(
+    owner: np.ndarray, caption_groups: np.ndarray | None, n_images: int
+) -> tuple[Any, Any, np.ndarray]:
+    """``(by_image, by_key, keys)``: which images own which caption keys, as a CSR and a CSC matrix
+    ``[n_images, n_keys]`` (> 0: owned), and ``keys [n_captions]`` each caption's key (its text's
+    group with ``caption_groups``, else the caption itself): caption ``k`` is correct for image
+    ``i`` when ``by_image[i, keys[k]] > 0``."""
+    n_captions = len(owner)
+    groups = np.arange(n_captions) if caption_groups is None else np.asarray(caption_groups)
+    keys = np.unique(groups, return_inverse=True)[1].reshape(-1)
+    shape = (n_images, int(keys.max(initial=-1)) + 1)
+    member = coo_matrix((np.ones(n_captions, dtype=np.int32), (owner, keys)), shape=shape)
+    return member.tocsr(), member.tocsc(), keys
+
+
 TILE = 1 << 22
 """The scores :func:`_blocked_ranks` ranks at a time (16 MiB of float32)."""
+
+STREAM_TILE = 1 << 24
+"""The scores :func:`streamed_retrieval_metrics` asks for at a time (64 MiB of float32)."""
 
 
 def _blocked_ranks(
