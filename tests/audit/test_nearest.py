@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 
 import mispair.audit.nearest as nearest
-from mispair.audit.nearest import ImageMatcher, ItemIndex, count_above, paired_inner, top_inner
+from mispair.audit.nearest import ImageMatcher, ItemIndex, count_above, index_for, paired_inner
 from mispair.audit.ranking import SUGGESTIONS, matches_of, suggestion_pools
 
 pytest.importorskip("faiss")
+
+
+def top_inner(items, queries, k, pool=None, exact_up_to=nearest.EXACT_PRODUCTS):
+    """Each query's ``k`` best items of the pool (None: all) through an :class:`ItemIndex`."""
+    chosen = np.arange(len(items)) if pool is None else np.flatnonzero(pool)
+    index = ItemIndex.of(items, chosen, index_for(len(chosen), len(queries), exact_up_to))
+    return index.search(queries, k)
 
 
 def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

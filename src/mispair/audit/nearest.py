@@ -115,22 +115,6 @@ def training_sample(ids: np.ndarray, spec: IndexSpec, seed: int = 0) -> np.ndarr
     return np.sort(np.random.default_rng(seed).choice(ids, size, replace=False))
 
 
-def top_inner(
-    items: np.ndarray,
-    queries: np.ndarray,
-    k: int,
-    pool: np.ndarray | None = None,
-    exact_up_to: int = EXACT_PRODUCTS,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids [n_queries, k], scores [n_queries, k])``: each query's ``k`` items of highest inner
-    product, best first, among ``items [n_items, d]`` (``pool [n_items]`` bool: among those only;
-    None: all) through the index :func:`index_for` names; where fewer than ``k`` are in the pool
-    (or found), the rest is id −1 with score NaN."""
-    chosen = np.arange(len(items)) if pool is None else np.flatnonzero(pool)
-    index = ItemIndex.of(items, chosen, index_for(len(chosen), len(queries), exact_up_to))
-    return index.search(queries, k)
-
-
 @dataclass
 class ImageMatcher:
     """Each caption's best images and how many images it fits better than its own, from one index
