@@ -26,6 +26,22 @@ def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def brute_force(images, captions, image_of_caption, pools, k=SUGGESTIONS + 1):
+    """The reference: ``matches_of`` over the full similarity matrix, 16 images at a time."""
+    sims = images @ captions.T
+    paired = sims[image_of_caption, np.arange(len(captions))]
+    return matches_of(
+        lambda rows: sims[rows],
+        len(images),
+        image_of_caption,
+        paired,
+        chunk=16,
+        k=k,
+        captions_pool=pools[0],
+        images_pool=pools[1],
+    )
+
+
 @pytest.mark.parametrize("tile", [5, 1 << 22])
 @pytest.mark.parametrize("suspects", [False, True])
 @pytest.mark.parametrize("shape", [(40, 200), (3, 7), (60, 60)])
@@ -35,22 +51,11 @@ def test_faiss_best_matches_equal_the_brute_force_ones(shape, suspects, tile, mo
     n_images, n_captions = shape
     images, captions = unit_rows(rng, n_images, 24), unit_rows(rng, n_captions, 24)
     image_of_caption = np.sort(rng.integers(0, n_images, n_captions))
-    sims = images @ captions.T
-    paired = sims[image_of_caption, np.arange(n_captions)]
     pools = (None, None)
     if suspects:
         pools = suggestion_pools(rng.random(n_captions) < 0.4, image_of_caption, n_images)
     k = SUGGESTIONS + 1
-    want = matches_of(
-        lambda rows: sims[rows],
-        n_images,
-        image_of_caption,
-        paired,
-        chunk=16,
-        k=k,
-        captions_pool=pools[0],
-        images_pool=pools[1],
-    )
+    want = brute_force(images, captions, image_of_caption, pools, k)
     best_captions, caption_scores = top_inner(captions, images, k, pools[0])
     best_images, image_scores = top_inner(images, captions, k, pools[1])
     pair_score = paired_inner(images, captions, image_of_caption)
@@ -70,21 +75,6 @@ def test_fewer_items_than_asked_are_padded_with_minus_one_and_nan():
     assert set(ids[:, :2].ravel()) <= {0, 2} and (ids[:, 2:] == -1).all()
     assert np.isnan(scores[:, 2:]).all() and np.isfinite(scores[:, :2]).all()
     np.testing.assert_allclose(scores[:, :2], np.sort(queries @ items[[0, 2]].T, axis=1)[:, ::-1], rtol=1e-5)
-
-
-def brute_force(images, captions, image_of_caption, pools, k=SUGGESTIONS + 1):
-    sims = images @ captions.T
-    paired = sims[image_of_caption, np.arange(len(captions))]
-    return matches_of(
-        lambda rows: sims[rows],
-        len(images),
-        image_of_caption,
-        paired,
-        chunk=16,
-        k=k,
-        captions_pool=pools[0],
-        images_pool=pools[1],
-    )
 
 
 @pytest.mark.parametrize("block", [7, 1 << 16])
