@@ -249,9 +249,17 @@ class Trainer:
 
 def build_optimizer(param_groups: list[dict[str, Any]], train: TrainConfig) -> torch.optim.Optimizer:
     """Adam (the NCR family) or AdamW (OMIT) over the recipe's parameter groups, with
-    ``train.weight_decay`` (L2 for Adam, decoupled for AdamW)."""
+    ``train.weight_decay`` (L2 for Adam, decoupled for AdamW).
+
+    PyTorch's fused kernel where it has one for the parameters' device (CUDA; the CPU from
+    torch 2.4): the same update as the default loop over the tensors, to float rounding, in one
+    pass. On the audit's linear models the loop took 2–7 ms a step, the fused kernel under 1 ms
+   ; older releases refuse ``fused`` on the CPU and get the loop."""
     cls = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
-    return cls(param_groups, weight_decay=train.weight_decay)
+    try:
+        return cls(param_groups, weight_decay=train.weight_decay, fused=True)
+    except RuntimeError:  # no fused kernel for these parameters' device in this release
+        return cls(param_groups, weight_decay=train.weight_decay)
 
 
 def _rank_seed(shard: Shard, seed: int) -> int:
