@@ -101,14 +101,16 @@ class ModelConfig:
     its outputs are computed once per caption and cached). ``image_pooling``: the pooled image
     embedding is the mean of the projected fragments (``fragments``, NCR) or the projection of
     the mean feature (``features``, the pretrained backbone). ``text_precision``: the arithmetic
-    of the frozen MiniLM, ``float32`` or ``bfloat16`` (PyTorch's autocast: on CPUs with AMX or
+    of the frozen MiniLM, ``float32``, ``bfloat16`` (PyTorch's autocast: on CPUs with AMX or
     AVX512-BF16, about 2.2× the captions a second, the states at cosine ≥ 0.9999 with float32's;
-    on other CPUs slower, so not the default); its states are cached apart from float32's."""
+    on other CPUs slower) or ``auto`` (bfloat16 where the CPU has those instructions and the
+    frozen MiniLM runs in PyTorch, else float32; a run records which it took); bfloat16 states
+    are cached apart from float32's."""
 
     head: str = "cosine"
     text_encoder: str = "bigru"
     text_trainable_layers: int = 0
-    text_precision: Literal["float32", "bfloat16"] = "float32"
+    text_precision: Literal["float32", "bfloat16", "auto"] = "float32"
     embed_dim: int = 1024
     word_dim: int = 300
     image_mlp: bool = False
@@ -116,7 +118,8 @@ class ModelConfig:
     head_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.text_precision != "float32" and (self.text_encoder != "minilm" or self.text_trainable_layers):
+        frozen_minilm = self.text_encoder == "minilm" and not self.text_trainable_layers
+        if self.text_precision == "bfloat16" and not frozen_minilm:
             raise ConfigError(
                 f"model.text_precision={self.text_precision}: only the frozen MiniLM runs in it "
                 "(model.text_encoder=minilm, model.text_trainable_layers=0)"
@@ -273,7 +276,13 @@ DEFAULT_RUN: dict[str, Any] = {
     "name": "default",
     "recipe": "vse",
     "data": {"source": "auto", "min_word_count": 1},
-    "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
+    "model": {
+        "head": "cosine",
+        "text_encoder": "minilm",
+        "image_pooling": "features",
+        "embed_dim": 256,
+        "text_precision": "auto",
+    },
     "train": {"epochs": 30, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [20]},
     "method": {"loss": "triplet", "margin": 0.2, "hardest": True, "hardest_after": 5},
 }
@@ -283,7 +292,13 @@ ROBUST_RUN: dict[str, Any] = {
     "name": "robust",
     "recipe": "holdout",
     "data": {"min_word_count": 1},
-    "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
+    "model": {
+        "head": "cosine",
+        "text_encoder": "minilm",
+        "image_pooling": "features",
+        "embed_dim": 256,
+        "text_precision": "auto",
+    },
     "train": {"epochs": 12, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [10]},
     "division": {
         "scored_by": "out_of_fold",
@@ -302,9 +317,10 @@ pretrained backbone with the settings of ``configs/holdout/``, its division from
 contrast scores (5 folds × 3 partitions, 3 rounds: the best detector of docs/results.md). Its
 schedule differs from the benchmarked configs: 12 epochs (not 30 / 15), since its models peak on
 dev within the first few (docs/results.md); every thread (not 1); batch 64 on every collection
-(OpenClipart's benchmark config takes 128); each out-of-fold scorer trains on at most 20,000
-pairs (``division.scorer_pairs``: a collection above 25,000 pairs is scored by scorers trained on
-a sample of the other folds, so the division's training stops growing with it; docs/scale.md)."""
+(OpenClipart's benchmark config takes 128); MiniLM in bfloat16 where the CPU computes it natively
+(``model.text_precision: auto``); each out-of-fold scorer trains on at most 20,000 pairs
+(``division.scorer_pairs``: a collection above 25,000 pairs is scored by scorers trained on a
+sample of the other folds, so the division's training stops growing with it; docs/scale.md)."""
 
 
 def load_config(

@@ -191,6 +191,13 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert low <= summary["estimated_mismatched_share"] <= high
 
 
+def test_the_run_records_the_text_precision_it_took_not_auto(audited, collection):
+    out = audited[0]
+    assert audit_config(collection, out).model.text_precision == "auto"  # the audit's default
+    saved = json.loads((out / "run" / "config.json").read_text())
+    assert saved["model"]["text_precision"] == "float32"  # BiGRU: nothing to compute in bfloat16
+
+
 def test_the_summary_times_every_part_and_they_add_up_to_the_total(audited):
     _, summary, _, _ = audited
     timings = summary["timings"]

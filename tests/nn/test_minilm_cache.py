@@ -344,3 +344,51 @@ def test_the_batch_tokenizer_shares_one_object_per_id_value():
     )
     lighthouse = {id(i) for caption in ids for i in caption if i == ids[0][2]}
     assert ids[0][2] > 256 and len(lighthouse) == 1  # one int object, not one per occurrence
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("fpu sse avx512f amx_bf16 amx_tile", True),
+        ("fpu sse avx512f avx512_bf16", True),
+        ("fpu sse avx2 avx512f avx512_vnni", False),  # bfloat16 only emulated: slower than float32
+    ],
+)
+def test_cpu_bfloat16_is_read_from_the_flags_line(tmp_path, flags, expected):
+    from mispair.nn.text.minilm import cpu_computes_bfloat16
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: amx_bf16 in a name is not a flag\nflags\t\t: {flags}\n")
+    assert cpu_computes_bfloat16(str(cpuinfo)) is expected
+    assert cpu_computes_bfloat16(str(tmp_path / "absent")) is False  # not Linux: float32
+
+
+@pytest.mark.parametrize(
+    ("overrides", "native", "expected"),
+    [
+        ([], True, "bfloat16"),
+        ([], False, "float32"),
+        (["data.encoder_runtime=onnx"], True, "float32"),  # ONNX Runtime computes float32
+        (["model.text_trainable_layers=1"], True, "float32"),  # a trained MiniLM is not autocast
+        (["model.text_encoder=bigru"], True, "float32"),
+        (["model.text_precision=float32"], True, "float32"),  # what the user set is kept
+    ],
+)
+def test_auto_precision_is_made_concrete_where_the_cpu_computes_bfloat16(monkeypatch, overrides, native, expected):
+    from mispair.config import ROBUST_RUN, load_config
+    from mispair.engine import assembly
+    from mispair.engine.checks import check_run_config
+
+    monkeypatch.setattr(assembly, "cpu_computes_bfloat16", lambda: native)
+    config = load_config(None, overrides, default=ROBUST_RUN)
+    check_run_config(config)  # auto is not refused with ONNX Runtime
+    said = []
+    model = assembly.concrete_precision(config.model, config.data, log=said.append)
+    assert model.text_precision == expected
+    assert bool(said) == (expected == "bfloat16" and config.model.text_precision == "auto")
+
+
+def test_an_unresolved_precision_never_reaches_the_cache():
+    config = ModelConfig(text_encoder="minilm", head="cosine", embed_dim=32, text_precision="auto")
+    with pytest.raises(ValueError, match="concrete_precision"):
+        build_model(config, 8, 10)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
+from mispair.nn.text.minilm import cpu_computes_bfloat16
 from mispair.seeds import child_seed
 
 
@@ -138,6 +139,25 @@ def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:
     """``pairs`` as a model of ``model`` reads them: each image's mean feature alone when that
     is all the model reads (a 49× smaller batch for the pretrained backbone), else unchanged."""
     return pairs.with_mean_fragment() if reads_mean_feature(model) else pairs
+
+
+def concrete_precision(
+    model: ModelConfig, data: DataConfig, log: Callable[[str], None] = print
+) -> ModelConfig:
+    """``model`` with ``text_precision: auto`` made concrete, so that the run records (and its
+    checkpoints rebuild) the arithmetic its text states were computed in: ``bfloat16`` for the
+    frozen MiniLM run by PyTorch on a CPU with native bfloat16 instructions (about 2.2× the
+    captions a second), said in the log; else ``float32``."""
+    if model.text_precision != "auto":
+        return model
+    frozen_minilm = model.text_encoder == "minilm" and not model.text_trainable_layers
+    if frozen_minilm and data.encoder_runtime == "torch" and cpu_computes_bfloat16():
+        log(
+            "text features: MiniLM in bfloat16, which this CPU computes natively "
+            "(model.text_precision=float32 to turn it off)"
+        )
+        return replace(model, text_precision="bfloat16")
+    return replace(model, text_precision="float32")
 
 
 def text_cache_dir(data: DataConfig) -> Path | None:

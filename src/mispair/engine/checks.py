@@ -21,7 +21,7 @@ def check_run_config(config: RunConfig) -> Any:
     """Every free-form option of ``config`` checked against its type before anything is written:
     the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), and that
     ``data.encoder_runtime`` can run here; returns the recipe's options."""
-    if config.data.encoder_runtime == "onnx" and config.model.text_precision != "float32":
+    if config.data.encoder_runtime == "onnx" and config.model.text_precision == "bfloat16":
         raise ConfigError(
             f"model.text_precision={config.model.text_precision} runs in PyTorch: "
             "use data.encoder_runtime=torch"

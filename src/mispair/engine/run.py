@@ -26,6 +26,7 @@ from mispair.distributed import (
 from mispair.engine.assembly import (
     RunData,
     build_models,
+    concrete_precision,
     load_run_data,
     other_splits,
     pick_device,
@@ -97,6 +98,8 @@ def _train_run(
     if shard.is_main:  # a folder that is not ours, or an impossible path: refused before any work
         check_folder(config.output_dir, RUN_OUTPUTS, overwrite=overwrite)
     config = replace(config, data=concrete_source(config.data, log))
+    model = from_main(shard, lambda: concrete_precision(config.model, config.data, log))
+    config = replace(config, model=model)
     data = load_run_data(config)
     note = planted_noise_note(config, data)
     if note:

@@ -12,7 +12,8 @@ before training). With trainable top layers, each model owns a copy and runs it 
 ``data.encoder_runtime: onnx`` computes the frozen states of :meth:`MiniLMTextEncoder.prepare`
 with ONNX Runtime (:func:`minilm_compute`); they are PyTorch's up to rounding and share its
 cache. ``model.text_precision: bfloat16`` computes them under PyTorch's bfloat16 autocast, cached
-apart (:func:`minilm_tag`), so a run never mixes the two.
+apart (:func:`minilm_tag`), so a run never mixes the two; ``auto`` takes bfloat16 on a CPU that
+computes it natively (:func:`cpu_computes_bfloat16`; the frozen MiniLM always runs on the CPU).
 """
 
 from __future__ import annotations
@@ -134,6 +135,23 @@ def autocast_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
         return states(tokens, lengths).float()
 
 
+BFLOAT16_FLAGS = ("amx_bf16", "avx512_bf16")
+"""CPU flags (Linux ``/proc/cpuinfo``) of native bfloat16 arithmetic, which autocast's matrix
+products use; without them it is emulated, slower than float32."""
+
+
+@functools.cache
+def cpu_computes_bfloat16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has one of :data:`BFLOAT16_FLAGS` (False where ``cpuinfo`` cannot be
+    read: other systems than Linux get float32)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return False
+    flags = {word for line in text.splitlines() if line.startswith("flags") for word in line.split()}
+    return any(flag in flags for flag in BFLOAT16_FLAGS)
+
+
 def mean_states(states: StateFn, tokens: Tensor, lengths: Tensor) -> Tensor:
     """``[B, 1, H]`` the mean of ``states(tokens, lengths)`` over each caption's words (MiniLM's
     sentence embedding before its normalisation), of padded ids ``[B, L]`` with ``lengths [B]``."""
@@ -144,6 +162,8 @@ def _frozen_cache(fragments: bool, precision: str = "float32") -> TokenStateCach
     """The process's cache of the frozen MiniLM's outputs in ``precision``: token states for a
     model that reads word fragments, their mean per caption (``L / 2`` times smaller) for one that
     reads pooled embeddings only."""
+    if precision not in ("float32", "bfloat16"):  # "auto" is made concrete with the run's config
+        raise ValueError(f"precision: float32 or bfloat16, got {precision!r} (see concrete_precision)")
     if fragments:
         return shared_cache(minilm_tag("last-hidden", precision))
     return shared_cache(minilm_tag("mean-hidden", precision), per_caption=True)
