@@ -98,7 +98,10 @@ def test_the_image_matcher_a_block_of_captions_at_a_time_equals_the_brute_force_
     want = brute_force(images, captions, image_of_caption, pools)
     matcher = ImageMatcher.of(images, 90, SUGGESTIONS + 1, pools[1], exact_up_to=exact_up_to)
     assert matcher.exact == (exact_up_to > 0)
-    pair_score = paired_inner(images, captions, image_of_caption)
+    assert (matcher.images is None) == (not matcher.exact)  # above the limit the IVF keeps the only copy
+    np.testing.assert_array_equal(matcher.vectors(np.arange(150)[::-1]), images[::-1])  # read back exactly
+    pair_score = paired_inner(matcher.vectors, captions, image_of_caption)
+    np.testing.assert_array_equal(pair_score, paired_inner(images, captions, image_of_caption))
     found = [
         matcher.match(captions[rows], image_of_caption[rows], pair_score[rows])
         for rows in (slice(start, start + block) for start in range(0, 90, block))

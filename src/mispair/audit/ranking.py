@@ -114,17 +114,20 @@ def vector_matches(
     (:class:`~mispair.search.model.SearchModel`) through FAISS indexes, exact up to
     ``exact_up_to`` products (:mod:`mispair.audit.nearest`); the pools as in :func:`matches_of`.
 
-    The images' vectors are held and indexed once (:class:`~mispair.audit.nearest.ImageMatcher`);
-    the captions' are made :data:`~mispair.audit.nearest.BLOCK` at a time, matched to the images,
-    and those of the pool added to the captions' index, which the images then search: the
-    memory is that of the images and of the pool's captions, not of every caption.
+    The images' vectors are indexed once (:class:`~mispair.audit.nearest.ImageMatcher`, which
+    above the exact limit keeps their only copy); the captions' are made
+    :data:`~mispair.audit.nearest.BLOCK` at a time, matched to the images, and those of the pool
+    added to the captions' index, which the images then search a block at a time: the memory is
+    that of the images and of the pool's captions, not of every caption.
     """
     model = SearchModel(run)
-    images = model.image_vectors(train.pairs, progress=progress)
     n_captions, paired = len(train), train.image_of_caption
-    matcher = ImageMatcher.of(images, n_captions, k, images_pool, exact_up_to)
+    matcher = ImageMatcher.of(
+        model.image_vectors(train.pairs, progress=progress), n_captions, k, images_pool, exact_up_to
+    )
+    n_images = matcher.n_images
     pool = np.arange(n_captions) if captions_pool is None else np.flatnonzero(captions_pool)
-    spec = index_for(len(pool), len(images), exact_up_to)
+    spec = index_for(len(pool), n_images, exact_up_to)
     sample = training_sample(pool, spec)
     captions = ItemIndex(spec, model.text_vectors([train.tokens[c] for c in sample]), len(pool))
     best_images = np.full((n_captions, k), -1, dtype=np.int64)
@@ -135,13 +138,17 @@ def vector_matches(
     for start in progress_bar(starts, desc="best matches", unit="block", disable=not progress, leave=False):
         rows = slice(start, min(start + BLOCK, n_captions))
         vectors = model.text_vectors(train.tokens[rows])
-        pair_score[rows] = paired_inner(images, vectors, paired[rows])
+        pair_score[rows] = paired_inner(matcher.vectors, vectors, paired[rows])
         best_images[rows], image_scores[rows], better[rows] = matcher.match(
             vectors, paired[rows], pair_score[rows]
         )
         chosen = pool[(pool >= rows.start) & (pool < rows.stop)]
         captions.add(vectors[chosen - start], chosen)
-    best_captions, caption_scores = captions.search(images, k)
+    best_captions = np.full((n_images, k), -1, dtype=np.int64)
+    caption_scores = np.full((n_images, k), np.nan, dtype=np.float32)
+    for start in range(0, n_images, BLOCK):
+        block = np.arange(start, min(start + BLOCK, n_images))
+        best_captions[block], caption_scores[block] = captions.search(matcher.vectors(block), k)
     cap = None if matcher.exact else COUNT_DEPTH
     return BestMatches(
         best_captions, caption_scores, best_images, image_scores, pair_score, better, better_cap=cap
