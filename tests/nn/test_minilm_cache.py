@@ -358,7 +358,8 @@ def test_cpu_bfloat16_is_read_from_the_flags_line(tmp_path, flags, expected):
     from mispair.nn.text.minilm import cpu_computes_bfloat16
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: amx_bf16 in a name is not a flag\nflags\t\t: {flags}\n")
+    name = "amx_bf16 in a name is not a flag"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: {name}\nflags\t\t: {flags}\n")
     assert cpu_computes_bfloat16(str(cpuinfo)) is expected
     assert cpu_computes_bfloat16(str(tmp_path / "absent")) is False  # not Linux: float32
 
@@ -374,7 +375,9 @@ def test_cpu_bfloat16_is_read_from_the_flags_line(tmp_path, flags, expected):
         (["model.text_precision=float32"], True, "float32"),  # what the user set is kept
     ],
 )
-def test_auto_precision_is_made_concrete_where_the_cpu_computes_bfloat16(monkeypatch, overrides, native, expected):
+def test_auto_precision_is_made_concrete_where_the_cpu_computes_bfloat16(
+    monkeypatch, overrides, native, expected
+):
     from mispair.config import ROBUST_RUN, load_config
     from mispair.engine import assembly
     from mispair.engine.checks import check_run_config
