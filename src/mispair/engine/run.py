@@ -98,8 +98,6 @@ def _train_run(
     if shard.is_main:  # a folder that is not ours, or an impossible path: refused before any work
         check_folder(config.output_dir, RUN_OUTPUTS, overwrite=overwrite)
     config = replace(config, data=concrete_source(config.data, log))
-    model = from_main(shard, lambda: concrete_precision(config.model, config.data, log))
-    config = replace(config, model=model)
     data = load_run_data(config)
     note = planted_noise_note(config, data)
     if note:
@@ -107,6 +105,8 @@ def _train_run(
     train, noise = training_pairs(config, data)
     others = other_splits(config, data)
     tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
+    model = from_main(shard, lambda: concrete_precision(config.model, config.data, log))  # data read first
+    config = replace(config, model=model)
     with main_first(shard):  # rank 0 fills the text cache, the others read it
         prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
     check_data_fits(config, data)
