@@ -276,13 +276,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "name": "default",
     "recipe": "vse",
     "data": {"source": "auto", "min_word_count": 1},
-    "model": {
-        "head": "cosine",
-        "text_encoder": "minilm",
-        "image_pooling": "features",
-        "embed_dim": 256,
-        "text_precision": "auto",
-    },
+    "model": {"head": "cosine", "text_encoder": "minilm", "image_pooling": "features", "embed_dim": 256},
     "train": {"epochs": 30, "batch_size": 64, "lr": 1e-3, "lr_decay_epochs": [20]},
     "method": {"loss": "triplet", "margin": 0.2, "hardest": True, "hardest_after": 5},
 }
