@@ -267,3 +267,27 @@ def test_a_collection_above_the_report_limit_shows_its_most_suspect_pairs_and_sa
         rows = list(csv.DictReader(f))
     assert len(rows) == 800 and [r[0] for r in data["rows"]] == [r["pair_id"] for r in rows[:30]]
     assert any("the report shows the 30 most suspect of 800 pairs" in line for line in said)
+
+
+def test_the_audit_frees_the_minilm_states_once_read_and_a_second_audit_reads_them_from_disk(
+    collection, tmp_path
+):
+    from mispair.nn.text import state_cache
+
+    backbone = ["model.text_encoder=minilm", "model.image_pooling=features", "model.text_precision=float32"]
+    overrides = [*TINY[4:], *backbone, "model.embed_dim=16"]
+    messages: list[str] = []
+
+    def audit(out: str):
+        return audit_collection(
+            collection, tmp_path / out, overrides=overrides, progress=False, log=messages.append
+        )
+
+    first = audit("a")
+    held = [cache for cache in state_cache._CACHES.values() if cache.per_caption]
+    assert held and all(len(cache) == 0 and cache._matrix is None for cache in held)
+    assert any(m.startswith("text features: ") for m in messages)
+    messages.clear()
+    second = audit("b")  # the states come back from the collection's cache, none encoded again
+    assert not any(m.startswith("text features: ") for m in messages)
+    assert first.pairs["pair_id"].tolist() == second.pairs["pair_id"].tolist()

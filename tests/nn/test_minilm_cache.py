@@ -277,6 +277,30 @@ def test_per_caption_states_grown_batch_by_batch_equal_each_caption_computed_alo
     assert torch.equal(reread.vectors(captions, Counting(fail_after=0)), alone)
 
 
+def test_cleared_states_are_freed_then_read_again_from_disk_or_computed_anew(tmp_path):
+    captions = [[101, k, k + 2, 102] for k in range(1, 40)]
+    cache = TokenStateCache("mean", per_caption=True)
+    cache.use_directory(tmp_path)
+    cache.fill(captions, _means, chunk_size=16)
+    alone = torch.cat([_means(*pad_tokens([ids]))[:, 0] for ids in captions])
+    table, _ = cache.table(captions, Counting(fail_after=0))
+    held = table.untyped_storage().nbytes()
+    del table
+    cache.clear()
+    assert len(cache) == 0 and cache._matrix is None  # nothing held: the matrix is freed
+    assert held >= len(captions) * 3 * 4
+    cache.use_directory(tmp_path)  # what a later prepare does: every state from the shards
+    assert torch.equal(cache.vectors(captions, Counting(fail_after=0)), alone)
+    cache.clear()
+    computed = []  # no directory read again: a caption asked for is computed anew
+
+    def means(tokens, lengths):
+        computed.append(len(tokens))
+        return _means(tokens, lengths)
+
+    assert torch.equal(cache.vectors(captions[:3], means), alone[:3]) and computed == [3]
+
+
 def test_per_caption_shards_of_older_versions_a_list_of_states_are_read(tmp_path):
     keys = [token_key([101, k, 102]) for k in (1, 2)]
     table = torch.tensor([list(k) for k in keys], dtype=torch.uint8)

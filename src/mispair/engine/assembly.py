@@ -196,6 +196,14 @@ def prepare_text_encoder(
         )
 
 
+def release_text_encoder(model: ModelConfig) -> None:
+    """Let the text encoder forget what :func:`prepare_text_encoder` precomputed (its ``release``,
+    where it has one), once no caption is read any more."""
+    release = getattr(text_encoder_class(model.text_encoder), "release", None)
+    if release is not None:
+        release(model)
+
+
 def build_models(config: RunConfig, count: int, data: RunData, device: torch.device) -> list[RetrievalModel]:
     """``count`` freshly initialised models of the run (model ``k`` seeded from the run's seed)."""
     models = []

@@ -34,6 +34,7 @@ from mispair.engine.assembly import (
     load_run_data,
     pick_device,
     prepare_text_encoder,
+    release_text_encoder,
 )
 from mispair.errors import ConfigError, DataError
 from mispair.nn.assembly import build_model
@@ -282,6 +283,11 @@ class TrainedRun:
         """Let a frozen text encoder (MiniLM) precompute its outputs of ``tokens``, cached beside
         ``data`` (default: the run's collection)."""
         prepare_text_encoder(self.config.model, data or self.config.data, tokens, progress=progress, log=log)
+
+    def release_texts(self) -> None:
+        """Free the frozen text encoder's precomputed outputs (a million MiniLM captions: 1 GB) once
+        the run reads no more captions; reading one later computes it again."""
+        release_text_encoder(self.config.model)
 
     @property
     def clean_prob(self) -> np.ndarray | None:

@@ -245,6 +245,14 @@ class MiniLMTextEncoder(nn.Module):
         computed = cache.fill(token_lists, compute, progress=progress)
         return {"text_cache/computed": computed, "text_cache/size": len(cache)}
 
+    @classmethod
+    def release(cls, cfg: ModelConfig) -> None:
+        """After the last caption is read: the frozen encoder's states forgotten by this process
+        (:meth:`TokenStateCache.clear`; the on-disk cache stays, and a later :meth:`prepare`
+        reads it again)."""
+        if not cfg.text_trainable_layers:
+            _frozen_cache(head_reads_fragments(cfg.head), cfg.text_precision).clear()
+
     def token_states(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """``[B, L, 384]`` MiniLM states (``[B, 1, 384]``, their means, when ``per_caption``): from
         the cache when frozen, else computed."""

@@ -70,6 +70,12 @@ class TokenStateCache:
             self._add([bytes(k) for k in keys.tolist()], states)
             self._loaded.add(shard)
 
+    def clear(self) -> None:
+        """Forget every state held in memory (a million per-caption states: 1.5 GB); the shards on
+        disk stay, and the next :meth:`use_directory` reads them again. A caption looked up
+        meanwhile is computed anew."""
+        self.rows, self._ragged, self._matrix, self._room, self._loaded = {}, [], None, 0, set()
+
     def missing(self, token_lists: Sequence[Sequence[int]]) -> list[list[int]]:
         """The distinct captions of ``token_lists`` that the cache does not hold yet."""
         todo: dict[bytes, list[int]] = {}
