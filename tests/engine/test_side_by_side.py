@@ -17,7 +17,8 @@ from mispair.engine.pair_scores import (
     train_scorer,
     trained_scorers,
 )
-from mispair.engine.side_by_side import LINEAR_WEIGHTS, LinearInputs, side_by_side_spec
+from mispair.engine.side_by_side import LinearInputs, side_by_side_spec
+from mispair.nn.linear_backbone import LINEAR_WEIGHTS
 
 BACKBONE = ["model.head=cosine", "model.text_encoder=minilm", "model.image_pooling=features"]
 

@@ -50,7 +50,6 @@ from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import RunData, build_models
 from mispair.engine.export import pair_similarities
 from mispair.engine.side_by_side import (
-    LINEAR_WEIGHTS,
     LinearInputs,
     ScorerJob,
     side_by_side_spec,
@@ -59,6 +58,7 @@ from mispair.engine.side_by_side import (
 from mispair.engine.trainer import Trainer
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
+from mispair.nn.linear_backbone import LINEAR_WEIGHTS
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
 from mispair.safe_parse import read_npz

@@ -37,18 +37,9 @@ from mispair.data.content import pooled
 from mispair.errors import DivergedError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.embedding import l2_normalize
-from mispair.nn.encoders import FragmentImageEncoder
-from mispair.nn.heads.cosine import CosineHead
+from mispair.nn.linear_backbone import LINEAR_WEIGHTS, is_linear_backbone
 from mispair.nn.model import RetrievalModel
 from mispair.seeds import child_seed
-
-LINEAR_WEIGHTS = (
-    "image_encoder.fc.weight",
-    "image_encoder.fc.bias",
-    "text_encoder.fc.weight",
-    "text_encoder.fc.bias",
-)
-"""The trainable tensors of a model trained side by side (in this order)."""
 
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
 """``torch.optim.Adam``'s defaults, which the trainer uses."""
@@ -96,19 +87,7 @@ def side_by_side_spec(config: RunConfig, model: RetrievalModel) -> SideBySideSpe
     options = build_options(recipe, config.method)
     if options.loss != "infonce" or options.reduction != "mean":
         return None
-    image = model.image_encoder
-    linear_image = (
-        isinstance(image, FragmentImageEncoder)
-        and image.pooling == "features"
-        and not image.fragments
-        and image.mlp is None
-    )
-    if not linear_image or not isinstance(model.head, CosineHead):
-        return None
-    if not getattr(model.text_encoder, "reads_caption_vectors", False):
-        return None
-    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
-    if sorted(trainable) != sorted(LINEAR_WEIGHTS):
+    if not is_linear_backbone(model):
         return None
     train = config.train
     return SideBySideSpec(

@@ -65,7 +65,8 @@ def complementary_loss(
     ``p → 1``.
 
     Args:
-        sims: ``[B, B]`` similarities, positives on the diagonal.
+        sims: ``[B, B]`` similarities, positives on the diagonal (or ``[..., B, B]``: one batch's
+            similarities under several models, each scored alone, sharing the draw of negatives).
         kind: one of :data:`COMPLEMENTARY_KINDS`.
         tau: temperature τ of the matching probabilities.
         q: exponent of ``gce``, in ``(0, 1]``.
@@ -76,7 +77,7 @@ def complementary_loss(
         generator: random source of the draw (unused when ``ratio`` is 1).
 
     Returns:
-        ``[B]`` per-sample losses (0 for a batch of one).
+        ``[B]`` per-sample losses (``[..., B]``; 0 for a batch of one).
     """
     if kind not in COMPLEMENTARY_KINDS:
         raise ValueError(f"kind must be one of {COMPLEMENTARY_KINDS}, got {kind!r}")
@@ -84,7 +85,7 @@ def complementary_loss(
         raise ValueError(f"q must be in (0, 1], got {q}")
     if not 0 < ratio <= 1:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-    n = sims.shape[0]
+    n = sims.shape[-1]
     count = n - 1 if ratio >= 1 else min(int(ratio * n), n - 1)
     mask = _negative_mask(n, count, generator=generator, device=sims.device)
     return _complementary(sims, mask, kind=kind, tau=tau, q=q)
@@ -152,22 +153,23 @@ def rcl_ablation_loss(
 
 
 def _complementary(sims: Tensor, mask: Tensor, *, kind: str, tau: float, q: float) -> Tensor:
-    """Sum of ``φ(p)`` over the negatives in ``mask`` ``[B, B]``, both directions."""
-    if sims.shape[0] < 2:
-        return sims.new_zeros(sims.shape[0]) + 0 * sims.sum()
-    total = sims.new_zeros(sims.shape[0])
-    for logits in (sims / tau, sims.t() / tau):
+    """Sum of ``φ(p)`` over the negatives in ``mask`` ``[B, B]``, both directions, of ``sims``
+    ``[..., B, B]`` -> ``[..., B]``."""
+    if sims.shape[-1] < 2:
+        return sims.new_zeros(sims.shape[:-1]) + 0 * sims.sum()
+    total = sims.new_zeros(sims.shape[:-1])
+    for logits in (sims / tau, sims.transpose(-2, -1) / tau):
         terms = _phi(logits, kind, q)
-        total = total + torch.where(mask, terms, torch.zeros_like(terms)).sum(dim=1)
+        total = total + torch.where(mask, terms, torch.zeros_like(terms)).sum(dim=-1)
     return total
 
 
 def _phi(logits: Tensor, kind: str, q: float) -> Tensor:
-    """``φ(p)`` of Eq. 14–18 for ``p = softmax(logits, dim=1)``, elementwise ``[B, B]``."""
+    """``φ(p)`` of Eq. 14–18 for ``p = softmax(logits, dim=-1)``, elementwise ``[..., B, B]``."""
     if kind in ("log", "gce"):
         log_rest = _log_one_minus_softmax(logits)
         return -log_rest if kind == "log" else -torch.expm1(q * log_rest) / q
-    p = torch.softmax(logits, dim=1)
+    p = torch.softmax(logits, dim=-1)
     if kind == "mae":
         return p
     if kind == "exp":
@@ -176,17 +178,17 @@ def _phi(logits: Tensor, kind: str, q: float) -> Tensor:
 
 
 def _log_one_minus_softmax(logits: Tensor) -> Tensor:
-    """``log(1 − softmax(logits, dim=1))`` ``[B, B]``, accurate and differentiable as ``p → 1``.
+    """``log(1 − softmax(logits, dim=-1))`` ``[..., B, B]``, accurate and differentiable as ``p → 1``.
 
     Only the row maximum can have ``p > 1/2``; there ``1 − p = Σ_{l≠j} p_l`` is a log-sum-exp
     over the other entries (no cancellation). Elsewhere ``log1p(−p)`` is accurate.
     """
-    top = logits.argmax(dim=1, keepdim=True)
-    is_top = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, top, True)
-    others = logits.masked_fill(is_top, float("-inf")).logsumexp(dim=1, keepdim=True)
-    log_rest_top = others - logits.logsumexp(dim=1, keepdim=True)
+    top = logits.argmax(dim=-1, keepdim=True)
+    is_top = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, top, True)
+    others = logits.masked_fill(is_top, float("-inf")).logsumexp(dim=-1, keepdim=True)
+    log_rest_top = others - logits.logsumexp(dim=-1, keepdim=True)
     # clamp: a no-op off the maximum, and keeps the unused branch (and its gradient) finite
-    log_rest = torch.log1p(-torch.softmax(logits, dim=1).clamp(max=0.5))
+    log_rest = torch.log1p(-torch.softmax(logits, dim=-1).clamp(max=0.5))
     return torch.where(is_top, log_rest_top.expand_as(logits), log_rest)
 
 

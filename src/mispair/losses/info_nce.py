@@ -14,15 +14,16 @@ def info_nce_loss(sims: Tensor, tau: float = 0.05) -> Tensor:
     the diagonal target.
 
     Args:
-        sims: ``[B, B]`` similarities, positives on the diagonal.
+        sims: ``[B, B]`` similarities, positives on the diagonal (or ``[..., B, B]``: one batch's
+            similarities under several models, each scored alone).
         tau: temperature τ.
 
     Returns:
-        ``[B]`` per-sample losses.
+        ``[B]`` per-sample losses (``[..., B]``).
     """
     logits = sims / tau
-    i2t = -torch.log_softmax(logits, dim=1).diagonal()
-    t2i = -torch.log_softmax(logits, dim=0).diagonal()
+    i2t = -torch.log_softmax(logits, dim=-1).diagonal(dim1=-2, dim2=-1)
+    t2i = -torch.log_softmax(logits, dim=-2).diagonal(dim1=-2, dim2=-1)
     return i2t + t2i
 
 

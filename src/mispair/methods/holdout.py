@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -55,6 +56,7 @@ from mispair.losses.neighbour_targets import (
 )
 from mispair.methods.base import Recipe, Update, register_recipe
 from mispair.methods.scoring import clean_probability, cross_similarities
+from mispair.nn.linear_backbone import run_together, stacked_similarities
 
 
 @register_recipe
@@ -176,10 +178,25 @@ class Holdout(Recipe):
     def train_step(self, batch: Batch, epoch: int) -> Update:
         trust = self.trust(batch)
         terms = {}
+        if self.together:  # every model's similarities of the batch at once, [S, B, B]
+            sims = stacked_similarities(self.models, batch.images, batch.tokens, batch.lengths)
+            positive, negative = self.pair_losses(sims, epoch)
+            for k in range(len(self.models)):
+                own = self.weighted_terms(trust, positive[k], None if negative is None else negative[k])
+                terms.update({f"{name}_{k}": v for name, v in own.items()})
+            return Update(terms)
         for k in range(len(self.models)):
             own = self.model_terms(k, batch, trust, epoch)
             terms.update({f"{name}_{k}": v for name, v in own.items()})
         return Update(terms)
+
+    @cached_property
+    def together(self) -> bool:
+        """Whether a step computes the models' similarities together
+        (:func:`~mispair.nn.linear_backbone.stacked_similarities`: linear backbones with InfoNCE,
+        and no IN2R targets, which read each model's embeddings): the same terms, to rounding."""
+        opts = self.options
+        return opts.loss == "infonce" and opts.suspect_loss != "neighbours" and run_together(self.models)
 
     def model_terms(self, k: int, batch: Batch, trust: torch.Tensor, epoch: int) -> dict[str, torch.Tensor]:
         opts, model = self.options, self.models[k]
@@ -189,17 +206,35 @@ class Holdout(Recipe):
         if opts.loss == "asymmetric":  # the trust is ASL's soft label: no positive pull at 0
             loss = asymmetric_loss(sims, trust, m0=opts.m0, scale=opts.scale, z=opts.z)
             return {"asymmetric": reduce_batch(loss, opts.reduction)}
+        terms = self.weighted_terms(trust, *self.pair_losses(sims, epoch))
+        if opts.suspect_loss == "neighbours":
+            terms["neighbours"] = self.neighbour_term(k, batch, images.pooled, texts.pooled, trust)
+        return terms
+
+    def pair_losses(self, sims: torch.Tensor, epoch: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Of similarities ``sims [..., B, B]`` (one model's, or a stack of them): each pair's
+        positive loss (InfoNCE, or the triplet) and, with ``suspect_loss: complementary``, its
+        complementary loss (else None), ``[..., B]`` each."""
+        opts = self.options
         if opts.loss == "infonce":
             positive = info_nce_loss(sims, opts.tau)
         else:
             hardest = epoch >= opts.hardest_after
             positive = triplet_loss(sims, opts.margin, negatives="hardest" if hardest else "sum")
+        if opts.suspect_loss != "complementary":
+            return positive, None
+        return positive, complementary_loss(sims, kind="log", tau=opts.tau)
+
+    def weighted_terms(
+        self, trust: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
+        """One model's terms of a batch from its pairs' losses ``[B]``: ``trusted`` (the positive
+        weighted by ``trust``) and ``suspected`` (the complementary loss weighted by ``1 − trust``
+        and ``suspect_weight``), each reduced over the batch."""
+        opts = self.options
         terms = {"trusted": reduce_batch(trust * positive, opts.reduction)}
-        if opts.suspect_loss == "complementary":
-            negative = complementary_loss(sims, kind="log", tau=opts.tau)
+        if negative is not None:
             terms["suspected"] = opts.suspect_weight * reduce_batch((1 - trust) * negative, opts.reduction)
-        elif opts.suspect_loss == "neighbours":
-            terms["neighbours"] = self.neighbour_term(k, batch, images.pooled, texts.pooled, trust)
         return terms
 
     def neighbour_term(

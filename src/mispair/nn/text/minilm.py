@@ -261,6 +261,13 @@ class MiniLMTextEncoder(nn.Module):
             return self.cache.lookup(tokens, lengths, compute)
         return minilm_states(self.bert, tokens, lengths)
 
+    def batch_vectors(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """``[B, 384]`` the frozen mean state of each caption of a padded batch (ids ``[B, L]``,
+        ``lengths [B]``), the vector :attr:`fc` projects (``per_caption`` encoders only)."""
+        if not self.reads_caption_vectors:
+            raise ValueError("batch_vectors: this MiniLM reads token states, not one vector per caption")
+        return self.token_states(tokens, lengths)[:, 0]
+
     def caption_vectors(self, token_lists: Sequence[Sequence[int]]) -> Tensor:
         """``[n, 384]`` the frozen mean state of each caption of ``token_lists``, the vector
         :attr:`fc` projects (``per_caption`` encoders only; from the cache, computed when missing)."""

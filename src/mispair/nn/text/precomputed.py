@@ -48,8 +48,12 @@ class PrecomputedTextEncoder(nn.Module):
             return torch.zeros(0, self.fc.in_features)
         return torch.from_numpy(lookup_vectors(token_lists))
 
+    def batch_vectors(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """``[B, text_dim]`` the vector of each caption of a batch (ids ``[B, L]``)."""
+        return torch.from_numpy(lookup_vectors(tokens.cpu().tolist())).to(tokens.device)
+
     def forward(self, tokens: Tensor, lengths: Tensor) -> Fragments:
-        vectors = torch.from_numpy(lookup_vectors(tokens.cpu().tolist())).to(tokens.device)
+        vectors = self.batch_vectors(tokens, lengths)
         projected = self.fc(vectors.to(self.fc.weight.dtype))
         pooled = l2_normalize(projected)
         mask = torch.ones(len(tokens), 1, dtype=torch.bool, device=tokens.device)
