@@ -67,7 +67,8 @@ FILLERS = ("a", "the", "with", "and", "near", "of", "some", "two", "in", "on")
 class Measurement:
     """One audit of one size: ``pairs``, ``images``, ``wall`` seconds, ``rss_mb`` peak resident
     memory of the audit's process, ``anon_mb`` its sampled peak anonymous memory (None: not on
-    Linux), ``auc`` (None: not scored), ``parts`` seconds per part."""
+    Linux), ``auc`` (None: not scored), ``parts`` seconds per part, ``largest`` the sample of the
+    largest RSS seen (its moment and its anonymous and file-backed parts)."""
 
     pairs: int
     images: int
@@ -76,6 +77,7 @@ class Measurement:
     anon_mb: float | None
     auc: float | None
     parts: dict[str, float]
+    largest: Sample | None = None
 
 
 def split_sizes(n_images: int) -> dict[str, int]:
@@ -130,30 +132,43 @@ def swap_captions(
     return swapped, noisy
 
 
-def run_audit(data: Path, out: Path, overrides: list[str]) -> tuple[float, float, float | None]:
+def run_audit(data: Path, out: Path, overrides: list[str]) -> tuple[float, float, MemorySampler]:
     """``mispair audit data --out out overrides`` in a child process: (wall seconds, peak RSS MiB,
-    sampled peak anonymous MiB or None)."""
+    the sampler of its memory)."""
     command = [sys.executable, "-m", "mispair", "audit", str(data), "--out", str(out), "--quiet", *overrides]
     began = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    anon = AnonymousPeak(child.pid)
-    anon.start()
+    sampler = MemorySampler(child.pid)
+    sampler.start()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - began
-    anon.join()
+    sampler.join()
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"audit of {data} failed (exit {child.returncode}): {' '.join(command)}")
-    return wall, usage.ru_maxrss / 1024, anon.peak_mb  # Linux: kilobytes
+    return wall, usage.ru_maxrss / 1024, sampler  # Linux: kilobytes
 
 
-class AnonymousPeak(threading.Thread):
-    """Samples the ``RssAnon`` of process ``pid`` every quarter second until it ends; ``peak_mb``
-    the largest seen (None where ``/proc`` has none)."""
+@dataclass
+class Sample:
+    """One reading of the audit's memory (MiB) at ``seconds`` after its start: ``rss`` (VmRSS),
+    ``anon`` (RssAnon) and ``file`` (RssFile: pages of mapped files and libraries)."""
+
+    seconds: float
+    rss: float
+    anon: float
+    file: float
+
+
+class MemorySampler(threading.Thread):
+    """Reads the memory of process ``pid`` every quarter second until it ends: ``peak_mb`` the
+    largest anonymous memory seen, ``largest`` the :class:`Sample` of the largest RSS seen (None
+    where ``/proc`` has none)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.status, self.peak_mb = Path(f"/proc/{pid}/status"), None
+        self.status, self.peak_mb, self.largest = Path(f"/proc/{pid}/status"), None, None
+        self.began = time.perf_counter()
 
     def run(self) -> None:
         while True:
@@ -161,10 +176,16 @@ class AnonymousPeak(threading.Thread):
                 text = self.status.read_text()
             except OSError:  # the process is gone
                 return
-            found = re.search(r"^RssAnon:\s+(\d+) kB", text, re.MULTILINE)
-            if found is None:
+            found = {
+                key: re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE)
+                for key in ("VmRSS", "RssAnon", "RssFile")
+            }
+            if any(match is None for match in found.values()):
                 return  # not Linux, or a zombie
-            self.peak_mb = max(self.peak_mb or 0.0, int(found.group(1)) / 1024)
+            rss, anon, file = (int(found[key].group(1)) / 1024 for key in ("VmRSS", "RssAnon", "RssFile"))
+            self.peak_mb = max(self.peak_mb or 0.0, anon)
+            if self.largest is None or rss > self.largest.rss:
+                self.largest = Sample(time.perf_counter() - self.began, rss, anon, file)
             time.sleep(0.25)
 
 
@@ -177,7 +198,7 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.label).strip("-") or "run"  # a label may hold spaces
     out = work / f"audit-{slug}-{time.strftime('%H%M%S')}"
     cache = args.text_cache or f"{out}-cache"
-    wall, rss, anon = run_audit(data, out, [*overrides, f"data.cache_dir={cache}"])
+    wall, rss, sampler = run_audit(data, out, [*overrides, f"data.cache_dir={cache}"])
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     detection = summary.get("detection") or {}
     return Measurement(
@@ -185,9 +206,10 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
         images=int(summary["images"]),
         wall=wall,
         rss_mb=rss,
-        anon_mb=anon,
+        anon_mb=sampler.peak_mb,
         auc=detection.get("auc"),
         parts=summary.get("timings", {}),
+        largest=sampler.largest,
     )
 
 
@@ -209,6 +231,14 @@ def table(rows: list[Measurement]) -> str:
         cells = [f"{m.pairs:,}", f"{m.images:,}", f"{m.wall:.1f}", f"{1000 * m.wall / m.pairs:.1f}"]
         anon = "–" if m.anon_mb is None else f"{m.anon_mb:.0f}"
         lines.append("| " + " | ".join([*cells, f"{m.rss_mb:.0f}", anon, auc, *parts]) + " |")
+    for m in rows:
+        if m.largest is not None:
+            at = m.largest
+            lines.append(
+                f"\n{m.pairs:,} pairs: the largest RSS sampled (every 0.25 s), {at.rss:.0f} MiB, came "
+                f"{at.seconds:.0f} s after the start: {at.anon:.0f} MiB anonymous, {at.file:.0f} MiB of "
+                "mapped files and libraries"
+            )
     sizes = [m.pairs for m in rows]
     for what, values in (("wall time", [m.wall for m in rows]), ("peak RSS", [m.rss_mb for m in rows])):
         slope = growth(sizes, values)

@@ -1,6 +1,7 @@
 """benchmarks/bench_audit_scale.py without an audit: its collection is one the precomp reader reads
 (5 captions per image, the swapped captions marked in the noise record), and the growth exponent
-is the power of a power law; the sampled anonymous peak sees a child's memory."""
+is the power of a power law; the memory sampler sees a child's anonymous memory and the pages of
+its mapped files apart."""
 
 import importlib
 import subprocess
@@ -44,12 +45,35 @@ def test_the_growth_exponent_is_the_power_of_a_power_law(bench):
     assert bench.growth([5_000], [1.0]) is None
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_the_anonymous_peak_sees_memory_a_child_held_for_a_moment(bench):
-    code = 'import time; block = b"x" * (300 << 20); time.sleep(1.5); del block; time.sleep(0.5)'
+def _sampled(bench, code: str):
     child = subprocess.Popen([sys.executable, "-c", code])
-    sampler = bench.AnonymousPeak(child.pid)
+    sampler = bench.MemorySampler(child.pid)
     sampler.start()
     child.wait()
     sampler.join()
+    return sampler
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_anonymous_peak_sees_memory_a_child_held_for_a_moment(bench):
+    code = 'import time; block = b"x" * (300 << 20); time.sleep(1.5); del block; time.sleep(0.5)'
+    sampler = _sampled(bench, code)
     assert 300 <= sampler.peak_mb < 400  # the 300 MiB block, plus the interpreter
+    largest = sampler.largest
+    assert 300 <= largest.anon <= largest.rss and largest.anon < 400 and 0 < largest.seconds < 2.5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_largest_rss_sample_tells_pages_of_a_mapped_file_from_anonymous_memory(bench, tmp_path):
+    path = tmp_path / "features.bin"
+    path.write_bytes(b"\1" * (200 << 20))
+    code = (
+        "import mmap, time\n"
+        f"handle = open({str(path)!r}, 'rb')\n"
+        "pages = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)\n"
+        "total = sum(pages[k] for k in range(0, len(pages), 4096))\n"
+        "time.sleep(1.5)\n"
+    )
+    largest = _sampled(bench, code).largest
+    assert largest.file >= 200 and largest.anon < 100  # the file's pages count in RSS, not as anonymous
+    assert largest.rss >= largest.file
