@@ -61,6 +61,37 @@ def test_a_pass_over_a_mapped_file_keeps_one_block_resident(feature_file):
     assert resident_mib() - before > 48  # the same pass by slicing: the whole file stays resident
 
 
+@pytest.mark.parametrize(
+    "chosen",
+    [slice(None), slice(500, 10, -3), np.arange(0, 512, 2), np.arange(512) % 3 == 1, np.arange(511, -1, -1)],
+    ids=["all", "slice-backwards", "even", "mask", "reversed"],
+)
+def test_rows_picked_a_block_at_a_time_are_numpys_rows(feature_file, chosen):
+    mapped = np.load(feature_file, mmap_mode="r")
+    picked = rows(mapped, chosen, np.float64, block_bytes=5 * 32 * 1024 * 4)  # 5 rows a block
+    assert picked.dtype == np.float64
+    np.testing.assert_array_equal(picked, np.asarray(mapped[chosen], dtype=np.float64))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_picking_most_of_a_mapped_file_keeps_one_block_of_it_resident(feature_file, monkeypatch):
+    import mispair.data.mapped as mapped_module
+
+    mapped = np.load(feature_file, mmap_mode="r")  # 64 MiB
+    peaks = []
+    release = mapped_module.release
+
+    def measured(array):  # the resident memory just before each release: the copy so far + a block
+        peaks.append(resident_mib())
+        release(array)
+
+    monkeypatch.setattr(mapped_module, "release", measured)
+    before = resident_mib()
+    picked = rows(mapped, np.arange(0, 512, 2), block_bytes=4 * MIB)  # 32 MiB of the file's 64
+    assert picked[:, 0, 0].tolist() == list(range(0, 512, 2)) and len(peaks) == 8
+    assert max(peaks) - before < 32 + 16  # the copy (32 MiB) and about one block of the map
+
+
 @pytest.mark.parametrize("mode", ["r+", "c"])
 def test_a_writable_map_keeps_its_changes(feature_file, mode):
     mapped = np.load(feature_file, mmap_mode=mode)

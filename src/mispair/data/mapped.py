@@ -38,12 +38,24 @@ def row_blocks(
         release(array)
 
 
-def rows(array: np.ndarray, index: slice | np.ndarray, dtype: DTypeLike = None) -> np.ndarray:
-    """``array[index]`` as an in-memory array (of ``dtype``; None keeps it); the pages of a
-    memory-mapped ``array`` are released after the copy (:func:`release`)."""
-    block = np.array(array[index], dtype=dtype)
-    release(array)
-    return block
+def rows(
+    array: np.ndarray, index: slice | np.ndarray, dtype: DTypeLike = None, *, block_bytes: int = BLOCK_BYTES
+) -> np.ndarray:
+    """``array[index]`` as an in-memory array (of ``dtype``; None keeps it). From a memory-mapped
+    ``array`` the rows are copied about ``block_bytes`` at a time and the map's pages released
+    after each block (:func:`release`): picking most of a 1 GB file keeps one block of it
+    resident, not the whole file beside the copy."""
+    if not _mapped(array):
+        return np.array(array[index], dtype=dtype)
+    picked = np.arange(len(array))[index] if isinstance(index, slice) else np.asarray(index)
+    if picked.dtype == bool:
+        picked = np.flatnonzero(picked)
+    out = np.empty((len(picked), *array.shape[1:]), dtype=dtype or array.dtype)
+    step = max(1, block_bytes // max(1, array.itemsize * int(np.prod(array.shape[1:]))))
+    for start in range(0, len(picked), step):
+        out[start : start + step] = array[picked[start : start + step]]
+        release(array)
+    return out
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -24,8 +24,9 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
 Every pair stays in the batches, so suspected captions and images serve as negatives of the
 trusted ones. Two models are trained alike from different initialisations and averaged at
 evaluation; on the pretrained backbone's linear models (the audit's) a step computes both models'
-similarities as one stack (:mod:`mispair.nn.linear_backbone`): the same terms, to rounding. ``rematch_from`` (off by default) re-pairs, from that epoch on, each suspected caption
-with a suspected pair's image when the two are each other's most similar under the models (L2RM's
+similarities as one stack (:mod:`mispair.nn.linear_backbone`): the same terms, to rounding.
+``rematch_from`` (off by default) re-pairs, from that epoch on, each suspected caption with a
+suspected pair's image when the two are each other's most similar under the models (L2RM's
 idea of rematching, over the whole suspected set); on Tux Paint at 0.4 about 70–80% of the
 suspected captions are re-paired, only 35–45% with their true image, and the dev rSum falls, so
 it stays an option. The ablations are options (benchmarks/compare_recipes.py: ``holdout-*``).
