@@ -78,6 +78,7 @@ class Measurement:
     auc: float | None
     parts: dict[str, float]
     largest: Sample | None = None
+    high_water: tuple[float, float] | None = None
 
 
 def split_sizes(n_images: int) -> dict[str, int]:
@@ -163,11 +164,15 @@ class Sample:
 class MemorySampler(threading.Thread):
     """Reads the memory of process ``pid`` every quarter second until it ends: ``peak_mb`` the
     largest anonymous memory seen, ``largest`` the :class:`Sample` of the largest RSS seen (None
-    where ``/proc`` has none)."""
+    where ``/proc`` has none), and ``high_water`` (seconds after the start, MiB) of the first
+    reading at which the kernel's high-water mark of RSS (``VmHWM``, what ``ru_maxrss`` reports)
+    had reached its last value: the peak came within the quarter second before, even when no
+    reading saw it."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.status, self.peak_mb, self.largest = Path(f"/proc/{pid}/status"), None, None
+        self.high_water: tuple[float, float] | None = None
         self.began = time.perf_counter()
 
     def run(self) -> None:
@@ -176,13 +181,13 @@ class MemorySampler(threading.Thread):
                 text = self.status.read_text()
             except OSError:  # the process is gone
                 return
-            found = {
-                key: re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE)
-                for key in ("VmRSS", "RssAnon", "RssFile")
-            }
+            keys = ("VmRSS", "RssAnon", "RssFile", "VmHWM")
+            found = {key: re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE) for key in keys}
             if any(match is None for match in found.values()):
                 return  # not Linux, or a zombie
-            rss, anon, file = (int(found[key].group(1)) / 1024 for key in ("VmRSS", "RssAnon", "RssFile"))
+            rss, anon, file, hwm = (int(found[key].group(1)) / 1024 for key in keys)
+            if self.high_water is None or hwm > self.high_water[1]:
+                self.high_water = (time.perf_counter() - self.began, hwm)
             self.peak_mb = max(self.peak_mb or 0.0, anon)
             if self.largest is None or rss > self.largest.rss:
                 self.largest = Sample(time.perf_counter() - self.began, rss, anon, file)
@@ -210,6 +215,7 @@ def measure(pairs: int, args: argparse.Namespace, overrides: list[str]) -> Measu
         auc=detection.get("auc"),
         parts=summary.get("timings", {}),
         largest=sampler.largest,
+        high_water=sampler.high_water,
     )
 
 
@@ -238,6 +244,12 @@ def table(rows: list[Measurement]) -> str:
                 f"\n{m.pairs:,} pairs: the largest RSS sampled (every 0.25 s), {at.rss:.0f} MiB, came "
                 f"{at.seconds:.0f} s after the start: {at.anon:.0f} MiB anonymous, {at.file:.0f} MiB of "
                 "mapped files and libraries"
+            )
+        if m.high_water is not None:
+            seconds, mib = m.high_water
+            lines.append(
+                f"\n{m.pairs:,} pairs: the kernel's high-water mark of RSS (VmHWM) reached {mib:.0f} MiB "
+                f"within the 0.25 s before {seconds:.1f} s after the start"
             )
     sizes = [m.pairs for m in rows]
     for what, values in (("wall time", [m.wall for m in rows]), ("peak RSS", [m.rss_mb for m in rows])):

@@ -64,6 +64,19 @@ def test_the_anonymous_peak_sees_memory_a_child_held_for_a_moment(bench):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_high_water_mark_dates_a_peak_too_short_for_any_reading(bench):
+    code = (
+        "import time\n"
+        "time.sleep(1.0)\n"
+        "for _ in range(3):\n"
+        "    block = bytearray(300 << 20); block[::4096] = b'x' * len(block[::4096]); del block\n"
+        "time.sleep(1.0)\n"
+    )
+    seconds, mib = _sampled(bench, code).high_water
+    assert mib >= 300 and 0.8 < seconds < 2.0  # reached after the first second, never later
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_largest_rss_sample_tells_pages_of_a_mapped_file_from_anonymous_memory(bench, tmp_path):
     path = tmp_path / "features.bin"
     path.write_bytes(b"\1" * (200 << 20))
