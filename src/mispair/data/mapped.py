@@ -30,8 +30,7 @@ def row_blocks(
     :data:`BLOCK_BYTES`), as ``dtype`` (None keeps it; a view where no conversion is needed, valid
     until the next block is asked for); the pages of a memory-mapped ``array`` are released
     after each block."""
-    row_bytes = max(1, array.itemsize * int(np.prod(array.shape[1:])))
-    step = rows_per_block or max(1, BLOCK_BYTES // row_bytes)
+    step = rows_per_block or _rows_per_block(array, BLOCK_BYTES)
     for start in range(0, len(array), step):
         block = slice(start, min(start + step, len(array)))
         yield block, np.asarray(array[block], dtype=dtype)
@@ -47,15 +46,20 @@ def rows(
     resident, not the whole file beside the copy."""
     if not _mapped(array):
         return np.array(array[index], dtype=dtype)
-    picked = np.arange(len(array))[index] if isinstance(index, slice) else np.asarray(index)
+    picked = np.arange(*index.indices(len(array))) if isinstance(index, slice) else np.asarray(index)
     if picked.dtype == bool:
         picked = np.flatnonzero(picked)
     out = np.empty((len(picked), *array.shape[1:]), dtype=dtype or array.dtype)
-    step = max(1, block_bytes // max(1, array.itemsize * int(np.prod(array.shape[1:]))))
+    step = _rows_per_block(array, block_bytes)
     for start in range(0, len(picked), step):
         out[start : start + step] = array[picked[start : start + step]]
         release(array)
     return out
+
+
+def _rows_per_block(array: np.ndarray, block_bytes: int) -> int:
+    """The rows of ``array`` in about ``block_bytes`` (at least one)."""
+    return max(1, block_bytes // max(1, array.itemsize * int(np.prod(array.shape[1:]))))
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
