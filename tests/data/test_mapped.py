@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from mispair.data.mapped import row_blocks, rows, stacked
+from mispair.data.mapped import BLOCK_BYTES, FAULT_BYTES, row_blocks, rows, stacked
 
 MIB = 1 << 20
 
@@ -88,8 +88,38 @@ def test_picking_most_of_a_mapped_file_keeps_one_block_of_it_resident(feature_fi
     monkeypatch.setattr(mapped_module, "release", measured)
     before = resident_mib()
     picked = rows(mapped, np.arange(0, 512, 2), block_bytes=4 * MIB)  # 32 MiB of the file's 64
-    assert picked[:, 0, 0].tolist() == list(range(0, 512, 2)) and len(peaks) == 8
+    assert picked[:, 0, 0].tolist() == list(range(0, 512, 2))
+    assert len(peaks) == 256 // (4 * MIB // FAULT_BYTES)  # a picked row counts as FAULT_BYTES
     assert max(peaks) - before < 32 + 16  # the copy (32 MiB) and about one block of the map
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_scattered_rows_are_picked_in_blocks_sized_by_what_touching_them_maps(tmp_path, monkeypatch):
+    import mispair.data.mapped as mapped_module
+
+    path = tmp_path / "small_rows.npy"  # 32,768 rows of 4 KiB: 128 MiB, in the page cache once written
+    written = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(32768, 1024))
+    written[:] = np.arange(32768, dtype=np.float32)[:, None]
+    written.flush()
+    del written
+    mapped = np.load(path, mmap_mode="r")
+    scattered = np.arange(0, 32768, 64)  # 512 rows, one every 256 KiB: a 2 MiB copy
+    peaks, release = [], mapped_module.release
+
+    def measured(array):
+        peaks.append(resident_mib())
+        release(array)
+
+    monkeypatch.setattr(mapped_module, "release", measured)
+    before = resident_mib()
+    picked = rows(mapped, scattered)
+    assert picked[:, 0].tolist() == scattered.tolist()
+    assert len(peaks) == 512 // (BLOCK_BYTES // FAULT_BYTES)
+    assert max(peaks) - before < 32  # a block's touches map at most 32 × 2 MiB, in practice far less
+    release(mapped)
+    before = resident_mib()
+    mapped[scattered].sum()  # the same rows in one fancy index
+    assert resident_mib() - before > 64  # the pages around every touched row: most of the file
 
 
 @pytest.mark.parametrize("mode", ["r+", "c"])

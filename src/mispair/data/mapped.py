@@ -22,6 +22,12 @@ from numpy.typing import DTypeLike
 BLOCK_BYTES = 64 << 20
 """The size of a block of :func:`row_blocks` when its rows are not given."""
 
+FAULT_BYTES = 2 << 20
+"""The most of a file map one touched row may make resident, for :func:`rows`' picked rows: a
+page fault maps the pages around it that the page cache holds (fault-around, and a large folio
+whole), up to a huge page. Measured: 1,024 scattered 5 KB rows of a cached 1 GB file made
+850 MiB of it resident, with the copy 5 MiB."""
+
 
 def row_blocks(
     array: np.ndarray, rows_per_block: int | None = None, dtype: DTypeLike = None
@@ -43,23 +49,25 @@ def rows(
     """``array[index]`` as an in-memory array (of ``dtype``; None keeps it). From a memory-mapped
     ``array`` the rows are copied about ``block_bytes`` at a time and the map's pages released
     after each block (:func:`release`): picking most of a 1 GB file keeps one block of it
-    resident, not the whole file beside the copy."""
+    resident, not the whole file beside the copy. A block of scattered rows is sized by what
+    touching them maps (:data:`FAULT_BYTES` a row at most), not by the bytes copied."""
     if not _mapped(array):
         return np.array(array[index], dtype=dtype)
     picked = np.arange(*index.indices(len(array))) if isinstance(index, slice) else np.asarray(index)
     if picked.dtype == bool:
         picked = np.flatnonzero(picked)
     out = np.empty((len(picked), *array.shape[1:]), dtype=dtype or array.dtype)
-    step = _rows_per_block(array, block_bytes)
+    step = _rows_per_block(array, block_bytes, 1 if isinstance(index, slice) else FAULT_BYTES)
     for start in range(0, len(picked), step):
         out[start : start + step] = array[picked[start : start + step]]
         release(array)
     return out
 
 
-def _rows_per_block(array: np.ndarray, block_bytes: int) -> int:
-    """The rows of ``array`` in about ``block_bytes`` (at least one)."""
-    return max(1, block_bytes // max(1, array.itemsize * int(np.prod(array.shape[1:]))))
+def _rows_per_block(array: np.ndarray, block_bytes: int, least_row_bytes: int = 1) -> int:
+    """The rows of ``array`` in about ``block_bytes`` (at least one), a row counted as at least
+    ``least_row_bytes``."""
+    return max(1, block_bytes // max(least_row_bytes, array.itemsize * int(np.prod(array.shape[1:]))))
 
 
 def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
