@@ -120,6 +120,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-gsc": ("holdout", ["division.pair_score=contrast_structure"]),
     "holdout-mgcs": ("holdout", ["division.pair_score=gap_corrected"]),
     "holdout-p0.7": ("holdout", ["division.p_threshold=0.7"]),
+    "holdout-reference-division": ("holdout", ["division.reference=true"]),
     "holdout-repeats5": ("holdout", ["division.repeats=5"]),
     "holdout-hard-p0.9": ("holdout", ["method.weighting=hard", "division.p_threshold=0.9"]),
     "holdout-in2r-tau0.2": (

@@ -184,7 +184,9 @@ class DivisionConfig:
     scorers train from scratch for ``epochs``. ``scorer_pairs``: an out-of-fold scorer whose
     training pairs (the other folds, or their clean split) outnumber it trains on a random sample
     of that many of them (seeded per scorer), so that a scorer's cost stops growing with the
-    collection while every pair is still scored; None: all of them.
+    collection while every pair is still scored; None: all of them. ``reference``: the clean-trained
+    reference division instead, for benchmarks on planted noise: one round of out-of-fold scorers
+    trained on the truly matched pairs only (the division a perfect refinement would reach).
     """
 
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -199,6 +201,7 @@ class DivisionConfig:
     score_other_splits: bool = False  # the dev and test pairs scored too (by scorers that never saw them)
     refine_epochs: int | None = None  # warm-started refinement rounds (out_of_fold)
     scorer_pairs: int | None = None  # the most pairs an out-of-fold scorer trains on (a sample)
+    reference: bool = False  # scorers trained on the truly matched pairs (planted noise only)
 
     def __post_init__(self) -> None:
         if self.folds < 2:

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.engine import pair_scores
 from mispair.engine.assembly import load_run_data
 from mispair.engine.export import export_training_pairs, pairs_csv
-from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_fold_scores
+from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_fold_scores, scorer_config
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
 
@@ -347,3 +348,34 @@ def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_sco
         roomy, data, train, folds=3, train_fold=lambda t: full.append(len(t.recipe.context.train))
     )
     assert full == [int((scores.fold[0] != k).sum()) for k in range(3)]
+
+
+def test_the_reference_division_is_one_round_of_scorers_trained_on_the_truly_matched_pairs(tmp_path):
+    overrides = [
+        "recipe=holdout",
+        "division.scored_by=out_of_fold",
+        "division.folds=3",
+        "division.rounds=2",
+        "division.epochs=2",
+        "division.pair_score=contrast",
+        "division.reference=true",
+    ]
+    config, data, train = _setup(overrides)
+    got = division_scores(config, data, train, torch.device("cpu"))
+    want = out_of_fold_scores(
+        scorer_config(config), data, train, folds=3, trusted=~data.noise.is_noisy, score_kind="contrast"
+    )
+    np.testing.assert_array_equal(got.train, want.score)
+    honest = division_scores(
+        replace(config, division=replace(config.division, reference=False)), data, train, "cpu"
+    )
+    assert not np.array_equal(honest.train, got.train)
+
+
+def test_a_reference_division_without_planted_noise_is_a_one_line_error():
+    clean = [o for o in TINY if not o.startswith("data.noise")]
+    config = load_config(None, [*clean, "division.scored_by=out_of_fold", "division.reference=true"])
+    data = load_run_data(config)
+    train = TrainingPairs(data.train, data.train_tokens, data.train.image_of_caption)
+    with pytest.raises(ConfigError, match=r"^division\.reference: needs a training split with planted noise"):
+        division_scores(config, data, train, torch.device("cpu"))

@@ -56,6 +56,7 @@ from mispair.engine.side_by_side import (
     train_side_by_side,
 )
 from mispair.engine.trainer import Trainer
+from mispair.errors import ConfigError
 from mispair.methods.base import RecipeContext, build_options, get_recipe
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.linear_backbone import LINEAR_WEIGHTS
@@ -602,7 +603,9 @@ def division_scores(
     if cached is not None:
         return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
-    if kind == "out_of_fold":
+    if kind == "out_of_fold" and config.division.reference:
+        found = _reference_scores(scoring, data, train, device, shard, others)
+    elif kind == "out_of_fold":
         division = config.division
         found = refined_out_of_fold_scores(
             scoring,
@@ -630,6 +633,34 @@ def division_scores(
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
         stash.clear()
     return scores
+
+
+def _reference_scores(
+    scoring: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    device: torch.device,
+    shard: Shard,
+    others: TrainingPairs | None,
+) -> OutOfFoldScores:
+    """The clean-trained reference division (``division.reference``): out-of-fold scores of
+    scorers trained on the truly matched pairs of the other folds, one round."""
+    if data.noise is None or not data.noise.is_noisy.any():
+        raise ConfigError("division.reference: needs a training split with planted noise (data.noise.rate)")
+    division = scoring.division
+    return out_of_fold_scores(
+        scoring,
+        data,
+        train,
+        folds=division.folds,
+        repeats=division.repeats,
+        device=device,
+        trusted=~data.noise.is_noisy,
+        score_kind=division.pair_score,
+        tau=division.tau,
+        shard=shard,
+        others=others,
+    )
 
 
 def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
