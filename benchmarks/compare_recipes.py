@@ -120,6 +120,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "holdout-gsc": ("holdout", ["division.pair_score=contrast_structure"]),
     "holdout-mgcs": ("holdout", ["division.pair_score=gap_corrected"]),
     "holdout-p0.7": ("holdout", ["division.p_threshold=0.7"]),
+    "holdout-gce0.3": ("holdout", ["method.q=0.3"]),
+    "holdout-gce0.7": ("holdout", ["method.q=0.7"]),
     "holdout-reference-division": ("holdout", ["division.reference=true"]),
     "holdout-repeats5": ("holdout", ["division.repeats=5"]),
     "holdout-hard-p0.9": ("holdout", ["method.weighting=hard", "division.p_threshold=0.9"]),

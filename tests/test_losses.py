@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mispair.losses.info_nce import info_nce_loss, reverse_cross_entropy
+from mispair.losses.info_nce import generalized_info_nce_loss, info_nce_loss, reverse_cross_entropy
 from mispair.losses.triplet import triplet_loss
 
 
@@ -38,6 +38,12 @@ def loop_info_nce(S, tau):
     )
 
 
+def loop_generalized_info_nce(S, tau, q):  # Zhang & Sabuncu's L_q(p) = (1 - p^q) / q, each direction
+    return torch.stack(
+        [sum((1 - _probs(S, i, tau, rows)[i] ** q) / q for rows in (True, False)) for i in range(len(S))]
+    )
+
+
 def loop_rce(S, tau, eps):
     y = lambda i, j: 1 - eps if i == j else eps  # noqa: E731 - the bounded one-hot target
     return torch.stack(
@@ -63,8 +69,9 @@ def _close(a, b):
     scale=st.sampled_from([0.3, 1.0, 5.0]),
     per_sample=st.booleans(),
     tau=st.sampled_from([0.05, 0.5]),
+    q=st.sampled_from([0.3, 0.7, 1.0]),
 )
-def test_losses_match_loops(n, seed, scale, per_sample, tau):
+def test_losses_match_loops(n, seed, scale, per_sample, tau, q):
     gen = torch.Generator().manual_seed(seed)
     sims = (scale * torch.randn(n, n, generator=gen, dtype=torch.float64)).requires_grad_()
     margin = torch.rand(n, generator=gen, dtype=torch.float64) if per_sample else 0.2
@@ -73,6 +80,7 @@ def test_losses_match_loops(n, seed, scale, per_sample, tau):
         (lambda S: triplet_loss(S, margin), lambda S: loop_triplet(S, m, False)),
         (lambda S: triplet_loss(S, margin, negatives="hardest"), lambda S: loop_triplet(S, m, True)),
         (lambda S: info_nce_loss(S, tau), lambda S: loop_info_nce(S, tau)),
+        (lambda S: generalized_info_nce_loss(S, tau, q), lambda S: loop_generalized_info_nce(S, tau, q)),
         (lambda S: reverse_cross_entropy(S, tau, 1e-3), lambda S: loop_rce(S, tau, 1e-3)),
     ]
     for fast, slow in cases:
@@ -102,9 +110,20 @@ def test_batch_of_one_is_zero_and_differentiable(loss):
     assert sims.grad is not None and torch.isfinite(sims.grad).all()
 
 
+def test_generalized_info_nce_tends_to_info_nce_and_weighs_each_pull_by_its_probability():
+    gen = torch.Generator().manual_seed(0)
+    sims = torch.randn(5, 5, generator=gen, dtype=torch.float64, requires_grad=True)
+    _close(generalized_info_nce_loss(sims, 0.2, 1e-9), info_nce_loss(sims, 0.2))  # q -> 0
+    i2t = torch.log_softmax(sims / 0.2, dim=1).diagonal()  # one direction: d L_q / d S = p^q d CE / d S
+    (robust,) = torch.autograd.grad(((1 - i2t.exp() ** 0.5) / 0.5)[2], sims, retain_graph=True)
+    (plain,) = torch.autograd.grad(-i2t[2], sims)
+    _close(robust, i2t[2].exp().detach() ** 0.5 * plain)
+
+
 def test_extreme_similarities_keep_gradients_finite():
     sims = torch.tensor([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0], [-1.0, 1.0, 1.0]], requires_grad=True)
-    for loss in (info_nce_loss(sims, 0.001), reverse_cross_entropy(sims, 0.001), triplet_loss(sims, 0.2)):
+    losses = (info_nce_loss(sims, 0.001), generalized_info_nce_loss(sims, 0.001, 0.5))
+    for loss in (*losses, reverse_cross_entropy(sims, 0.001), triplet_loss(sims, 0.2)):
         assert torch.isfinite(loss).all()
         (grad,) = torch.autograd.grad(loss.sum(), sims)
         assert torch.isfinite(grad).all()

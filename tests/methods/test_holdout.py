@@ -92,6 +92,24 @@ def test_a_pair_is_pulled_together_by_its_trust_only(holdout):
     assert float(terms["trusted"].detach()) == pytest.approx(expected, rel=1e-5)
 
 
+def test_with_q_the_trusted_term_is_the_generalized_cross_entropy_of_each_direction(holdout):
+    recipe = holdout(loss="infonce", suspect_loss="none", tau=0.2, q=0.5)
+    batch = recipe.context.train.batch(np.arange(16))
+    trust = recipe.trust(batch)
+    terms = recipe.model_terms(0, batch, trust, epoch=0)
+    sims = recipe.models[0](batch.images, batch.tokens, batch.lengths).detach()
+    p_i2t = torch.softmax(sims / 0.2, dim=1).diagonal()
+    p_t2i = torch.softmax(sims / 0.2, dim=0).diagonal()
+    per_pair = (1 - p_i2t**0.5) / 0.5 + (1 - p_t2i**0.5) / 0.5
+    assert float(terms["trusted"].detach()) == pytest.approx(float((trust * per_pair).mean()), rel=1e-5)
+
+
+@pytest.mark.parametrize("q", [-0.1, 1.5])
+def test_a_q_outside_0_1_is_a_one_line_config_error(holdout, q):
+    with pytest.raises(ConfigError, match=r"method\.q: in \[0, 1\]"):
+        holdout(q=q)
+
+
 def test_suspected_pairs_train_against_targets_built_from_the_other_models_memory(holdout):
     """IN2R in ``holdout``: each model admits its trusted pairs above the admission bar to its own
     memory, and its suspected pairs are trained against targets built from the other model's

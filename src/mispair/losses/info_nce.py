@@ -21,10 +21,35 @@ def info_nce_loss(sims: Tensor, tau: float = 0.05) -> Tensor:
     Returns:
         ``[B]`` per-sample losses (``[..., B]``).
     """
+    i2t, t2i = _directions(sims, tau)
+    return i2t + t2i
+
+
+def generalized_info_nce_loss(sims: Tensor, tau: float = 0.05, q: float = 0.5) -> Tensor:
+    """InfoNCE with each direction's cross-entropy replaced by the generalized cross-entropy
+    ``L_q(p) = (1 − p^q) / q`` of its positive's probability (Zhang & Sabuncu, NeurIPS 2018,
+    Eq. 6): ``ℓ_i = L_q(p_ii^{v2t}) + L_q(p_ii^{t2v})``. Its gradient is InfoNCE's times
+    ``p^q``, so a pair the model finds unlikely (a mismatched pair that was trusted) pulls less;
+    ``q → 0`` gives :func:`info_nce_loss`, ``q = 1`` the bounded ``1 − p``.
+
+    Args:
+        sims: ``[..., B, B]`` similarities, positives on the diagonal.
+        tau: temperature τ.
+        q: the exponent, in ``(0, 1]``.
+
+    Returns:
+        ``[..., B]`` per-sample losses.
+    """
+    i2t, t2i = _directions(sims, tau)
+    return -(torch.expm1(-q * i2t) + torch.expm1(-q * t2i)) / q
+
+
+def _directions(sims: Tensor, tau: float) -> tuple[Tensor, Tensor]:
+    """The image→text and text→image cross-entropies ``[..., B]`` of the diagonal target."""
     logits = sims / tau
     i2t = -torch.log_softmax(logits, dim=-1).diagonal(dim1=-2, dim2=-1)
     t2i = -torch.log_softmax(logits, dim=-2).diagonal(dim1=-2, dim2=-1)
-    return i2t + t2i
+    return i2t, t2i
 
 
 def reverse_cross_entropy(sims: Tensor, tau: float = 0.05, eps: float = 1e-7) -> Tensor:

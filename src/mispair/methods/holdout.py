@@ -50,6 +50,7 @@ from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.losses.asymmetric import asymmetric_loss
 from mispair.losses.complementary import complementary_loss
+from mispair.losses.info_nce import generalized_info_nce_loss
 from mispair.losses.neighbour_targets import (
     GraphRefiner,
     PairMemory,
@@ -76,6 +77,9 @@ class Holdout(Recipe):
         margin: float = 0.2  # triplet
         hardest_after: int = 0  # triplet: epochs of summed hinges before the hardest negative (VSE++)
         tau: float = 0.2  # InfoNCE's and the complementary loss's temperature
+        q: float = (
+            0.0  # > 0: the trusted InfoNCE as generalized cross-entropy L_q (robust to trusted mismatches)
+        )
         weighting: Literal["soft", "hard"] = "soft"
         suspect_loss: Literal["complementary", "neighbours", "none"] = "complementary"
         suspect_weight: float = 0.1
@@ -96,6 +100,8 @@ class Holdout(Recipe):
                     raise ConfigError(f"method.{key}: at least 1, got {getattr(self, key)}")
             if not self.neighbour_tau > 0:
                 raise ConfigError(f"method.neighbour_tau: must be > 0, got {self.neighbour_tau}")
+            if not 0 <= self.q <= 1:
+                raise ConfigError(f"method.q: in [0, 1] (0: plain InfoNCE), got {self.q}")
 
     def __init__(self, models, options, context) -> None:
         super().__init__(models, options, context)
@@ -218,7 +224,9 @@ class Holdout(Recipe):
         positive loss (InfoNCE, or the triplet) and, with ``suspect_loss: complementary``, its
         complementary loss (else None), ``[..., B]`` each."""
         opts = self.options
-        if opts.loss == "infonce":
+        if opts.loss == "infonce" and opts.q > 0:
+            positive = generalized_info_nce_loss(sims, opts.tau, opts.q)
+        elif opts.loss == "infonce":
             positive = info_nce_loss(sims, opts.tau)
         else:
             hardest = epoch >= opts.hardest_after
