@@ -13,6 +13,9 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
 - a trusted pair trains its positive: InfoNCE at temperature ``tau`` (the default; 0.2 had the
   best dev rSum of 0.03–0.2 on Tux Paint), the hardest-negative triplet (VSE++) or ASL's
   asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > division.p_threshold`` (``hard``);
+  with ``q`` > 0 the InfoNCE is the generalized cross-entropy ``L_q``
+  (:func:`~mispair.losses.info_nce.generalized_info_nce_loss`), which pulls an unlikely trusted pair
+  less (dev rSum up at 0.7, not kept on test: docs/results.md, "High noise");
 - a suspected pair trains only its negatives: RCL's complementary loss (Eq. 15), weighted by
   ``1 − w`` and ``suspect_weight``, so its caption and image still shape the space without being
   pulled together (``suspect_loss: none`` drops it); or (``suspect_loss: neighbours``, IN2R) it
