@@ -15,7 +15,7 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
   asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > division.p_threshold`` (``hard``);
   with ``q`` > 0 the InfoNCE is the generalized cross-entropy ``L_q``
   (:func:`~mispair.losses.info_nce.generalized_info_nce_loss`), which pulls an unlikely trusted pair
-  less (dev rSum up at 0.7, not kept on test: docs/results.md, "High noise");
+  less (dev rSum up at 0.7 and 0.8, down at 0.2: not the default; docs/results.md, "High noise");
 - a suspected pair trains only its negatives: RCL's complementary loss (Eq. 15), weighted by
   ``1 − w`` and ``suspect_weight``, so its caption and image still shape the space without being
   pulled together (``suspect_loss: none`` drops it); or (``suspect_loss: neighbours``, IN2R) it
