@@ -372,6 +372,15 @@ def test_the_reference_division_is_one_round_of_scorers_trained_on_the_truly_mat
     assert not np.array_equal(honest.train, got.train)
 
 
+def test_a_run_asking_for_the_reference_division_without_noise_fails_before_anything_is_written(tmp_path):
+    clean = [o for o in TINY if not o.startswith("data.noise")]
+    overrides = [*clean, "recipe=holdout", "division.scored_by=out_of_fold", "division.reference=true"]
+    config = load_config(None, [*overrides, "train.epochs=1", f"output={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match=r"^division\.reference: needs a training split with planted noise"):
+        train_run(config, progress=False, log=lambda m: None)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_reference_division_without_planted_noise_is_a_one_line_error():
     clean = [o for o in TINY if not o.startswith("data.noise")]
     config = load_config(None, [*clean, "division.scored_by=out_of_fold", "division.reference=true"])

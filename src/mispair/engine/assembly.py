@@ -94,12 +94,18 @@ def load_run_data(config: RunConfig) -> RunData:
     )
 
 
+REFERENCE_NEEDS_NOISE = "division.reference: needs a training split with planted noise (data.noise.rate)"
+
+
 def training_pairs(config: RunConfig, data: RunData) -> tuple[TrainingPairs, NoiseRecord | None]:
     """The pairs the run trains on, in the noise record's pairing, and the noise it may score
     its division against; with ``data.noise.oracle`` (the bound) the truly clean pairs alone and
-    no noise."""
+    no noise. A run without planted noise cannot ask for ``division.reference`` (checked here,
+    before the run writes anything)."""
     paired = None if data.noise is None else data.noise.image_of_caption
     train, noise = TrainingPairs(data.train, data.train_tokens, paired), data.noise
+    if config.division.reference and (noise is None or not noise.is_noisy.any()):
+        raise ConfigError(REFERENCE_NEEDS_NOISE)
     if config.data.noise.oracle:
         if noise is None:
             raise ConfigError(

@@ -47,7 +47,7 @@ from mispair.division.gap import gap_corrected_similarity
 from mispair.division.scores import DivisionScores, clean_split
 from mispair.division.structure import structure_checked_probability
 from mispair.encoding import encode_split, evaluating, frozen
-from mispair.engine.assembly import RunData, build_models
+from mispair.engine.assembly import REFERENCE_NEEDS_NOISE, RunData, build_models
 from mispair.engine.export import pair_similarities
 from mispair.engine.side_by_side import (
     LinearInputs,
@@ -646,7 +646,7 @@ def _reference_scores(
     """The clean-trained reference division (``division.reference``): out-of-fold scores of
     scorers trained on the truly matched pairs of the other folds, one round."""
     if data.noise is None or not data.noise.is_noisy.any():
-        raise ConfigError("division.reference: needs a training split with planted noise (data.noise.rate)")
+        raise ConfigError(REFERENCE_NEEDS_NOISE)
     division = scoring.division
     return out_of_fold_scores(
         scoring,
