@@ -21,10 +21,8 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
-from mispair.config import load_config
-from mispair.data.batching import TrainingPairs
+from held_out_detection import planted_run
 from mispair.division.scores import mixture_clean_probability
-from mispair.engine.assembly import load_run_data, prepare_text_encoder
 from mispair.engine.pair_scores import out_of_fold_scores, scorer_config
 
 RECALLS = (0.5, 0.7, 0.9)
@@ -58,14 +56,9 @@ def precision_at_recall(score: np.ndarray, clean: np.ndarray, recall: float) -> 
 def probe(dataset: str, noise: float, seed: int, overrides: list[str], reference: bool) -> dict[str, object]:
     """Each round's :class:`RoundQuality`, and the precision at :data:`RECALLS` of the last round
     (and of the reference)."""
-    config = load_config(
-        f"configs/holdout/{dataset}.yaml",
-        [f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}", *overrides],
-    )
-    data = load_run_data(config)
-    prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
-    train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
-    clean, scoring, division = ~data.noise.is_noisy, scorer_config(config), config.division
+    run = planted_run(dataset, noise, seed, overrides)
+    data, train, clean = run.data, run.train, run.clean
+    scoring, division = scorer_config(run.config), run.config.division
 
     def scores(trusted: np.ndarray | None) -> np.ndarray:
         kwargs = dict(folds=division.folds, repeats=division.repeats, score_kind=division.pair_score)

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
-from mispair.config import load_config
+from mispair.config import RunConfig, load_config
 from mispair.data.batching import TrainingPairs
 from mispair.division.scores import clean_split
-from mispair.engine.assembly import load_run_data, prepare_text_encoder
+from mispair.engine.assembly import RunData, load_run_data, prepare_text_encoder
 from mispair.engine.export import pair_similarities
 from mispair.engine.pair_scores import (
     early_epoch_scores,
@@ -36,15 +37,33 @@ from mispair.engine.pair_scores import (
 )
 
 
-def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class PlantedRun:
+    """``configs/holdout/<dataset>.yaml`` with noise planted: its config, data, training pairs as
+    paired, and which of them are truly matched (``clean [n_pairs]``)."""
+
+    config: RunConfig
+    data: RunData
+    train: TrainingPairs
+    clean: np.ndarray
+
+
+def planted_run(dataset: str, noise: float, seed: int, overrides: Sequence[str] = ()) -> PlantedRun:
+    """The holdout config of ``dataset`` at pmp ``noise`` (noise and training seed ``seed``, then
+    ``overrides``), its data read and its text encoder ready."""
     config = load_config(
         f"configs/holdout/{dataset}.yaml",
-        [f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}"],
+        [f"data.noise.rate={noise}", f"data.noise.seed={seed}", f"train.seed={seed}", *overrides],
     )
     data = load_run_data(config)
     prepare_text_encoder(config.model, config.data, data.train_tokens, log=lambda m: None)
     train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
-    clean = ~data.noise.is_noisy
+    return PlantedRun(config, data, train, ~data.noise.is_noisy)
+
+
+def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
+    run = planted_run(dataset, noise, seed)
+    config, data, train, clean = run.config, run.data, run.train, run.clean
     scoring, folds = scorer_config(config), config.division.folds
 
     def oof(kind: str, trusted=None, repeats: int = 1) -> np.ndarray:
@@ -54,7 +73,9 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
 
     found = {}
     for epochs in (1, 2, 3):
-        early = early_epoch_scores(replace(scoring, train=replace(scoring.train, epochs=epochs)), data, train)
+        early = early_epoch_scores(
+            replace(scoring, train=replace(scoring.train, epochs=epochs)), data, train
+        ).score
         found[f"early, {epochs} epoch(s)"] = roc_auc_score(clean, early)
     for kind in ("similarity", "contrast"):
         first = oof(kind)

@@ -80,9 +80,7 @@ class Holdout(Recipe):
         margin: float = 0.2  # triplet
         hardest_after: int = 0  # triplet: epochs of summed hinges before the hardest negative (VSE++)
         tau: float = 0.2  # InfoNCE's and the complementary loss's temperature
-        q: float = (
-            0.0  # > 0: the trusted InfoNCE as generalized cross-entropy L_q (robust to trusted mismatches)
-        )
+        q: float = 0.0  # > 0: the trusted InfoNCE as the generalized cross-entropy L_q
         weighting: Literal["soft", "hard"] = "soft"
         suspect_loss: Literal["complementary", "neighbours", "none"] = "complementary"
         suspect_weight: float = 0.1
