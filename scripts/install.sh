@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent installation of mispair and what it needs (used by setup.sh and .ci/run).
+# Idempotent installation of mispair into a virtual environment of its own (.venv, or $MISPAIR_VENV),
+# from the committed lock (requirements/lock.txt): what a fresh machine gets, setup.sh and .ci/run
+# alike. Refresh the lock with scripts/lock.sh.
 #   --data   also the Debian data packages (Tux Paint stamps, OpenClipart)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +18,19 @@ if ((${#missing[@]})) && command -v apt-get >/dev/null; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The CPU build of torch that lies on disk first, so the range in pyproject installs nothing more.
-python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
-python -m pip install -q -e '.[dev,features,minilm,audit,search,onnx]'
+venv=${MISPAIR_VENV:-.venv}
+stamp="$venv/.mispair-lock.sha256"
+want=$(cat requirements/lock.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && "$venv/bin/python" -c "import mispair" 2>/dev/null; then
+    exit 0  # this lock is installed already
+fi
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# The lock pins every package, torch to the CPU build that lies on disk (found through pip's
+# find-links; elsewhere add PyTorch's CPU wheel index with --extra-index-url).
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q -r requirements/lock.txt
+"$venv/bin/python" -m pip install -q --no-deps -e .
+"$venv/bin/python" -m pip check
+echo "$want" >"$stamp"
 # playwright (in the audit extra) drives Debian's chromium above: its own browser download
 # (`playwright install`) is never run.

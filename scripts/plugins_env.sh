@@ -12,7 +12,9 @@ if [[ $(uname -m) == aarch64 ]]; then pins=(torch==2.9.1 torchvision==0.24.1); e
 if ! "$venv/bin/python" -c "import open_clip, timm, matplotlib, faiss, mispair" 2>/dev/null; then
     python -m venv "$venv"
     "$venv/bin/python" -m pip install -q "${pins[@]}"
-    "$venv/bin/python" -m pip install -q -e '.[dev,features,minilm,audit,search,clip,timm]'
+    # every other package at the lock's version (requirements/lock.txt, less its torch pin)
+    grep -vE '^(torch|torchvision)==' requirements/lock.txt >"$venv/constraints.txt"
+    "$venv/bin/python" -m pip install -q -c "$venv/constraints.txt" -e '.[dev,features,minilm,audit,search,clip,timm]'
     "$venv/bin/python" -c "import open_clip, timm, matplotlib, faiss, mispair"
 fi
 MISPAIR_REQUIRE_PLUGINS=1 HF_HUB_OFFLINE=1 "$venv/bin/python" -m pytest -m plugins "$@"
