@@ -54,20 +54,29 @@ def apply_decisions(
     out: str | Path,
     *,
     threshold: float | None = None,
+    fdr: float | None = None,
 ) -> AppliedCollection:
     """Write the collection of the audit (``pairs``, ``summary``) with ``decisions`` applied into
     the new folder ``out`` (see the module's description). Every check runs before anything is
     written, and the folder is written beside ``out`` and renamed into place: bad input is a
-    one-line :class:`~mispair.errors.DataError` and leaves nothing behind."""
+    one-line :class:`~mispair.errors.DataError` and leaves nothing behind. ``threshold`` drops the
+    undecided pairs whose mismatch probability reaches it; ``fdr`` those whose q-value is at most
+    it (the cut whose estimated share of matched pairs among the dropped is ``fdr``)."""
     import pandas as pd
 
     if threshold is not None and not 0 <= threshold <= 1:
         raise ConfigError(f"--threshold: a mismatch probability in [0, 1], got {threshold}")
+    if fdr is not None and not 0 < fdr < 1:
+        raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {fdr}")
+    if fdr is not None and threshold is not None:
+        raise ConfigError("--fdr and --threshold: give one of them")
+    if fdr is not None and ("q_value" not in pairs or pairs["q_value"].isna().all()):
+        raise ConfigError("--fdr: this audit has no q-values (audited without decoys); give --threshold")
     root = _image_root(summary)
     out = _checked_out(Path(out), summary, root)
     table = read_decisions(decisions, summary.get("audit_id"))
     _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
-    rows = _outcome(pairs, summary, table, threshold)
+    rows = _outcome(pairs, summary, table, threshold, fdr)
     kept = rows[rows["kept"]]
     source = {image: root / image for image in kept["image"]}  # an absolute id stays itself
     kept = kept.assign(image=kept["image"].map(lambda image: _relative(image, root)))
@@ -182,7 +191,11 @@ def _check_pair_ids(decisions: pd.DataFrame, pairs: pd.DataFrame, where: str) ->
 
 
 def _outcome(
-    pairs: pd.DataFrame, summary: dict[str, Any], decisions: pd.DataFrame, threshold: float | None
+    pairs: pd.DataFrame,
+    summary: dict[str, Any],
+    decisions: pd.DataFrame,
+    threshold: float | None,
+    fdr: float | None = None,
 ) -> pd.DataFrame:
     """Every pair in pair-id order (numbers by value) with ``image`` (as the input pairs it: a
     swap the audit planted is undone), ``caption`` (replaced where decided), ``split``, ``kept``
@@ -196,6 +209,9 @@ def _outcome(
     if threshold is not None:
         over = (reason == "undecided") & (rows["mismatch_probability"] >= threshold)
         reason = reason.where(~over, f"mismatch probability >= {threshold:g}")
+    if fdr is not None:
+        over = (reason == "undecided") & (rows["q_value"] <= fdr)
+        reason = reason.where(~over, f"q-value <= {fdr:g}")
     caption = rows["caption"].where(rows["decision"] != "replace", rows["caption_new"])
     kept = reason.isin(["keep", "replace", "undecided"])
     return rows.assign(

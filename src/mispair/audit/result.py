@@ -111,15 +111,21 @@ class AuditResult:
         return cls(pairs, summary, page, rejected)
 
     def apply(
-        self, decisions: str | Path | pd.DataFrame, out: str | Path, *, threshold: float | None = None
+        self,
+        decisions: str | Path | pd.DataFrame,
+        out: str | Path,
+        *,
+        threshold: float | None = None,
+        fdr: float | None = None,
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
         a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or
-        dropped when their mismatch probability is at least ``threshold``."""
+        dropped when their mismatch probability is at least ``threshold`` or their q-value at most
+        ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones)."""
         from mispair.audit.apply import apply_decisions
 
-        return apply_decisions(self.pairs, self.summary, decisions, out, threshold=threshold)
+        return apply_decisions(self.pairs, self.summary, decisions, out, threshold=threshold, fdr=fdr)
 
 
 def audit_id(pairs: pd.DataFrame) -> str:

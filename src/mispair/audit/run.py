@@ -28,7 +28,7 @@ from mispair.audit.ranking import (
 from mispair.audit.raw_score import aligned, check_aligned, detection, raw_similarity
 from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
-from mispair.audit.selfcheck import mismatched_share, self_check
+from mispair.audit.selfcheck import Share, mismatched_share, self_check
 from mispair.audit.thumbs import THUMBS
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
@@ -36,6 +36,7 @@ from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import min_max_normalize
+from mispair.division.calibration import Calibration, Stratum, calibrate
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
 from mispair.engine.checks import check_run_config
@@ -59,6 +60,10 @@ AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 
+DEFAULT_FDR = 0.1
+"""The estimated false-discovery rate of the suspected set (``--fdr``): about this share of the
+pairs suspected are matched pairs dropped by mistake."""
+
 REPORT_PAIRS = 100_000
 """The pairs the report shows by default, the most suspect first (its ``pairs.js`` takes about 400
 bytes a pair: 40 MB here, 400 MB for a million, more than a browser page should load)."""
@@ -80,6 +85,7 @@ def audit_collection(
     log: Callable[[str], None] = print,
     overwrite: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
+    fdr: float = DEFAULT_FDR,
 ) -> AuditResult | None:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
@@ -95,7 +101,9 @@ def audit_collection(
     (default: every pair up to :data:`REPORT_PAIRS`, else that many), with a thumbnail of each
     picture in ``out/thumbs``. ``out`` must be
     new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
-    files in it are touched. Returns the :class:`AuditResult` it saved in ``out``.
+    files in it are touched. The suspected pairs are those an estimated false-discovery rate of
+    ``fdr`` drops (:mod:`mispair.division.calibration`: the probabilities and the share are
+    calibrated by decoy pairs). Returns the :class:`AuditResult` it saved in ``out``.
 
     In processes started by torchrun (``mispair audit --nproc N``) every process calls it: the
     held-out scorers' folds are dealt over the processes and the final run trains a share of each
@@ -108,6 +116,8 @@ def audit_collection(
         raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
     if top is not None and top < 0:
         raise ConfigError(f"--top: at least 0, got {top}")
+    if not 0 < fdr < 1:
+        raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {fdr}")
     config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
     check_run_config(config)  # every option checked before the folder is touched
     main = is_main_process()
@@ -126,9 +136,13 @@ def audit_collection(
         files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
         timings.lap("reading")
         log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-        division = score_division(audited.score)
-        mismatch = 1.0 - division.clean_prob
-        threshold = 1.0 - config.division.p_threshold
+        division = score_division(audited.score)  # the score plot's mixture, and the numbers without decoys
+        calibration = audited.calibration()
+        if calibration is None:
+            mismatch = 1.0 - division.clean_prob
+            threshold = 1.0 - config.division.p_threshold
+        else:
+            mismatch, threshold = calibration.mismatch_probability, calibration.threshold(fdr)
         matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
         duplicates = find_duplicates(
             audited.pairs.pairs.images,
@@ -141,7 +155,8 @@ def audit_collection(
         points = embedding_map(run, audited.pairs, seed=seed)
         run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
         timings.lap("map")
-        table = pair_table(audited, mismatch, threshold, matches, duplicates)  # not beside the MiniLM states
+        q_value = None if calibration is None else calibration.q_value
+        table = pair_table(audited, mismatch, threshold, matches, duplicates, q_value)  # not beside MiniLM
         order = suspicion_order(audited.score)
         table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
         timings.lap("ranking")
@@ -149,7 +164,9 @@ def audit_collection(
         if raw is not None:
             table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
         refused = reader.refused(config.data)
-        result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean)
+        share = mismatched_share(audited.score) if calibration is None else None
+        result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean, share)
+        result.update(calibration_summary(calibration, mismatch >= threshold, fdr))
         n_refused = 0 if refused is None else len(refused)
         result.update(
             pairs_read=len(audited.pairs) + n_refused,
@@ -209,6 +226,18 @@ class AuditedPairs:
     truly_mismatched: np.ndarray | None
     true_image: np.ndarray | None
     planted: bool
+    null: tuple[np.ndarray, ...] | None = None
+    """The decoys' scores of each stratum of ``score``: the training pairs' (the first
+    ``n_train``), then the other splits' where they were scored; None where the run scored none."""
+    n_train: int = 0
+
+    def calibration(self) -> Calibration | None:
+        """The pairs' calibrated numbers (:func:`~mispair.division.calibration.calibrate`), or
+        None without decoys."""
+        if self.null is None:
+            return None
+        parts = np.split(self.score, [self.n_train]) if len(self.null) == 2 else [self.score]
+        return calibrate([Stratum(score, null) for score, null in zip(parts, self.null)])
 
     @property
     def image_ids(self) -> list[str]:
@@ -237,6 +266,9 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
         split += [data.test_split] * (len(others) - run.data.dev.n_captions)
     score = scores.train if others is None else np.concatenate([scores.train, scores.others])
     noise, n_others = run.data.noise, len(everything) - len(run.train)
+    null = None
+    if scores.null is not None and (others is None or scores.null_others is not None):
+        null = (scores.null,) if others is None else (scores.null, scores.null_others)
     truth = true_image = None
     if noise is not None:
         truth = np.concatenate([noise.is_noisy, np.zeros(n_others, dtype=bool)])
@@ -249,6 +281,8 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
         truth,
         true_image,
         planted=data.noise.rate > 0,
+        null=null,
+        n_train=len(run.train),
     )
 
 
@@ -319,6 +353,7 @@ def pair_table(
     threshold: float,
     matches: BestMatches,
     duplicates: Duplicates,
+    q_value: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
     :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
@@ -341,6 +376,7 @@ def pair_table(
         "caption": [captions[k] for k in order],
         "mismatch_probability": mismatch[order].round(6),
         "suspected": mismatch[order] >= threshold,
+        "q_value": (np.full(len(order), np.nan) if q_value is None else q_value[order]).round(6),
         "held_out_score": audited.score[order].round(6),
         "pair_similarity": matches.pair_score[order].round(6),
     }
@@ -371,6 +407,7 @@ def pair_table(
             duplicate_of=twin_id,
             same_caption=int(duplicates.same_caption_images[k]),
             leak=bool(duplicates.leak[k]),
+            probability=None if q_value is None else float(mismatch[k]),
         )
         for k, c, score, pair, twin_id in reasons
     ]
@@ -390,10 +427,27 @@ def why(
     duplicate_of: str = "",
     same_caption: int = 0,
     leak: bool = False,
+    probability: float | None = None,
 ) -> str:
     """Why a pair may be mismatched, in words: how many other images its caption fits better
     (``at_least``: that many or more), the caption its image fits best when that is not its own
-    (``among_suspects``: of the suspected pairs' captions), and its duplicates."""
+    (``among_suspects``: of the suspected pairs' captions), and its duplicates. Given its
+    calibrated mismatch ``probability``, the words start from it (:func:`verdict`), and a pair
+    below :data:`LIKELY` is not explained by the images its caption fits better (a correct pair
+    with a middling score reads as uncertain)."""
+    if probability is not None:
+        details = why(
+            better_images,
+            best_caption,
+            caption_fits_better,
+            at_least=at_least,
+            among_suspects=among_suspects,
+            duplicate_of=duplicate_of,
+            same_caption=same_caption,
+            leak=leak,
+        ).split("; ")
+        kept = details if probability >= LIKELY else details[2:]
+        return "; ".join([verdict(probability), *kept])
     fits = (
         f"this caption fits {'at least ' if at_least else ''}{better_images} other "
         f"image{'s' if better_images != 1 else ''} better"
@@ -416,6 +470,73 @@ def why(
     return "; ".join(words)
 
 
+LIKELY = 0.5
+"""From this mismatch probability on, a pair is more likely mismatched than not."""
+
+
+def verdict(probability: float) -> str:
+    """A calibrated mismatch probability in words."""
+    if probability >= 0.9:
+        words = "scores like a caption taken from another picture"
+    elif probability >= LIKELY:
+        words = "more likely mismatched than not"
+    elif probability >= 0.1:
+        words = "uncertain: scores between matched pairs and captions of other pictures"
+    else:
+        words = "scores like a matched pair"
+    return f"{words} (mismatch probability {probability:.2f})"
+
+
+def calibration_summary(calibration: Calibration | None, suspected: np.ndarray, fdr: float) -> dict[str, Any]:
+    """The summary's calibrated numbers: the share of pairs as unrelated as a caption taken
+    from another picture with its interval (from the decoys; without decoys, the old mixture
+    estimate, marked so), and the estimated error rates of dropping the suspected pairs."""
+    if calibration is None:
+        return {"calibration": {"method": "mixture", "note": MIXTURE_NOTE}}
+    false_drops, kept_mismatched = calibration.drop_errors(suspected)
+    return {
+        "estimated_mismatched_share": round(calibration.share, 6),
+        "estimated_mismatched_share_interval": [
+            round(calibration.share_low, 6),
+            round(calibration.share_high, 6),
+        ],
+        "calibration": {
+            "method": "decoys",
+            "decoys": calibration.decoys,
+            "level": calibration.level,
+            "lambda": calibration.lam,
+            "separation_auc": round(calibration.separation_auc, 6),
+            "fdr": fdr,
+            "estimated_false_drop_share": round(false_drops, 6),
+            "estimated_kept_mismatched_share": round(kept_mismatched, 6),
+            "note": separation_note(calibration),
+        },
+    }
+
+
+MIXTURE_NOTE = (
+    "no decoy pairs were scored (this run's division scores have none): the share and the "
+    "probabilities are a two-component mixture's, not calibrated"
+)
+
+
+def separation_note(calibration: Calibration) -> str:
+    """What the numbers can be trusted for, in words."""
+    width = calibration.share_high - calibration.share_low
+    if calibration.separation_auc < 0.75:
+        return (
+            "the held-out models barely tell the pairs from captions of other pictures here "
+            f"(estimated AUC {calibration.separation_auc:.2f}): the share is uncertain and few pairs "
+            "can be suspected at a low error"
+        )
+    if width > 0.2:
+        return f"the share's interval is wide ({width:.0%}): few pairs, or a weak separation"
+    return (
+        f"the held-out models tell matched pairs from captions of other pictures with an "
+        f"estimated AUC of {calibration.separation_auc:.2f}"
+    )
+
+
 def _summary(
     run: TrainedRun,
     root: Path,
@@ -426,8 +547,8 @@ def _summary(
     plant: float | None,
     summary: dict[str, Any],
     clean: dict[str, Any] | None,
+    share: Share | None,
 ) -> dict[str, Any]:
-    share = mismatched_share(audited.score)
     truth = None
     if audited.truly_mismatched is not None:
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
@@ -445,8 +566,8 @@ def _summary(
         "pairs_scored": int(np.isfinite(audited.score).sum()),
         "pairs_by_split": splits,
         "images": audited.pairs.pairs.n_images,
-        "estimated_mismatched_share": share.estimate,
-        "estimated_mismatched_share_interval": [share.low, share.high],
+        "estimated_mismatched_share": None if share is None else share.estimate,
+        "estimated_mismatched_share_interval": None if share is None else [share.low, share.high],
         "suspected": int((mismatch >= threshold).sum()),
         "threshold": round(threshold, 6),
         "division": {"scores": config.division.scored_by},

@@ -32,10 +32,16 @@ class DivisionScores:
 
     train: np.ndarray
     others: np.ndarray | None = None
+    null: np.ndarray | None = None
+    """``[m]`` the decoy pairs' scores, scored as the training pairs are
+    (:mod:`mispair.engine.decoys`): the mismatched pairs' null; None where none were scored."""
+    null_others: np.ndarray | None = None
+    """``[m_others]`` the decoys of the other splits, scored as those are."""
 
     def save(self, path: Path, key: str) -> None:
         """Write the scores to ``path`` atomically, tagged with ``key`` (what they depend on)."""
-        extra = {} if self.others is None else {"others": self.others}
+        named = {"others": self.others, "null": self.null, "null_others": self.null_others}
+        extra = {name: value for name, value in named.items() if value is not None}
         atomic_write(path, lambda handle: np.savez(handle, score=self.train, key=np.array(key), **extra))
 
     @classmethod
@@ -46,8 +52,8 @@ class DivisionScores:
             return None
         if key is not None and str(read_npz(path, ("key",))["key"]) != key:
             return None
-        saved = read_npz(path, ("score", "others"))  # a damaged file is a one-line error naming it
-        return cls(saved["score"], saved.get("others"))
+        saved = read_npz(path, ("score", "others", "null", "null_others"))  # damaged: one-line error
+        return cls(saved["score"], saved.get("others"), saved.get("null"), saved.get("null_others"))
 
 
 def mixture_clean_probability(score: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ from mispair.division.scores import DivisionScores, clean_split
 from mispair.division.structure import structure_checked_probability
 from mispair.encoding import encode_split, evaluating, frozen
 from mispair.engine.assembly import REFERENCE_NEEDS_NOISE, RunData, build_models
+from mispair.engine.decoys import DECOYS_PER_PAIR, cells_of, decoy_pairs, local_decoys
 from mispair.engine.export import pair_similarities
 from mispair.engine.side_by_side import (
     LinearInputs,
@@ -79,6 +80,13 @@ class OutOfFoldScores:
     others: np.ndarray | None = None
     scorers: dict[int, dict[str, Tensor]] | None = None
     """This process's scorers' weights by job (``repeat × folds + fold``), when asked to keep them."""
+    null: np.ndarray | None = None
+    """``[m]``: the decoy pairs' scores (:mod:`mispair.engine.decoys`), each the mean over the
+    repeats like a training pair's; None where the score kind has no decoys."""
+    null_others: np.ndarray | None = None
+    """``[m_others]``: decoys of the other splits, each the mean over every scorer like theirs."""
+    decoys: np.ndarray | None = None
+    """``[m, 2]``: the training pairs' decoys, ``(caption, pair whose picture it is shown with)``."""
 
 
 class FoldStash:
@@ -138,17 +146,18 @@ FOLDS_BY = "content"
 before are computed again)."""
 
 
-def other_groups(others: TrainingPairs, group_images: int, seed: int) -> np.ndarray:
-    """``[n_pairs]`` group of every pair of the other splits: their content groups
-    (:func:`~mispair.data.content.fold_groups`) dealt (``seed``) into groups of about
+def other_groups(others: TrainingPairs, group_images: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([n_pairs], [n_pairs])``: the group of every pair of the other splits, their content
+    groups (:func:`~mispair.data.content.fold_groups`) dealt (``seed``) into groups of about
     ``group_images`` images, the size of a training fold, so that a ``contrast`` score weighs a pair
-    against as many other images as a held-out training pair."""
+    against as many other images as a held-out training pair; and each pair's content group."""
     n_images = others.pairs.n_images
     groups = max(1, round(n_images / max(group_images, 1)))
+    content = fold_groups(others.pairs.images, others.tokens, others.image_of_caption, max(groups, 2))
+    of_pair = content.of_image[others.image_of_caption]
     if groups == 1:
-        return np.zeros(len(others), dtype=np.int64)
-    content = fold_groups(others.pairs.images, others.tokens, others.image_of_caption, groups)
-    return content_folds(content, others.image_of_caption, groups, seed)
+        return np.zeros(len(others), dtype=np.int64), of_pair
+    return content_folds(content, others.image_of_caption, groups, seed), of_pair
 
 
 def out_of_fold_scores(
@@ -216,9 +225,21 @@ def out_of_fold_scores(
     n_others = 0 if others is None else len(others)
     total = np.zeros(len(train) + n_others, dtype=np.float32)
     group = None
+    with_decoys = score_kind in DECOY_KINDS
+    decoy_seed = child_seed(config.train.seed, "decoys")
+    no_decoys = np.zeros((0, 2), dtype=np.int64)
+    decoys, other_decoys = no_decoys, no_decoys
+    if with_decoys:
+        held_together = np.concatenate([fold, _contrast_cells(content, train, fold, seeds, folds)])
+        decoys = decoy_pairs(
+            cells_of(held_together), content.of_image[train.image_of_caption], DECOYS_PER_PAIR, decoy_seed
+        )
     if others is not None:
         group_images = min(-(-data.train.n_images // folds), CONTRAST_IMAGES)
-        group = other_groups(others, group_images, config.train.seed)
+        group, other_content = other_groups(others, group_images, config.train.seed)
+        if with_decoys:
+            other_decoys = decoy_pairs(group, other_content, DECOYS_PER_PAIR, decoy_seed + 1)
+    decoy_total = np.zeros(len(decoys) + len(other_decoys), dtype=np.float32)
     device = torch.device(device)
     mine = range(shard.rank, repeats * folds, shard.world)  # job j: fold j % folds of repeat j // folds
     scorers: dict[int, dict[str, Tensor]] | None = {} if keep_scorers else None
@@ -228,9 +249,10 @@ def out_of_fold_scores(
         repeat, k = divmod(job, folds)
         kept = None if stash is None else stash.load(round_index, job)
         weights = None if stash is None or not keep_scorers else stash.load_weights(round_index, job)
+        held_decoys = len(local_decoys(decoys, np.flatnonzero(fold[repeat] == k), len(train))[0])
         if (
             kept is None
-            or len(kept) != np.sum(fold[repeat] == k) + n_others
+            or len(kept) != np.sum(fold[repeat] == k) + n_others + held_decoys + len(other_decoys)
             or (keep_scorers and weights is None)
         ):
             fold_seed = child_seed(seeds[repeat], "fold", k, folds)
@@ -252,30 +274,61 @@ def out_of_fold_scores(
         repeat, k = divmod(run.job, folds)
         weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
         score = partial(
-            held_out_scores,
+            scores_and_decoys,
             model,
             kind=score_kind,
             tau=tau,
             batch_size=config.train.eval_batch_size,
             device=device,
         )
-        held = train.subset(np.flatnonzero(fold[repeat] == k))
-        kept = grouped_scores(score, held, contrast_groups(content, held, run.config.train.seed))
+        held_out = np.flatnonzero(fold[repeat] == k)
+        held = train.subset(held_out)
+        local = local_decoys(decoys, held_out, len(train))[1]
+        group_of_held = contrast_groups(content, held, run.config.train.seed)
+        kept, kept_decoys = grouped_scores(score, held, group_of_held, local)
         if others is not None:
-            kept = np.concatenate([kept, grouped_scores(score, others, group)])
+            other_kept, other_kept_decoys = grouped_scores(score, others, group, other_decoys)
+            kept = np.concatenate([kept, other_kept])
+            kept_decoys = np.concatenate([kept_decoys, other_kept_decoys])
+        kept = np.concatenate([kept, kept_decoys])
         if stash is not None:
             stash.save(round_index, run.job, kept, weights if keep_scorers else None)
         done[run.job] = (kept, weights)
     for job in mine:
         kept, weights = done[job]
         held_out = np.flatnonzero(fold[job // folds] == job % folds)
+        rows = local_decoys(decoys, held_out, len(train))[0]
         if scorers is not None:
             scorers[job] = weights
+        n_scored = len(held_out) + n_others
         total[held_out] += kept[: len(held_out)]
-        total[len(train) :] += kept[len(held_out) :]
-    total = sum_over(shard, total)
+        total[len(train) :] += kept[len(held_out) : n_scored]
+        decoy_total[rows] += kept[n_scored : n_scored + len(rows)]
+        decoy_total[len(decoys) :] += kept[n_scored + len(rows) :]
+    total, decoy_total = np.split(sum_over(shard, np.concatenate([total, decoy_total])), [len(total)])
     other_scores = None if others is None else total[len(train) :] / np.float32(repeats * folds)
-    return OutOfFoldScores(total[: len(train)] / np.float32(repeats), fold, other_scores, scorers)
+    null = null_others = None
+    if with_decoys:
+        null = decoy_total[: len(decoys)] / np.float32(repeats)
+        null_others = None if others is None else decoy_total[len(decoys) :] / np.float32(repeats * folds)
+    return OutOfFoldScores(
+        total[: len(train)] / np.float32(repeats), fold, other_scores, scorers, null, null_others, decoys
+    )
+
+
+def _contrast_cells(
+    content: ContentGroups, train: TrainingPairs, fold: np.ndarray, seeds: list[int], folds: int
+) -> np.ndarray:
+    """``[repeats, n_pairs]``: the contrast group (:func:`contrast_groups`) of every pair within the
+    fold that holds it out, in each repeat: with the folds, where a decoy's two sides must lie
+    together (:mod:`mispair.engine.decoys`)."""
+    group = np.zeros_like(fold)
+    for repeat, seed in enumerate(seeds):
+        for k in range(folds):
+            held_out = np.flatnonzero(fold[repeat] == k)
+            fold_seed = child_seed(seed, "fold", k, folds)
+            group[repeat, held_out] = contrast_groups(content, train.subset(held_out), fold_seed)
+    return group
 
 
 def sampled(pairs: np.ndarray, most: int | None, seed: int) -> np.ndarray:
@@ -297,17 +350,58 @@ def contrast_groups(content: ContentGroups, held: TrainingPairs, seed: int) -> n
 
 
 def grouped_scores(
-    score: Callable[[TrainingPairs], np.ndarray], pairs: TrainingPairs, group: np.ndarray
-) -> np.ndarray:
-    """``[len(pairs)]``: ``score`` of each group of ``pairs`` (``group [len(pairs)]``) on its own."""
+    score: Callable[[TrainingPairs, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    pairs: TrainingPairs,
+    group: np.ndarray,
+    decoys: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``([len(pairs)], [len(decoys)])``: ``score`` of each group of ``pairs`` (``group
+    [len(pairs)]``) on its own, with the ``decoys [m, 2]`` (indices into ``pairs``, both sides of
+    each in one group) of that group."""
     out = np.zeros(len(pairs), dtype=np.float32)
+    out_decoys = np.zeros(len(decoys), dtype=np.float32)
     for g in np.unique(group):
         members = np.flatnonzero(group == g)
-        out[members] = score(pairs.subset(members))
-    return out
+        rows, local = local_decoys(decoys, members, len(pairs))
+        out[members], out_decoys[rows] = score(pairs.subset(members), local)
+    return out, out_decoys
 
 
 ScoreKind = Literal["similarity", "contrast", "contrast_structure", "gap_corrected"]
+
+DECOY_KINDS = ("similarity", "contrast")
+"""The score kinds whose decoys are scored (:func:`scores_and_decoys`); the others' scores depend
+on structure over the whole fold that a single re-paired caption does not have."""
+
+
+def scores_and_decoys(
+    model: RetrievalModel,
+    pairs: TrainingPairs,
+    decoys: np.ndarray,
+    *,
+    kind: ScoreKind = "similarity",
+    tau: float = 0.05,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`held_out_scores` of ``pairs`` and the scores of their ``decoys [m, 2]``: caption
+    ``decoys[d, 0]`` shown with the picture of pair ``decoys[d, 1]`` (:mod:`mispair.engine.decoys`),
+    scored as a real pair of ``pairs`` is: its ``similarity``, or its ``contrast`` from the same
+    similarities, the caption's own picture left out of the images weighed against it and the
+    picture's own captions out of the captions (as where a mismatched caption describes a picture
+    the fold does not hold)."""
+    decoys = np.asarray(decoys, dtype=np.int64).reshape(-1, 2)
+    if kind not in DECOY_KINDS and len(decoys):
+        raise ValueError(f"pair score {kind!r} has no decoys (only {', '.join(DECOY_KINDS)})")
+    if kind == "similarity":
+        score = pair_similarities([model], pairs, batch_size, torch.device(device))
+        if not len(decoys):
+            return score, np.zeros(0, dtype=np.float32)
+        shown = TrainingPairs(
+            pairs.pairs, [pairs.tokens[c] for c in decoys[:, 0]], pairs.image_of_caption[decoys[:, 1]]
+        )
+        return score, pair_similarities([model], shown, batch_size, torch.device(device))
+    return _held_out(model, pairs, kind, tau, batch_size, device, decoys)
 
 
 def held_out_scores(
@@ -330,22 +424,43 @@ def held_out_scores(
     (:func:`~mispair.division.gap.gap_corrected_similarity`; pooled embeddings)."""
     if kind == "similarity":
         return pair_similarities([model], pairs, batch_size, torch.device(device))
+    return _held_out(model, pairs, kind, tau, batch_size, device)[0]
+
+
+def _held_out(
+    model: RetrievalModel,
+    pairs: TrainingPairs,
+    kind: ScoreKind,
+    tau: float,
+    batch_size: int,
+    device: torch.device | str,
+    decoys: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fold-wide score kinds of :func:`held_out_scores`, with the ``contrast`` scores of
+    ``decoys`` (:func:`scores_and_decoys`)."""
+    no_decoys = np.zeros(0, dtype=np.float32)
     images, paired = np.unique(pairs.image_of_caption, return_inverse=True)
     fold = PairSet(mapped.rows(pairs.pairs.images, images), [""] * len(pairs), paired)
     image_side, text_side = encode_split(model, fold, pairs.tokens, batch_size=batch_size, device=device)
     pair_images, pair_texts = image_side.pooled[torch.from_numpy(paired)].cpu(), text_side.pooled.cpu()
     if kind == "gap_corrected":
-        return gap_corrected_similarity(pair_images.float(), pair_texts.float()).numpy()
+        return gap_corrected_similarity(pair_images.float(), pair_texts.float()).numpy(), no_decoys
 
     def rows(start: int, stop: int) -> Tensor:  # one block of images against every caption
         block = all_pair_similarities(model.similarity, image_side[start:stop], text_side, device=device)
         return block.float().cpu()
 
+    shown = None
+    if decoys is not None and len(decoys):
+        shown = torch.from_numpy(np.stack([decoys[:, 0], paired[decoys[:, 1]]], axis=1))
     with evaluating(model):
-        scores = contrast_scores(rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size).numpy()
+        contrast = contrast_with_decoys(
+            rows, len(images), torch.from_numpy(paired), tau, chunk=batch_size, decoys=shown
+        )
+    scores = contrast.score.numpy()
     if kind == "contrast_structure":
-        return structure_checked_probability(pair_images, pair_texts, scores).astype(np.float32)
-    return scores
+        return structure_checked_probability(pair_images, pair_texts, scores).astype(np.float32), no_decoys
+    return scores, contrast.decoys.numpy()
 
 
 def contrast_scores(
@@ -363,22 +478,63 @@ def contrast_scores(
     ``sims`` is the matrix, or ``rows(start, stop)`` giving its rows ``start:stop``: the matrix
     is then read ``chunk`` images at a time and never held whole (memory ``chunk × n_captions``).
     """
+    return contrast_with_decoys(sims, n_images, image_of_caption, tau, chunk=chunk).score
+
+
+@dataclass(frozen=True)
+class ContrastScores:
+    """``score [n_captions]``: :func:`contrast_scores`; ``decoys [m]``: the decoys'
+    (:func:`contrast_with_decoys`)."""
+
+    score: Tensor
+    decoys: Tensor
+
+
+def contrast_with_decoys(
+    sims: Tensor | Callable[[int, int], Tensor],
+    n_images: int,
+    image_of_caption: Tensor,
+    tau: float,
+    *,
+    chunk: int = 256,
+    decoys: Tensor | None = None,
+) -> ContrastScores:
+    """:func:`contrast_scores`, and those of ``decoys [m, 2]`` (caption, image): caption ``c``
+    shown with image ``i``, ½ (log p(i | c) + log p(c | i)), where p(i | c) is the softmax over
+    the images other than ``c``'s own and p(c | i) over the captions of images other than ``i``
+    (among them ``c``): the scores of a caption and a picture whose true partners are not in the
+    fold, from the same similarities (each decoy reads one more entry)."""
     rows = sims if callable(sims) else (lambda start, stop: sims[start:stop])
     n_captions = len(image_of_caption)
+    decoys = torch.zeros((0, 2), dtype=torch.int64) if decoys is None else decoys
     column_lse = torch.full((n_captions,), float("-inf"))
+    column_lse_others = torch.full((n_captions,), float("-inf"))
     positive, others = torch.zeros(n_captions), torch.zeros(n_captions)
+    image_lse_others = torch.zeros(n_images)
+    shown = torch.zeros(len(decoys))
     for start in range(0, n_images, chunk):
         logits = rows(start, min(start + chunk, n_images)) / tau
         image = torch.arange(start, start + logits.shape[0])
         column_lse = torch.logaddexp(column_lse, torch.logsumexp(logits, dim=0))
         same_image = image_of_caption[None, :] == image[:, None]
-        other_lse = torch.logsumexp(logits.masked_fill(same_image, float("-inf")), dim=1)
+        masked = logits.masked_fill(same_image, float("-inf"))
+        other_lse = torch.logsumexp(masked, dim=1)
         mine = torch.nonzero((image_of_caption >= start) & (image_of_caption < image[-1] + 1)).squeeze(1)
         local = image_of_caption[mine] - start
         positive[mine], others[mine] = logits[local, mine], other_lse[local]
+        if len(decoys):
+            column_lse_others = torch.logaddexp(column_lse_others, torch.logsumexp(masked, dim=0))
+            image_lse_others[start : start + logits.shape[0]] = other_lse
+            here = torch.nonzero((decoys[:, 1] >= start) & (decoys[:, 1] <= image[-1])).squeeze(1)
+            shown[here] = logits[decoys[here, 1] - start, decoys[here, 0]]
     caption_to_image = positive - column_lse
     image_to_caption = positive - torch.logaddexp(others, positive)
-    return (caption_to_image + image_to_caption) / 2
+    decoy_scores = torch.zeros(0)
+    if len(decoys):
+        decoy_caption_to_image = shown - column_lse_others[decoys[:, 0]]
+        decoy_image_to_caption = shown - image_lse_others[decoys[:, 1]]
+        decoy_scores = (decoy_caption_to_image + decoy_image_to_caption) / 2
+    return ContrastScores((caption_to_image + image_to_caption) / 2, decoy_scores)
 
 
 def refined_out_of_fold_scores(
@@ -627,7 +783,7 @@ def division_scores(
         found = broadcast(
             shard, early_epoch_scores(scoring, data, train, device=device, progress=progress, others=others)
         )
-    scores = DivisionScores(found.score, found.others)
+    scores = DivisionScores(found.score, found.others, found.null, found.null_others)
     if cache is not None and shard.is_main:
         scores.save(cache, key)
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
@@ -669,6 +825,7 @@ def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs 
     too)."""
     settings = {k: v for k, v in asdict(scoring).items() if k not in ("name", "output")}
     settings["folds_by"] = FOLDS_BY
+    settings["decoys_per_pair"] = DECOYS_PER_PAIR
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
     digest.update(np.ascontiguousarray(train.image_of_caption).tobytes())
     if others is not None:

@@ -1,0 +1,271 @@
+"""Are the audit's numbers true? The mismatched share, its interval, the mismatch probabilities
+and the drop threshold's error, measured on collections whose truth this benchmark knows.
+
+Each collection is written as a user's folder (pictures + ``captions.csv``, no split column) in
+which a share of the captions was swapped between pictures (pmp: each swapped caption now
+describes another picture; recorded here only). The audit's held-out scoring (its default run,
+the decoys beside the real pairs) runs on it, and its scores are kept
+(``results/calibration/scores/<collection>.npz``); the ``table`` stage then reads every pair's
+calibrated numbers (:func:`mispair.division.calibration.calibrate`, what the audit reports) and
+the old mixture estimate beside them, against the truth.
+
+    python benchmarks/audit_calibration.py score --collections tuxpaint icons synthetic \\
+        --rates 0 0.2 0.4 0.7 --seeds 0 1 2
+    python benchmarks/audit_calibration.py table > benchmarks/results/calibration/table.md
+
+Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English descriptions),
+``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of them),
+``icons`` (the Adwaita icon theme's distinct names at one size, captioned by their file names:
+"folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s random features, written as
+``.npy`` pictures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results" / "calibration"
+SCORES = RESULTS / "scores"
+WORK = Path("runs/calibration")
+
+
+def tuxpaint_pairs() -> list[tuple[Path, str]]:
+    from mispair.data.sources.tuxpaint import find_stamps
+
+    return [(s.image, s.descriptions["en"]) for s in find_stamps(Path("/usr/share/tuxpaint/stamps"))]
+
+
+def openclipart_pairs(most: int) -> list[tuple[Path, str]]:
+    from mispair.data.sources.openclipart import find_clips, make_caption
+
+    clips = find_clips(Path("/usr/share/openclipart/png"), Path("/usr/share/openclipart/svg"))
+    titled = [c for c in clips if c.meta.title]
+    rng = np.random.default_rng(12345)
+    keep = np.sort(rng.choice(len(titled), size=min(most, len(titled)), replace=False))
+    return [(titled[k].path, make_caption(titled[k])) for k in keep]
+
+
+def icon_pairs() -> list[tuple[Path, str]]:
+    """Adwaita's icons at the size that has the most, one per name, captioned by the name."""
+    root = Path("/usr/share/icons/Adwaita")
+    sizes = {}
+    for png in root.rglob("*.png"):
+        if "symbolic" in png.name:  # the monochrome variants: another drawing of the same name
+            continue
+        sizes.setdefault(png.relative_to(root).parts[0], []).append(png)
+    pictures = max(sizes.values(), key=len)
+    by_name = {}
+    for png in sorted(pictures):
+        by_name.setdefault(png.stem, png)
+    return [(png, " ".join(re.findall(r"[a-z0-9]+", name.lower()))) for name, png in sorted(by_name.items())]
+
+
+def synthetic_pairs(folder: Path) -> list[tuple[Path, str]]:
+    from mispair.data.synthetic import make_synthetic
+
+    sets = make_synthetic(seed=0)
+    pairs = []
+    (folder / "features").mkdir(parents=True, exist_ok=True)
+    for split, pairset in sets.items():
+        for k, caption in enumerate(pairset.captions):
+            image = int(pairset.image_of_caption[k])
+            path = folder / "features" / f"{split}_{image}.npy"
+            if not path.is_file():
+                np.save(path, np.asarray(pairset.images[image], dtype=np.float32))
+            pairs.append((path, caption))
+    return pairs
+
+
+def write_collection(folder: Path, pairs: list[tuple[Path, str]], rate: float, seed: int) -> np.ndarray:
+    """``pairs`` as a folder (``images/`` + ``captions.csv``) with ``rate`` of the captions swapped
+    in cycles (none stays with its picture); returns each row's truth (True: mismatched)."""
+    rng = np.random.default_rng(1000 + seed)
+    n = len(pairs)
+    shown = np.arange(n)
+    swapped = np.sort(rng.choice(n, size=round(rate * n), replace=False)) if rate > 0 else np.zeros(0, int)
+    if len(swapped) > 1:
+        shown[swapped] = swapped[np.roll(rng.permutation(len(swapped)), 1)]
+    names = []
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    for k, (source, _) in enumerate(pairs):
+        name = f"images/{k:06d}{source.suffix}"
+        names.append(name)
+        if not (folder / name).is_file():
+            shutil.copyfile(source, folder / name)
+    with open(folder / "captions.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "caption"])
+        for row in range(n):
+            writer.writerow([names[shown[row]], pairs[row][1]])
+    captions = np.array([c for _, c in pairs], dtype=object)
+    return captions[shown] != captions  # a swap between two identical captions is no mismatch
+
+
+def collection_pairs(name: str, folder: Path, args: argparse.Namespace) -> list[tuple[Path, str]]:
+    if name == "tuxpaint":
+        return tuxpaint_pairs()
+    if name == "openclipart":
+        return openclipart_pairs(args.openclipart_max)
+    if name == "icons":
+        return icon_pairs()
+    if name == "synthetic":
+        return synthetic_pairs(folder / "source")
+    raise SystemExit(f"unknown collection {name!r}")
+
+
+def held_out_scores(folder: Path, truth_of_row: np.ndarray, out: Path) -> dict[str, np.ndarray]:
+    """The audit's held-out scoring of the folder (its default run), as the audit runs it."""
+    import torch
+
+    from mispair.audit.collection import audit_config
+    from mispair.data.loading import concrete_source
+    from mispair.engine.assembly import (
+        concrete_precision,
+        load_run_data,
+        other_splits,
+        prepare_text_encoder,
+        training_pairs,
+    )
+    from mispair.engine.checks import check_run_config
+    from mispair.engine.pair_scores import division_scores
+
+    config = audit_config(folder, out)
+    check_run_config(config)
+    config = replace(config, data=concrete_source(config.data))
+    data = load_run_data(config)
+    train, _ = training_pairs(config, data)
+    others = other_splits(config, data)
+    config = replace(config, model=concrete_precision(config.model, config.data, lambda m: None))
+    tokens = data.train_tokens + data.dev_tokens + others.tokens
+    prepare_text_encoder(config.model, config.data, tokens, log=lambda m: None)
+    if config.train.threads > 0:
+        torch.set_num_threads(config.train.threads)
+    scores = division_scores(config, data, train, torch.device("cpu"), progress=True, others=others)
+    ids = list(train.pairs.pair_ids) + list(others.pairs.pair_ids)
+    rows = np.array([int(i) for i in ids])
+    return {
+        "score": scores.train,
+        "others": scores.others,
+        "null": scores.null,
+        "null_others": scores.null_others,
+        "truth": truth_of_row[rows[: len(train)]],
+        "truth_others": truth_of_row[rows[len(train) :]],
+    }
+
+
+def score(args: argparse.Namespace) -> None:
+    SCORES.mkdir(parents=True, exist_ok=True)
+    for name in args.collections:
+        for rate in args.rates:
+            for seed in args.seeds:
+                tag = f"{name}_r{rate:g}_s{seed}"
+                target = SCORES / f"{tag}.npz"
+                if target.is_file() and not args.again:
+                    continue
+                started = time.time()
+                folder = WORK / tag
+                pairs = collection_pairs(name, WORK / name, args)
+                truth = write_collection(folder / "collection", pairs, rate, seed)
+                found = held_out_scores(folder / "collection", truth, folder / "audit")
+                np.savez(target, **{k: v for k, v in found.items() if v is not None})
+                print(
+                    f"{tag}: {len(pairs)} pairs, {truth.mean():.3f} mismatched, "
+                    f"{time.time() - started:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if not args.keep:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="stage", required=True)
+    run = sub.add_parser("score")
+    run.add_argument("--collections", nargs="+", default=["tuxpaint", "icons", "synthetic"])
+    run.add_argument("--rates", nargs="+", type=float, default=[0.0, 0.2, 0.4, 0.7])
+    run.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    run.add_argument("--openclipart-max", type=int, default=3000)
+    run.add_argument("--again", action="store_true")
+    run.add_argument("--keep", action="store_true")
+    sub.add_parser("table")
+    args = parser.parse_args()
+    if args.stage == "score":
+        score(args)
+    else:
+        table()
+
+
+def row(path: Path) -> dict[str, float]:
+    """The calibrated numbers of one collection's scores against its truth, beside the old
+    mixture estimate."""
+    from sklearn.metrics import roc_auc_score
+
+    from mispair.audit.selfcheck import mismatched_share
+    from mispair.division.calibration import Stratum, calibrate
+
+    saved = np.load(path)
+    strata = [Stratum(saved["score"], saved["null"]), Stratum(saved["others"], saved["null_others"])]
+    truth = np.concatenate([saved["truth"], saved["truth_others"]])
+    score = np.concatenate([saved["score"], saved["others"]])
+    found = calibrate(strata)
+    old = mismatched_share(score)
+    p = found.mismatch_probability
+    bins = np.clip((p * 10).astype(int), 0, 9)
+    ece = sum(abs(p[bins == b].mean() - truth[bins == b].mean()) * (bins == b).sum() for b in set(bins))
+    suspected = found.suspected(0.1)
+    return {
+        "pairs": len(truth),
+        "true": truth.mean(),
+        "old": old.estimate,
+        "old_low": old.low,
+        "old_high": old.high,
+        "share": found.share,
+        "low": found.share_low,
+        "high": found.share_high,
+        "auc": roc_auc_score(truth, -score) if 0 < truth.sum() < len(truth) else float("nan"),
+        "separation": found.separation_auc,
+        "ece": ece / len(truth),
+        "suspected": suspected.mean(),
+        "realized_fdr": float(1 - truth[suspected].mean()) if suspected.any() else 0.0,
+        "estimated_fdr": found.drop_errors(suspected)[0],
+        "kept_mismatched": float(truth[~suspected].mean()),
+        "estimated_kept": found.drop_errors(suspected)[1],
+    }
+
+
+def table() -> None:
+    rows = {path.stem: row(path) for path in sorted(SCORES.glob("*.npz"))}
+    print(
+        "| collection | pairs | truly mismatched | old estimate (interval) | new estimate (interval) "
+        "| covered | AUC | est. AUC | ECE | suspected (q ≤ 0.1) | realized FDR | estimated FDR "
+        "| mismatched kept (est.) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        covered = "yes" if r["low"] <= r["true"] <= r["high"] else "**no**"
+        print(
+            f"| {name} | {r['pairs']} | {r['true']:.3f} "
+            f"| {r['old']:.3f} ({r['old_low']:.2f}–{r['old_high']:.2f}) "
+            f"| {r['share']:.3f} ({r['low']:.2f}–{r['high']:.2f}) | {covered} | {r['auc']:.3f} "
+            f"| {r['separation']:.3f} | {r['ece']:.3f} | {r['suspected']:.1%} | {r['realized_fdr']:.3f} "
+            f"| {r['estimated_fdr']:.3f} | {r['kept_mismatched']:.3f} ({r['estimated_kept']:.3f}) |"
+        )
+    (RESULTS / "rows.json").write_text(json.dumps(rows, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Decoy pairs: drawn within the cells held out together, never scored by a model that trained on
+either side, and scored from the same similarities as the real pairs (against brute-force loops)."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mispair.engine import pair_scores
+from mispair.engine.decoys import cells_of, decoy_pairs, local_decoys
+from mispair.engine.pair_scores import contrast_scores, contrast_with_decoys, out_of_fold_scores
+from tests.engine.test_division_scores import _setup
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=2, max_size=40),
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 5),
+)
+def test_a_decoy_joins_a_caption_to_another_content_group_of_its_cell(cells, seed, per_pair):
+    cell = np.array(cells)
+    group = np.random.default_rng(seed).integers(0, 6, size=len(cell))
+    decoys = decoy_pairs(cell, group, per_pair, seed)
+    for caption in range(len(cell)):
+        mine = decoys[decoys[:, 0] == caption, 1]
+        candidates = np.flatnonzero((cell == cell[caption]) & (group != group[caption]))
+        assert len(mine) == min(per_pair, len(candidates)) and len(set(mine)) == len(mine)
+        assert set(mine) <= set(candidates.tolist())
+
+
+def test_cells_are_the_pairs_that_share_every_assignment():
+    assignments = np.array([[0, 0, 1, 1, 0], [2, 2, 2, 3, 2]])
+    cell = cells_of(assignments)
+    brute = [[tuple(assignments[:, a]) == tuple(assignments[:, b]) for b in range(5)] for a in range(5)]
+    assert ((cell[:, None] == cell[None, :]) == np.array(brute)).all()
+    rows, local = local_decoys(np.array([[0, 1], [2, 3], [4, 0]]), np.array([0, 1, 4]), 5)
+    assert rows.tolist() == [0, 2] and local.tolist() == [[0, 1], [2, 0]]
+
+
+def test_decoy_contrast_scores_match_a_brute_force_loop():
+    rng = np.random.default_rng(3)
+    sims = torch.from_numpy(rng.normal(size=(5, 8))).float()
+    paired = torch.tensor([0, 0, 1, 2, 3, 3, 4, 4])
+    decoys = torch.tensor([[0, 2], [2, 4], [7, 0], [4, 1]])  # (caption, image)
+    tau = 0.3
+    logits = sims.double() / tau
+    brute = []
+    for c, i in decoys.tolist():
+        own_image = int(paired[c])
+        images = [r for r in range(5) if r != own_image]  # the caption's own picture left out
+        to_image = logits[i, c] - torch.logsumexp(logits[images, c], 0)
+        captions = [k for k in range(8) if int(paired[k]) != i]  # the picture's own captions out
+        to_caption = logits[i, c] - torch.logsumexp(logits[i, captions], 0)
+        brute.append(float((to_image + to_caption) / 2))
+    for chunk in (1, 2, 5):
+        got = contrast_with_decoys(lambda a, b: sims[a:b], 5, paired, tau, chunk=chunk, decoys=decoys)
+        assert np.allclose(got.decoys.numpy(), brute, atol=1e-5)
+        assert torch.allclose(got.score, contrast_scores(sims, 5, paired, tau), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["contrast", "similarity"])
+def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
+    """By construction: in every repeat both sides of a decoy lie in the fold its scorer held
+    out; its score is the mean of those scorers', as a training pair's is."""
+    config, data, train = _setup(["train.epochs=1"])
+    seen, models = [], []
+
+    def record(trainer):
+        seen.append(set(trainer.recipe.context.train.caption_ids.tolist()))
+        trainer.train_epoch(0)
+        models.append(trainer.recipe.models[0])
+
+    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind=kind, train_fold=record)
+    decoys = scores.decoys
+    assert len(decoys) >= len(train)  # several per caption on 120 images
+    paired = train.image_of_caption
+    assert (paired[decoys[:, 0]] != paired[decoys[:, 1]]).all()
+    trained_images = [set(paired[sorted(t)].tolist()) for t in seen]
+    per_repeat = np.zeros((2, len(decoys)))
+    for job, model in enumerate(models):
+        repeat, k = divmod(job, 3)
+        mine = np.flatnonzero(scores.fold[repeat][decoys[:, 0]] == k)
+        assert (scores.fold[repeat][decoys[mine, 1]] == k).all()  # the picture held out with it
+        for c, j in decoys[mine]:
+            assert c not in seen[job] and j not in seen[job] and paired[j] not in trained_images[job]
+        held_out = np.flatnonzero(scores.fold[repeat] == k)
+        content = pair_scores.fold_groups(train.pairs.images, train.tokens, paired, 3)
+        seed = pair_scores.child_seed(
+            pair_scores.child_seed(config.train.seed, "repeat", repeat), "fold", k, 3
+        )
+        held = train.subset(held_out)
+        group = pair_scores.contrast_groups(content, held, seed)
+        rows, local = local_decoys(decoys, held_out, len(train))
+        per_repeat[repeat, rows] = pair_scores.grouped_scores(
+            lambda pairs, d, model=model: pair_scores.scores_and_decoys(model.eval(), pairs, d, kind=kind),
+            held,
+            group,
+            local,
+        )[1]
+    assert np.allclose(scores.null, per_repeat.mean(axis=0), atol=1e-5)
