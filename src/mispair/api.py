@@ -18,7 +18,7 @@ import numpy as np
 
 from mispair.config import ROBUST_RUN, RunConfig, load_config
 from mispair.errors import ConfigError
-from mispair.notebook import keyword_overrides, quiet_unless, silent, source_path
+from mispair.notebook import as_before_on_failure, keyword_overrides, quiet_unless, silent, source_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,11 +40,16 @@ def train(
     (default: a new temporary folder) and return the :class:`TrainedModel`: by default the robust
     run (``holdout`` on the pretrained backbone, :data:`~mispair.config.ROBUST_RUN`); ``recipe``
     another recipe with the same model; ``config`` a YAML file instead (its planted noise is not
-    applied to your data unless ``data={"noise": ...}`` asks)."""
+    applied to your data unless ``data={"noise": ...}`` asks). A training that fails leaves
+    ``out`` as it was (removed when the call made it)."""
     from mispair.engine.run import train_run
 
+    new = out is None
     out = Path(tempfile.mkdtemp(prefix="mispair-train-")) if out is None else Path(out)
-    with quiet_unless(progress):
+    with (
+        as_before_on_failure(out, new=new, replacing=not isinstance(source, (str, Path))),
+        quiet_unless(progress),
+    ):
         data, reading = source_path(source, out, options)
         extra = [*reading, *keyword_overrides(options), *overrides] + ([f"recipe={recipe}"] if recipe else [])
         run = training_config(
@@ -109,16 +114,60 @@ class TrainedModel:
 
     def encode_images(self, paths: Sequence[str | Path]) -> np.ndarray:
         """``[len(paths), dim]`` float32 vectors of picture files (features by the run's image
-        encoder, cached beside the checkpoint)."""
+        encoder, cached in the user's cache folder, :mod:`mispair.data.cache_folder`)."""
+        from mispair.data.cache_folder import cache_root
         from mispair.data.pairset import PairSet
 
-        files = [Path(p).resolve() for p in paths]
-        cache = self.checkpoint.parent / ".mispair_cache"
+        files = [Path(p).resolve() for p in _listed(paths, "paths")]
+        cache = cache_root() / "pictures"
         features, valid = self.model.run.picture_features(files, cache)
         if not valid.all():
             raise ConfigError(f"{files[int(np.argmin(valid))]}: not a picture mispair can read")
         return self.model.image_vectors(PairSet(features, [], np.zeros(0, dtype=np.int64)))
 
-    def similarity(self, paths: Sequence[str | Path], texts: Sequence[str]) -> np.ndarray:
-        """``[len(paths), len(texts)]`` cosine similarities of pictures and texts."""
-        return self.encode_images(paths) @ self.encode_texts(texts).T
+    def similarity(
+        self, images: Sequence[str | Path] | np.ndarray, texts: Sequence[str] | np.ndarray
+    ) -> np.ndarray:
+        """``[n_images, n_texts]`` cosine similarities of pictures and texts: ``images`` picture
+        files, or their vectors as :meth:`encode_images` returns them (``[n, dim]``, or one
+        ``[dim]``); ``texts`` strings, or their vectors from :meth:`encode_texts`. Anything else
+        is a one-line :class:`~mispair.errors.ConfigError`."""
+        image_vectors = _vectors(images, self.encode_images, "images", "picture paths")
+        text_vectors = _vectors(texts, self.encode_texts, "texts", "strings")
+        if image_vectors.shape[1] != text_vectors.shape[1]:
+            raise ConfigError(
+                f"similarity: image vectors of dimension {image_vectors.shape[1]} and text vectors "
+                f"of dimension {text_vectors.shape[1]}; give vectors of this model's encode_images "
+                "and encode_texts"
+            )
+        return image_vectors @ text_vectors.T
+
+
+def _listed(items: object, what: str) -> list:
+    """``items`` as a list (one string or path: a list of it)."""
+    if isinstance(items, (str, Path)):
+        return [items]
+    try:
+        return list(items)  # type: ignore[call-overload]
+    except TypeError:
+        raise ConfigError(f"{what}: a list, got {type(items).__name__}") from None
+
+
+def _vectors(items: object, encode: Callable[[list], np.ndarray], what: str, kind: str) -> np.ndarray:
+    """``items`` encoded when they are ``kind`` (strings or paths), else taken as vectors
+    ``[n, dim]`` (one vector ``[dim]`` as a row)."""
+    if not hasattr(items, "shape"):
+        listed = _listed(items, what)
+        if all(isinstance(i, (str, Path)) for i in listed):
+            return encode(listed)
+        items = listed
+    try:
+        vectors = np.asarray(items, dtype=np.float32)
+    except (TypeError, ValueError):
+        vectors = None
+    if vectors is None or vectors.ndim not in (1, 2) or (vectors.ndim == 2 and vectors.shape[1] == 0):
+        raise ConfigError(
+            f"similarity: {what} are {kind} or an [n, dim] array of vectors, got "
+            f"{type(items).__name__}" + (f" of shape {vectors.shape}" if vectors is not None else "")
+        )
+    return vectors[None] if vectors.ndim == 1 else vectors

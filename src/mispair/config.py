@@ -47,7 +47,9 @@ class DataConfig:
     ``data/tuxpaint_precomp`` when present, else synthetic data (with a note).
     ``image_column`` ... ``split_column``: a table's columns (None: the usual names).
     ``image_root``: the folder a table's image paths are relative to (default: the table's).
-    ``cache_dir``: where image features and unpacked images are kept (default: beside the data).
+    ``cache_dir``: where image features, unpacked images and caption vectors are kept (default:
+    the user's cache folder, ``$MISPAIR_CACHE``, else ``$XDG_CACHE_HOME/mispair``, else
+    ``~/.cache/mispair``, one folder per collection; see :mod:`mispair.data.cache_folder`).
     ``image_embedding_column`` / ``text_embedding_column``: a table's columns of precomputed
     vectors (a list per cell, or a ``.npy`` path relative to the table), used instead of image
     features / caption encoding (see ``docs/encoders.md``); a text-embedding column makes the text

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.progress import is_quiet, set_quiet
 
 if TYPE_CHECKING:
@@ -26,6 +29,8 @@ COLUMN_OPTIONS = (
 )
 """Keyword arguments naming a table's columns (``data.<name>`` in a config; the first four
 auto-detected when not given)."""
+INPUT_FILE = "input.parquet"
+"""The file a DataFrame source is written to in the output folder."""
 DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned", "encoder_runtime")
 """Keyword arguments that are ``data.<name>`` fields."""
 
@@ -33,8 +38,6 @@ DATA_KEYWORDS = (*COLUMN_OPTIONS, "image_root", "cache_dir", "embeddings_aligned
 def keyword_overrides(options: Mapping[str, Any]) -> list[str]:
     """``key=value`` overrides of keyword options: column names go to ``data.<name>``, mappings
     are flattened (``train={"epochs": 5}`` → ``train.epochs=5``)."""
-    import json
-
     flat: list[str] = []
 
     def walk(prefix: str, value: Any) -> None:
@@ -53,8 +56,10 @@ def source_path(
     source: str | Path | pd.DataFrame, out: Path, options: Mapping[str, Any]
 ) -> tuple[Path, list[str]]:
     """A path the readers open, and the overrides it needs: ``source`` itself, or a DataFrame
-    written as ``out/input.parquet`` with its relative image paths made absolute (from the working
-    folder), read with its image paths outside ``out`` allowed (they are the caller's own)."""
+    written as ``out/input.parquet`` with its relative image paths made absolute — resolved
+    against ``options["image_root"]`` when given (a folder; itself relative to the working
+    folder), else against the working folder — read with its image paths outside ``out`` allowed
+    (they are the caller's own)."""
     if isinstance(source, (str, Path)):
         return Path(source), []
     try:
@@ -66,10 +71,74 @@ def source_path(
     from mispair.data.readers import Columns, dataframe_table
 
     columns = Columns(*(options.get(name) for name in COLUMN_OPTIONS))
+    base = Path(options.get("image_root") or ".").expanduser().resolve()
+    if not base.is_dir():
+        raise ConfigError(
+            f"image_root={options['image_root']!r}: no such folder (the DataFrame's relative "
+            "picture paths are resolved against it)"
+        )
+    table = dataframe_table(source, columns, base=base)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "input.parquet"
-    dataframe_table(source, columns).to_parquet(path, index=False)
-    return path, ["data.folder_allow_outside=true"]
+    table.to_parquet(out / INPUT_FILE, index=False)
+    return out / INPUT_FILE, ["data.folder_allow_outside=true"]
+
+
+@contextlib.contextmanager
+def as_before_on_failure(out: Path, *, new: bool = False, replacing: bool = False) -> Iterator[None]:
+    """Leave the folder ``out`` as it was when the block fails (an error; an interrupted run
+    keeps its folder, to resume): removed when the block made it (or ``new``: the caller just
+    made it), else without the entries the block added, and with its ``input.parquet`` as it was
+    (``replacing``: the block writes a new one; the old one waits beside it until it succeeds).
+    A folder another mispair run holds is refused first, with nothing in it touched."""
+    _refuse_in_use(out)
+    made = new or not out.exists()
+    before = set() if made or not out.is_dir() else {p.name for p in out.iterdir()}
+    kept = out / f".{INPUT_FILE}.before"
+    if replacing and INPUT_FILE in before and (out / INPUT_FILE).is_file():
+        os.replace(out / INPUT_FILE, kept)
+    try:
+        yield
+    except Exception:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        elif out.is_dir():
+            for entry in out.iterdir():
+                if entry.name not in before and entry != kept:
+                    _remove(entry)
+            if kept.is_file():
+                os.replace(kept, out / INPUT_FILE)
+        raise
+    if kept.is_file():
+        if (out / INPUT_FILE).is_file():
+            kept.unlink()
+        else:
+            os.replace(kept, out / INPUT_FILE)
+
+
+def _refuse_in_use(out: Path) -> None:
+    lock = out / ".mispair.lock"
+    if lock.is_symlink() or not lock.is_file():
+        return  # (a link there is refused by the run itself)
+    import fcntl
+
+    from mispair.safe_io import open_lock
+
+    with open_lock(lock) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read().strip() or "unknown"
+            raise DataError(
+                f"{out}: in use by another mispair run (process {holder}); wait for it or choose another out"
+            ) from None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def silent(_: str) -> None:

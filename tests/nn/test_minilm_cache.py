@@ -184,12 +184,13 @@ def test_one_float32_fragment_per_image_is_its_own_mean_and_stays_on_disk(tmp_pa
     np.testing.assert_array_equal(means.images, features)
 
 
-def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
+def test_a_run_caches_its_text_features_in_the_cache_folder(tmp_path, monkeypatch):
     from mispair.config import load_config
     from mispair.data.precomp import write_precomp
     from mispair.data.synthetic import make_synthetic
     from mispair.engine.run import train_run
 
+    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "toy_precomp"
     for split, seed in (("train", 0), ("dev", 1), ("test", 2)):
         write_precomp(make_synthetic(12, 2, seed=seed), root, split)
@@ -210,7 +211,8 @@ def test_a_run_caches_its_text_features_beside_the_image_features(tmp_path):
 
     run("a")
     assert any(m.startswith("text features: ") for m in messages)
-    assert list((root / "cache" / "text").rglob("*.pt"))
+    assert list((tmp_path / "cache" / "collections").glob("toy_precomp-*/text/**/*.pt"))
+    assert not (root / "cache").exists()  # the collection is only read
     from mispair.nn.text import state_cache
 
     state_cache._CACHES.clear()  # a new process: only the disk holds the states

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mispair.audit.run import audit_collection
-from mispair.notebook import keyword_overrides, quiet_unless, silent, source_path
+from mispair.notebook import as_before_on_failure, keyword_overrides, quiet_unless, silent, source_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,15 +38,26 @@ def audit(
     a DataFrame with an image and a caption column) into the folder ``out`` (default: a new
     temporary folder, kept) and return the :class:`~mispair.audit.AuditResult`.
 
+    A DataFrame's relative picture paths are resolved against ``image_root`` when given (a
+    folder), else against the working folder (``os.getcwd()``); a path source's against its own
+    folder, or ``image_root``. The DataFrame is saved as ``out/input.parquet``; an audit that
+    fails leaves ``out`` as it was (removed when the call made it).
+
     ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``,
-    ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned`` (a table's own
-    vectors: ``docs/encoders.md``), ``encoder_runtime`` (``"onnx"``: ONNX Runtime), and any
-    config section as a mapping, e.g. ``train={"epochs": 5}`` (the same as the override
-    ``train.epochs=5``). ``progress=False`` writes nothing to standard output or error (warnings
-    are kept in ``result.summary["warnings"]``).
+    ``image_root``, ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned``
+    (a table's own vectors: ``docs/encoders.md``), ``encoder_runtime`` (``"onnx"``: ONNX
+    Runtime), ``cache_dir`` (where features are cached; default the user's cache folder,
+    ``$MISPAIR_CACHE`` or ``~/.cache/mispair``), and any config section as a mapping, e.g.
+    ``train={"epochs": 5}`` (the same as the override ``train.epochs=5``). ``progress=False``
+    writes nothing to standard output or error (warnings are kept in
+    ``result.summary["warnings"]``).
     """
+    new = out is None
     out = Path(tempfile.mkdtemp(prefix="mispair-audit-")) if out is None else Path(out)
-    with quiet_unless(progress) as caught:
+    with (
+        as_before_on_failure(out, new=new, replacing=not isinstance(source, (str, Path))),
+        quiet_unless(progress) as caught,
+    ):
         data, reading = source_path(source, out, options)
         result = audit_collection(
             data,

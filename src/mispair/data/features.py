@@ -8,7 +8,9 @@ Cache: the images are processed in chunks of ``chunk_size``; each finished chunk
 atomically as ``{cache_dir}/{digest}.npz``, where the digest covers the encoder, the input size
 and the chunk's image keys (path, size and modification time). A killed run therefore resumes at
 the first missing chunk, a second run loads every chunk without touching the encoder, and a
-changed file invalidates only its own chunk.
+changed file invalidates only its own chunk. The cache is the user's
+(:mod:`mispair.data.cache_folder`), never the collection's folder; chunks an older mispair
+wrote elsewhere (``read_also``) are read from there.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from mispair.atomic import atomic_write
+from mispair.atomic import atomic_write, ensure_directory
 from mispair.errors import DataError
 from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
 from mispair.progress import progress_bar
@@ -83,6 +85,7 @@ def extract_grid_features(
     prune: bool = False,
     progress: bool = True,
     runtime: str = "torch",
+    read_also: Sequence[Path] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Grid features of ``len(keys)`` images, computed once and cached chunk by chunk.
 
@@ -98,17 +101,19 @@ def extract_grid_features(
         prune: delete the chunks in ``cache_dir`` that this call did not use (when the cache
             belongs to one collection whose image list changed).
         runtime: ``torch`` or ``onnx`` (:func:`pixel_encoder`); the chunks are the same for both.
+        read_also: other folders whose chunks are read when ``cache_dir`` lacks them (never
+            written).
 
     Returns:
         ``features [n, h·w, D]`` float16 and ``valid [n]`` bool.
     """
-    cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = ensure_directory(cache_dir, "image feature cache")
     starts = range(0, len(keys), chunk_size)
     name = EfficientNetLite0Grid.cache_name
     if encoder is not None:
         name = getattr(encoder, "cache_name", type(encoder).__name__)
-    paths = [cache_dir / _chunk_name(name, keys[s : s + chunk_size]) for s in starts]
+    names = [_chunk_name(name, keys[s : s + chunk_size]) for s in starts]
+    paths = [_found(cache_dir, read_also, n) for n in names]
     done = sum(min(chunk_size, len(keys) - s) for s, p in zip(starts, paths) if p.is_file())
     runner = _Runner(encoder, device, batch_size, check_runtime(runtime))
     chunks = []
@@ -121,10 +126,18 @@ def extract_grid_features(
                 _save_chunk(path, *runner.run(load, range(start, stop), bar))
             chunks.append(_load_chunk(path))
     if prune:
-        _prune(cache_dir, set(paths))
+        _prune(cache_dir, {cache_dir / n for n in names})
     if not chunks:
         return np.zeros((0, 0, 0), dtype=np.float16), np.zeros(0, dtype=bool)
     return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+
+
+def _found(cache_dir: Path, read_also: Sequence[Path], name: str) -> Path:
+    """``cache_dir/name``, or the first of ``read_also`` that holds ``name`` when it does not."""
+    path = cache_dir / name
+    if path.is_file():
+        return path
+    return next((Path(f) / name for f in read_also if (Path(f) / name).is_file()), path)
 
 
 def _chunk_name(encoder_name: str, keys: Sequence[str]) -> str:
@@ -252,13 +265,16 @@ def extract_folder_features(
     cache_dir: Path | None = None,
     encoder: nn.Module | None = None,
     runtime: str = "torch",
+    read_also: Sequence[Path] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
     ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
     ``encoder``: another extractor (:mod:`mispair.data.image_encoders`), default EfficientNet-Lite0,
     run by ``runtime`` (``torch`` or ``onnx``, ``data.encoder_runtime``).
 
-    SVGs are rendered as untrusted files; cached in ``cache_dir`` (default ``root/.mispair_cache/``).
+    SVGs are rendered as untrusted files; cached in ``cache_dir`` (default: the user's cache
+    folder, :func:`~mispair.data.cache_folder.cache_root`; ``root`` is only read), chunks found
+    in ``read_also`` read from there.
 
     Raises:
         DataError: an image file is missing (the message names it).
@@ -276,6 +292,11 @@ def extract_folder_features(
         except DataError:
             return None
 
-    cache_dir = Path(root) / ".mispair_cache" if cache_dir is None else cache_dir
+    if cache_dir is None:
+        from mispair.data.cache_folder import COLLECTIONS, cache_root
+
+        cache_dir = cache_root() / COLLECTIONS
     keys = [file_key(p) for p in paths]
-    return extract_grid_features(keys, load, cache_dir, encoder, progress=progress, runtime=runtime)
+    return extract_grid_features(
+        keys, load, cache_dir, encoder, progress=progress, runtime=runtime, read_also=read_also
+    )

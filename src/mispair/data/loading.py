@@ -81,6 +81,10 @@ def load_split(data: DataConfig, split: str) -> PairSet:
     from mispair.data.caption_encoders import caption_vectors
 
     vectors = caption_vectors(
-        data.caption_encoder, data.caption_encoder_options, pairs.captions, reader.cache_dir(data)
+        data.caption_encoder,
+        data.caption_encoder_options,
+        pairs.captions,
+        reader.cache_dir(data),
+        read_also=reader.old_cache_dirs(data),
     )
     return replace(pairs, text_features=vectors)

@@ -15,6 +15,7 @@ folder, named by the encoder and the captions. Adding an encoder is adding one m
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,19 +36,24 @@ register_caption_encoder = CAPTION_ENCODERS.register
 
 
 def caption_vectors(
-    name: str, options: dict[str, Any], captions: list[str], cache_dir: Path | None, batch_size: int = 64
+    name: str,
+    options: dict[str, Any],
+    captions: list[str],
+    cache_dir: Path | None,
+    batch_size: int = 64,
+    read_also: Sequence[Path] = (),
 ) -> np.ndarray:
     """``[len(captions), D]`` float32 vectors of ``captions`` by the encoder ``name``, read from
-    ``cache_dir/captions/`` when computed before (and written there when computed now)."""
+    ``cache_dir/captions/`` (or ``captions/`` of a folder of ``read_also``, never written) when
+    computed before, and written to ``cache_dir/captions/`` when computed now."""
     encoder: CaptionEncoder = CAPTION_ENCODERS.get(name)(options)
     digest = hashlib.blake2b("\n".join(captions).encode("utf-8", "surrogateescape"), digest_size=12)
-    path = (
-        None
-        if cache_dir is None
-        else Path(cache_dir) / "captions" / f"{encoder.cache_name}-{digest.hexdigest()}.npy"
-    )
-    if path is not None and path.is_file():
-        return np.load(path, allow_pickle=False)
+    file = f"{encoder.cache_name}-{digest.hexdigest()}.npy"
+    path = None if cache_dir is None else Path(cache_dir) / "captions" / file
+    before = [p for p in [path, *(Path(f) / "captions" / file for f in read_also)] if p is not None]
+    found = next((p for p in before if p.is_file()), None)
+    if found is not None:
+        return np.load(found, allow_pickle=False)
     parts = [encoder.encode(captions[s : s + batch_size]) for s in range(0, len(captions), batch_size)]
     vectors = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 1), dtype=np.float32)
     if path is not None:

@@ -47,8 +47,14 @@ class Reader:
 
     def cache_dir(self, data: DataConfig) -> Path | None:
         """Where derived files (image features, a frozen text encoder's outputs) are kept, or
-        None (memory only)."""
+        None (memory only): the user's cache folder
+        (:func:`~mispair.data.cache_folder.collection_cache`), never inside the collection."""
         return None
+
+    def old_cache_dirs(self, data: DataConfig) -> list[Path]:
+        """Caches an older mispair wrote beside the data: read when they hold what is asked,
+        never written."""
+        return []
 
     def picture_dirs(self, data: DataConfig) -> list[Path]:
         """Folders to look for the picture files behind the image ids (the report's thumbnails)."""

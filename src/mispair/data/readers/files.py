@@ -4,17 +4,23 @@
 The image column holds a path relative to the table's folder (or ``data.image_root``), or the
 image itself: raw bytes, or the ``{"bytes": ..., "path": ...}`` struct the ``datasets`` library
 writes to Parquet (read with pyarrow alone). Image bytes are unpacked once into the cache folder
-(``images/<digest><ext>``), named by their content, so equal pictures are one image.
+(``images/<digest><ext>``), named by their content, so equal pictures are one image; the image's
+id (in the report, ``pairs.csv``, search hits and ``mispair apply``'s folder) is what the input
+calls it — the struct's ``path``, else the id column's value — and the content digest only when
+it has no name (:func:`unpacked_view`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from pathlib import Path
+import os
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from mispair.atomic import atomic_write
+from mispair.atomic import atomic_write, ensure_directory
 from mispair.data.readers.columns import Columns
 from mispair.data.readers.embeddings import EMBEDDING_FIELDS, embedding_cells, vector_id
 from mispair.data.readers.table import CollectionTable, checked_table
@@ -136,8 +142,10 @@ def frame_table(
         images = frame[names.image]
     unpack = "image_embedding" not in vectors and images.map(_holds_bytes).any()
     refused: list[dict] = []
+    root = image_root
     if unpack:
-        images = _unpack_images(images, ids, frame[names.caption], cache_dir, refused)
+        named = ids if names.id else None
+        root, images = _unpack_images(images, ids, named, frame[names.caption], cache_dir, refused)
     plain = pd.DataFrame(
         {
             "pair_id": ids.astype(str).values,
@@ -149,7 +157,6 @@ def frame_table(
     )
     if refused:
         plain = plain[~plain["pair_id"].isin({r["pair_id"] for r in refused})]
-    root = cache_dir / "images" if unpack else image_root
     return checked_table(plain, root, where, trusted_paths=bool(unpack), refused=refused)
 
 
@@ -164,13 +171,21 @@ def _holds_bytes(value: Any) -> bool:
 
 
 def _unpack_images(
-    images: pd.Series, ids: pd.Series, captions: pd.Series, cache_dir: Path, refused: list[dict]
-) -> pd.Series:
-    """Each cell's image bytes written once to ``cache_dir/images/<digest><ext>``; the relative
-    names returned (rows without bytes refused)."""
+    images: pd.Series,
+    ids: pd.Series,
+    named: pd.Series | None,
+    captions: pd.Series,
+    cache_dir: Path,
+    refused: list[dict],
+) -> tuple[Path, pd.Series]:
+    """Each cell's image bytes written once to ``cache_dir/images/<digest><ext>``; the folder
+    where each picture is a file named by its id, and the ids (:func:`unpacked_view`: the cell's
+    ``path``, else the value of the id column ``named``), rows without bytes refused."""
     folder = cache_dir / "images"
-    names = []
-    for pair_id, value, caption in zip(ids, images, captions):
+    names, wanted = [], []
+    for k, (pair_id, value, caption) in enumerate(zip(ids, images, captions)):
+        path = value.get("path") if isinstance(value, dict) else None
+        wanted.append(_cell(path) or ("" if named is None else _cell(named.iat[k])))
         if not _holds_bytes(value):
             refused.append(
                 {
@@ -185,7 +200,69 @@ def _unpack_images(
         blob = bytes(value["bytes"] if isinstance(value, dict) else value)
         hint = Path(str(value.get("path") or "")).suffix.lower() if isinstance(value, dict) else ""
         names.append(write_image_bytes(folder, blob, hint))
-    return images.__class__(names, index=images.index)
+    root, image_ids = unpacked_view(cache_dir, wanted, names)
+    return root, images.__class__(image_ids, index=images.index)
+
+
+def unpacked_view(cache_dir: Path, wanted: list[str], stored: list[str]) -> tuple[Path, list[str]]:
+    """The image ids of unpacked pictures and the folder where each id is the picture's file.
+
+    ``stored[i]``: row ``i``'s picture in ``cache_dir/images`` (:func:`write_image_bytes`; ""
+    for a row refused); ``wanted[i]``: what the input calls it (a WebDataset key, a path, an id;
+    "" for nothing). The rows of one picture share the id of the first; the id is ``wanted``
+    made a safe relative path (given the picture's extension when it has none), else
+    ``<name>-<digest8><ext>`` when another picture has that name, else the content name. The
+    folder is ``cache_dir/views/<digest of every id and picture>/``, each id a hard link to its
+    picture (a copy where the file system has no links): one view per collection, shared by no
+    other. Returns the folder and each row's id (``wanted`` for a refused row)."""
+    id_of: dict[str, str] = {}
+    taken: set[str] = set()
+    folders: set[str] = set()
+    for want, content in zip(wanted, stored):
+        if not content or content in id_of:
+            continue
+        image_id = next(c for c in _id_choices(want, content) if _free(c, taken, folders))
+        id_of[content] = image_id
+        taken.add(image_id)
+        folders.update(p.as_posix() for p in PurePosixPath(image_id).parents)
+    listing = "\n".join(f"{image_id}\t{content}" for content, image_id in id_of.items())
+    digest = hashlib.blake2b(listing.encode("utf-8", "surrogateescape"), digest_size=12)
+    view = cache_dir / "views" / digest.hexdigest()
+    for content, image_id in id_of.items():
+        _link(cache_dir / "images" / content, view / image_id)
+    return view, [id_of[content] if content else want for want, content in zip(wanted, stored)]
+
+
+def _id_choices(want: str, content: str) -> Iterator[str]:
+    suffix = Path(content).suffix
+    parts = [p for p in want.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    name = "/".join(parts)
+    if name and "\x00" not in name and len(os.fsencode(name)) < 1024 and all(len(p) < 200 for p in parts):
+        name = name if PurePosixPath(name).suffix else name + suffix
+        yield name
+        stem = PurePosixPath(name)
+        yield str(stem.with_name(f"{stem.stem}-{content[:8]}{stem.suffix}"))
+    yield content
+    yield from (f"{n}-{content}" for n in itertools.count(2))
+
+
+def _free(image_id: str, taken: set[str], folders: set[str]) -> bool:
+    """``image_id`` is neither an id already given nor a folder of one, and none of its folders
+    is an id."""
+    parents = {p.as_posix() for p in PurePosixPath(image_id).parents}
+    return image_id not in taken and image_id not in folders and not parents & taken
+
+
+def _link(source: Path, target: Path) -> None:
+    if target.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return
+    except OSError:
+        atomic_write(target, lambda f: f.write(source.read_bytes()))
 
 
 def write_image_bytes(folder: Path, blob: bytes, suffix: str = "") -> str:
@@ -197,6 +274,6 @@ def write_image_bytes(folder: Path, blob: bytes, suffix: str = "") -> str:
     name = hashlib.sha256(blob).hexdigest()[:32] + suffix
     path = folder / name
     if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
+        ensure_directory(folder, "cache of unpacked images")
         atomic_write(path, lambda f: f.write(blob))
     return name

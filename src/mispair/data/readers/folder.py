@@ -80,8 +80,18 @@ class FolderReader(TableReader):
             frame = read_frame(path)
             names = columns_of(data).resolve([str(c) for c in frame.columns], str(path))
             if names.image is not None:  # (None: images given as vectors)
-                frame[names.image] = frame[names.image].map(lambda name, s=split: f"{s}/{name}")
+                frame[names.image] = frame[names.image].map(lambda cell, s=split: _in_split(cell, s))
             frames.append(frame.assign(**{names.split or "split": split}))
         return frame_table(
             pd.concat(frames, ignore_index=True), columns_of(data), root, self.cache_dir(data), str(root)
         )
+
+
+def _in_split(cell: object, split: str) -> object:
+    """An image cell of a split sub-folder's metadata with its path made relative to the folder
+    (image bytes kept, the path beside them prefixed)."""
+    if isinstance(cell, dict):
+        return {**cell, "path": f"{split}/{cell['path']}"} if cell.get("path") else cell
+    if isinstance(cell, (bytes, bytearray)):
+        return cell
+    return f"{split}/{cell}"

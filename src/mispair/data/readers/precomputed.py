@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mispair.data.cache_folder import collection_cache, existing
 from mispair.data.precomp import available_splits, read_natural_noise, read_precomp
 from mispair.data.readers.base import READERS, Reader
 
@@ -40,7 +41,10 @@ class PrecomputedReader(Reader):
         return read_precomp(data.root, split)
 
     def cache_dir(self, data: DataConfig) -> Path:
-        return Path(data.cache_dir) if data.cache_dir else Path(data.root) / "cache"
+        return collection_cache(data)
+
+    def old_cache_dirs(self, data: DataConfig) -> list[Path]:
+        return [] if data.cache_dir else existing(Path(data.root) / "cache")
 
     def picture_dirs(self, data: DataConfig) -> list[Path]:
         return [Path(data.root), *PICTURE_DIRS]

@@ -9,7 +9,8 @@ folder, a missing file, a file that is not a picture, an unknown split. More tha
 rows refused is an error.
 
 :class:`TableReader` turns such a table into splits: the image features of every picture are
-extracted once (EfficientNet-Lite0, cached beside the collection), the images are assigned to
+extracted once (EfficientNet-Lite0, cached in the user's cache folder,
+:mod:`mispair.data.cache_folder`; the collection is only read), the images are assigned to
 splits (the split column, else a seeded carve of 10% test and 5% dev by image), and each split
 becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the table's.
 """
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mispair.data.cache_folder import collection_cache, existing
 from mispair.data.pairset import PairSet
 from mispair.data.readers.base import Reader
 from mispair.data.readers.columns import columns_of
@@ -48,6 +51,7 @@ SPLIT_NAMES = {
 """Split values accepted in a split column (Karpathy's ``val``/``restval`` included)."""
 REMOTE = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 CACHE_FOLDER = ".mispair_cache"
+"""The cache an older mispair kept beside a table (still read, never written)."""
 
 
 @dataclass
@@ -181,10 +185,13 @@ class TableReader(Reader):
         return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
     def cache_dir(self, data: DataConfig) -> Path:
+        return collection_cache(data)
+
+    def old_cache_dirs(self, data: DataConfig) -> list[Path]:
         if data.cache_dir:
-            return Path(data.cache_dir)
+            return []
         root = Path(data.root)
-        return (root if root.is_dir() else root.parent) / CACHE_FOLDER
+        return existing((root if root.is_dir() else root.parent) / CACHE_FOLDER)
 
     def picture_dirs(self, data: DataConfig) -> list[Path]:
         return [self.prepared(data).table.image_root]
@@ -229,21 +236,25 @@ class TableReader(Reader):
             repr(sorted(data.image_encoder_options.items())),
             data.image_root,
             data.folder_allow_outside,
-            data.cache_dir,
+            str(self.cache_dir(data)),
             self.stamp(data),
         )
         if _PREPARED.get("key") != key:
             _PREPARED.clear()
-            _PREPARED.update(key=key, value=prepare(self.table(data), self.cache_dir(data), data))
+            table, cache, old = self.table(data), self.cache_dir(data), self.old_cache_dirs(data)
+            _PREPARED.update(key=key, value=prepare(table, cache, data, old))
         return _PREPARED["value"]
 
 
 _PREPARED: dict = {}
 
 
-def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> PreparedCollection:
+def prepare(
+    table: CollectionTable, cache_dir: Path, data: DataConfig, old_caches: Sequence[Path] = ()
+) -> PreparedCollection:
     """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
-    features of the rest (or take the table's image vectors); assign splits."""
+    features of the rest (or take the table's image vectors; features cached in ``cache_dir``,
+    those found in ``old_caches`` read from there); assign splits."""
     from mispair.data.readers.embeddings import image_embedding_features
     from mispair.data.readers.splits import assign_splits
 
@@ -252,21 +263,21 @@ def prepare(table: CollectionTable, cache_dir: Path, data: DataConfig) -> Prepar
         images = list(dict.fromkeys(table.pairs["image"]))
         features = image_embedding_features(table.pairs, images)
     else:
-        table, features, images = _extracted(table, cache_dir, data)
+        table, features, images = _extracted(table, cache_dir, data, old_caches)
     splits, note = assign_splits(table.pairs, table.where)
     table.pairs = table.pairs.assign(split=splits)
     return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
 
 
 def _extracted(
-    table: CollectionTable, cache_dir: Path, data: DataConfig
+    table: CollectionTable, cache_dir: Path, data: DataConfig, old_caches: Sequence[Path]
 ) -> tuple[CollectionTable, np.ndarray, list[str]]:
     """The table without the rows whose picture cannot be read, the features of its images, and
     the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
     check_refusals(table)
     images = list(dict.fromkeys(table.pairs["image"]))
-    features, valid = image_features(table.image_root, images, cache_dir, data)
+    features, valid = image_features(table.image_root, images, cache_dir, data, old_caches)
     if not valid.all():
         unreadable = {image for image, ok in zip(images, valid) if not ok}
         table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
@@ -322,11 +333,11 @@ def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionT
 
 
 def image_features(
-    root: Path, images: list[str], cache_dir: Path, data: DataConfig
+    root: Path, images: list[str], cache_dir: Path, data: DataConfig, old_caches: Sequence[Path] = ()
 ) -> tuple[np.ndarray, np.ndarray]:
     """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
     stacked ``.npy`` feature arrays when every image is one, else the features of
-    ``data.image_encoder`` (cached)."""
+    ``data.image_encoder`` (cached in ``cache_dir``; also read from ``old_caches``)."""
     if images and all(name.endswith(".npy") for name in images):
         return _stack_npy(root, images), np.ones(len(images), dtype=bool)
     from mispair.data.features import extract_folder_features
@@ -334,7 +345,12 @@ def image_features(
 
     encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
     return extract_folder_features(
-        root, images, cache_dir=cache_dir, encoder=encoder, runtime=data.encoder_runtime
+        root,
+        images,
+        cache_dir=cache_dir,
+        read_also=old_caches,
+        encoder=encoder,
+        runtime=data.encoder_runtime,
     )
 
 

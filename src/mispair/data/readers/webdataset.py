@@ -5,9 +5,10 @@ or a brace pattern (``shards/{00000..00009}.tar``).
 Read with the standard library's ``tarfile`` (the ``webdataset`` package streams shards into a
 training loop; here every sample is read once and its image unpacked into the cache as
 ``images/<digest><ext>``, named by its content, so that the copies img2dataset writes of one
-picture, one per caption, are one image with several captions). Only regular members are read,
-none larger than ``MAX_MEMBER_BYTES`` (:mod:`mispair.limits`); a sample without an image or a
-caption is refused with the reason.
+picture, one per caption, are one image with several captions). The image's id is its first
+sample's ``shard/key`` with the picture's extension (``shard-000/0000012.jpg``), as in the
+shards. Only regular members are read, none larger than ``MAX_MEMBER_BYTES``
+(:mod:`mispair.limits`); a sample without an image or a caption is refused with the reason.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mispair.data.cache_folder import existing
 from mispair.data.readers.base import READERS
 from mispair.data.readers.columns import USUAL_NAMES
-from mispair.data.readers.files import write_image_bytes
-from mispair.data.readers.table import CollectionTable, TableReader, checked_table
+from mispair.data.readers.files import unpacked_view, write_image_bytes
+from mispair.data.readers.table import CACHE_FOLDER, CollectionTable, TableReader, checked_table
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
 
@@ -73,21 +75,21 @@ class WebDatasetReader(TableReader):
     def stamp(self, data: DataConfig) -> tuple:
         return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in self._shards(data))
 
-    def cache_dir(self, data: DataConfig) -> Path:
-        if data.cache_dir:
-            return Path(data.cache_dir)
-        return self._shards(data)[0].parent / ".mispair_cache"
+    def old_cache_dirs(self, data: DataConfig) -> list[Path]:
+        return [] if data.cache_dir else existing(self._shards(data)[0].parent / CACHE_FOLDER)
 
     def table(self, data: DataConfig) -> CollectionTable:
         import pandas as pd
 
-        folder, rows, refused = self.cache_dir(data) / "images", [], []
+        cache, rows, refused = self.cache_dir(data), [], []
         for shard in self._shards(data):
             for key, sample in _samples(shard):
-                row = _row(shard, key, sample, data, folder)
+                row = _row(shard, key, sample, data, cache / "images")
                 (refused if "reason" in row else rows).append(row)
-        frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split"])
-        return checked_table(frame, folder, str(data.root), trusted_paths=True, refused=refused)
+        frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split", "named"])
+        view, ids = unpacked_view(cache, frame["named"].tolist(), frame["image"].tolist())
+        frame = frame.assign(image=ids).drop(columns="named")
+        return checked_table(frame, view, str(data.root), trusted_paths=True, refused=refused)
 
     def _shards(self, data: DataConfig) -> list[Path]:
         shards = shard_paths(Path(data.root))
@@ -136,7 +138,8 @@ def _row(shard: Path, key: str, sample: dict, data: DataConfig, folder: Path) ->
     if not isinstance(sample[image_suffix], bytes):
         bound, hint = limit("MAX_MEMBER_BYTES"), raise_hint("MAX_MEMBER_BYTES")
         return {**row, "reason": f"image larger than {bound:,} bytes ({hint})"}
-    return {**row, "image": write_image_bytes(folder, sample[image_suffix], image_suffix)}
+    stored = write_image_bytes(folder, sample[image_suffix], image_suffix)
+    return {**row, "image": stored, "named": row["image"]}
 
 
 def _json(blob: bytes | str | None) -> dict:

