@@ -5,15 +5,19 @@
 ``mispair.train(source, ...)`` trains a retriever on it and returns a ``TrainedModel``.
 """
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from mispair import audit
-from mispair.data.noise import NoiseRecord, inject_noise
-from mispair.data.pairset import PairSet
-from mispair.data.precomp import read_precomp, write_precomp
-from mispair.data.synthetic import make_synthetic
-from mispair.engine.metrics import retrieval_metrics
 from mispair.errors import MispairError
+
+if TYPE_CHECKING:
+    from mispair.api import train
+    from mispair.data.noise import NoiseRecord, inject_noise
+    from mispair.data.pairset import PairSet
+    from mispair.data.precomp import read_precomp, write_precomp
+    from mispair.data.synthetic import make_synthetic
+    from mispair.engine.metrics import retrieval_metrics
 
 __all__ = [
     "MispairError",
@@ -29,10 +33,27 @@ __all__ = [
 ]
 from mispair.version import __version__ as __version__  # re-exported
 
+_LAZY = {
+    "NoiseRecord": "mispair.data.noise",
+    "inject_noise": "mispair.data.noise",
+    "PairSet": "mispair.data.pairset",
+    "read_precomp": "mispair.data.precomp",
+    "write_precomp": "mispair.data.precomp",
+    "make_synthetic": "mispair.data.synthetic",
+    "retrieval_metrics": "mispair.engine.metrics",
+    "train": "mispair.api",
+}
+"""Where each public name lives: imported on first use, so that ``import mispair`` (and the
+command line, which imports it first) loads neither torch nor numpy."""
 
-def __getattr__(name: str) -> Any:  # the engine is imported on first use
-    if name == "train":
-        from mispair.api import train
 
-        return train
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # found directly from now on
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -8,11 +8,11 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mispair.atomic import atomic_text
-from mispair.errors import ConfigError, MispairError
+from mispair.errors import ConfigError, DataError, MispairError
 from mispair.progress import set_quiet
 
 USAGE = """\
@@ -94,10 +94,6 @@ def _column_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
-    from mispair import distributed
-    from mispair.api import training_config
-    from mispair.engine.run import train_run
-
     path, overrides = args.config, list(args.overrides) + _column_overrides(args)
     if path and "=" in path and not _exists(path):
         path, overrides = None, [path, *overrides]
@@ -111,6 +107,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
         if data:
             raise ConfigError(f"{path} and --data {data}: two collections; give one (`mispair train PATH`)")
         path, data = None, path
+    from mispair import distributed
+    from mispair.api import training_config
+    from mispair.engine.run import train_run
+
     config = training_config(path, overrides, data=data, log=lambda m: print(m, file=sys.stderr))
     if args.out:
         config.output = args.out
@@ -147,6 +147,24 @@ def _exists(path: str) -> bool:
         return False
 
 
+# The refusals below come before a command imports its libraries (torch alone takes a second or
+# more), in the words the library would use a moment later.
+
+
+def _require_collection(path: str) -> None:
+    """A one-line error when ``path`` names nothing (a shard pattern with braces is left to the
+    readers), as :func:`mispair.data.readers.detect_source` says it."""
+    if not _exists(path) and "{" not in path:
+        raise DataError(f"{Path(path)}: no such file or folder")
+
+
+def _require_checkpoint(path: str) -> None:
+    """A one-line error when ``path`` is no file, as :func:`mispair.engine.trained.load_checkpoint`
+    says it."""
+    if not Path(path).is_file():
+        raise DataError(f"{Path(path)}: checkpoint not found")
+
+
 def _export_pairs(config, path: Path) -> None:
     from mispair.engine.export import export_training_pairs, pairs_csv
 
@@ -156,6 +174,8 @@ def _export_pairs(config, path: Path) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> None:
+    if not args.config and not any(o.startswith("data.source=") for o in args.overrides):
+        _require_collection(args.data)  # a config may name a source that reads no path
     from mispair import distributed
     from mispair.audit import audit_collection
 
@@ -262,6 +282,16 @@ def format_audit(summary: dict, out: Path) -> str:
 
 
 def _cmd_apply(args: argparse.Namespace) -> None:
+    folder, decisions = Path(args.audit), Path(args.decisions)
+    if not (folder / "summary.json").is_file() or not (folder / "pairs.parquet").is_file():
+        raise DataError(
+            f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
+            "give the --out folder of `mispair audit`"
+        )
+    if not decisions.is_file():
+        raise DataError(
+            f"--decisions {decisions}: no such file; give the decisions.csv the report downloaded"
+        )
     from mispair.audit.result import AuditResult
 
     applied = AuditResult.load(args.audit).apply(args.decisions, args.out, threshold=args.threshold)
@@ -273,12 +303,14 @@ def _cmd_apply(args: argparse.Namespace) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> None:
-    from mispair.engine.run import evaluate_checkpoint
-
     if args.index:
         return _eval_index(args)
     if args.top_k or args.rerank:
         raise ConfigError("--top-k and --rerank evaluate through an index: give --index INDEX")
+    for checkpoint in args.checkpoint:
+        _require_checkpoint(checkpoint)
+    from mispair.engine.run import evaluate_checkpoint
+
     metrics = evaluate_checkpoint(
         args.checkpoint,
         split=args.split,
@@ -294,13 +326,17 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
 
 def _eval_index(args: argparse.Namespace) -> None:
-    from mispair.search import Index, evaluate_index
+    from mispair.search.storage import check_index_folder
 
     if len(args.checkpoint) > 1 or args.split or args.data_root or args.folds:
         raise ConfigError(
             "--index: evaluates one checkpoint on the index's own collection "
             "(no --split, --data-root, --folds or second checkpoint)"
         )
+    check_index_folder(args.index)
+    _require_checkpoint(args.checkpoint[0])
+    from mispair.search import Index, evaluate_index
+
     index = Index.load(args.index, checkpoint=args.checkpoint[0], device=args.device)
     metrics = evaluate_index(index, k=args.top_k or 100, rerank=args.rerank or 0, progress=not args.quiet)
     lists = f"reranked top-{args.rerank}" if args.rerank else f"top-{args.top_k or 100} lists"
@@ -312,11 +348,14 @@ def _eval_index(args: argparse.Namespace) -> None:
 
 
 def _cmd_index(args: argparse.Namespace) -> None:
-    from mispair.search import Index, IndexSpec
     from mispair.search.storage import check_index_target
 
-    spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
+    _require_checkpoint(args.checkpoint)
+    _require_collection(args.data)
     check_index_target(args.out)  # before the collection is embedded
+    from mispair.search import Index, IndexSpec
+
+    spec = IndexSpec(args.kind, args.nlist, args.nprobe, args.hnsw_m, args.ef_construction, args.ef_search)
     index = Index.build(
         args.checkpoint,
         args.data,
@@ -332,32 +371,76 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
 
 def _cmd_search(args: argparse.Namespace) -> None:
-    from mispair.search import Index, hits_table
+    from mispair.search.queries import ONE_KIND_OF_QUERY, batches, check_rerank, query_texts
+    from mispair.search.storage import check_index_folder
+    from mispair.search.terminal import printable
+
+    check_index_folder(args.index)
+    if args.checkpoint:
+        _require_checkpoint(args.checkpoint)
+    if bool(args.image) == bool(args.query or args.queries):
+        raise ConfigError(ONE_KIND_OF_QUERY)
+    if args.image and not Path(args.image).is_file():
+        raise DataError(f"--image {Path(args.image)}: no such file")
+    check_rerank(args.top_k, args.rerank)
+    texts = query_texts(args.query, args.queries)
+    from mispair.search import Index
 
     index = Index.load(args.index, checkpoint=args.checkpoint, data=args.data, device=args.device)
-    hits = index.search(
-        args.query,
-        image=args.image,
-        k=args.top_k,
-        rerank=args.rerank,
-        nprobe=args.nprobe,
-        ef_search=args.ef_search,
-    )
-    query = f"image {args.image}" if args.image else repr(args.query)
-    found = "captions" if args.image else "images"
-    if args.json:
-        print(
-            json.dumps(
-                {"query": query, "results": found, "hits": [h.to_dict() for h in hits]},
-                indent=2,
-                ensure_ascii=False,
-            )
+    options = {"k": args.top_k, "rerank": args.rerank, "nprobe": args.nprobe, "ef_search": args.ef_search}
+    show = _hits_printer(args, index)
+    if args.image:
+        show(
+            "captions",
+            {"image": args.image},
+            f"image {printable(args.image)}",
+            index.search(image=args.image, **options),
         )
-    else:
-        head = index.model.config.model.head
-        rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
-        spec = index.spec.with_search(args.nprobe, args.ef_search)
-        print(hits_table(hits, f"{found} for {query} ({spec.describe()}{rerank})"))
+        return
+    lines = args.queries is not None or len(args.query) > 1  # JSON lines, one object per query
+    for batch in batches(texts):
+        for text, hits in zip(batch, index.search_texts(batch, **options)):
+            show("images", {"query": text}, repr(text), hits, lines=lines)
+        sys.stdout.flush()  # each batch's results while the next is searched
+
+
+def _hits_printer(args: argparse.Namespace, index) -> Callable[..., None]:
+    """A function printing one query's hits as ``--json`` asks: a JSON object (indented, or on one
+    line for many queries) with the query as given, or the table under a title."""
+    from mispair.search import hits_table
+    from mispair.search.terminal import json_text
+
+    head = index.model.config.model.head
+    rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
+    settings = f"{index.spec.with_search(args.nprobe, args.ef_search).describe()}{rerank}"
+    first = True
+
+    def show(found: str, query: dict, title: str, hits: list, lines: bool = False) -> None:
+        nonlocal first
+        if args.json:
+            printed = {**query, "results": found, "hits": [h.to_dict() for h in hits]}
+            print(json_text(printed, indent=None if lines else 2))
+        else:
+            print(("" if first else "\n") + hits_table(hits, f"{found} for {title} ({settings})"))
+        first = False
+
+    return show
+
+
+def _cmd_serve(args: argparse.Namespace) -> None:
+    from mispair.search.storage import check_index_folder
+
+    check_index_folder(args.index)
+    if args.checkpoint:
+        _require_checkpoint(args.checkpoint)
+    from mispair.search.serve import require_server
+
+    require_server()  # before the index is loaded
+    from mispair.search import Index
+    from mispair.search.serve import serve
+
+    index = Index.load(args.index, checkpoint=args.checkpoint, data=args.data, device=args.device)
+    serve(index, args.host, args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
 def _cmd_inject_noise(args: argparse.Namespace) -> None:
@@ -438,6 +521,16 @@ def _ranged(name: str):
     return parse
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    if not text.isdecimal() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be a whole number in [0, 65,535], got {text!r}")
+    return int(text)
+
+
+_port.bounds = "0–65,535"  # type: ignore[attr-defined]
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -508,6 +601,9 @@ def _runtime_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+Subparsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="mispair",
@@ -516,7 +612,24 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="mispair")
+    for add in (
+        _train_parser,
+        _audit_parser,
+        _apply_parser,
+        _eval_parser,
+        _index_parser,
+        _search_parser,
+        _serve_parser,
+        _inject_noise_parser,
+        _recipes_parser,
+        _prepare_parser,
+    ):
+        add(sub)
+    return parser
 
+
+def _train_parser(sub: Subparsers) -> None:
+    """``mispair train``."""
     train = sub.add_parser(
         "train",
         help="train a retriever on a collection or a config",
@@ -540,6 +653,9 @@ def build_parser() -> argparse.ArgumentParser:
     _process_options(train, "train")
     train.set_defaults(run=_cmd_train)
 
+
+def _audit_parser(sub: Subparsers) -> None:
+    """``mispair audit``."""
     audit = sub.add_parser("audit", help="rank a collection's pairs by how likely they are mismatched")
     audit.add_argument(
         "data",
@@ -579,6 +695,9 @@ def build_parser() -> argparse.ArgumentParser:
     _process_options(audit, "audit")
     audit.set_defaults(run=_cmd_audit)
 
+
+def _apply_parser(sub: Subparsers) -> None:
+    """``mispair apply``."""
     apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
     apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
     apply.add_argument(
@@ -594,6 +713,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apply.set_defaults(run=_cmd_apply)
 
+
+def _eval_parser(sub: Subparsers) -> None:
+    """``mispair eval``."""
     ev = sub.add_parser("eval", help="evaluate a checkpoint")
     ev.add_argument("checkpoint", nargs="+", help="one checkpoint, or several to average (SGR + SAF = SGRAF)")
     ev.add_argument("--split", help="split name (default: the config's test split)")
@@ -607,6 +729,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--quiet", action="store_true")
     ev.set_defaults(run=_cmd_eval)
 
+
+def _index_parser(sub: Subparsers) -> None:
+    """``mispair index``."""
     index = sub.add_parser("index", help="embed a collection with a checkpoint into a search index")
     index.add_argument("checkpoint")
     index.add_argument("data", help="a collection in any form `mispair audit` reads")
@@ -632,9 +757,23 @@ def build_parser() -> argparse.ArgumentParser:
     _column_options(index)
     index.set_defaults(run=_cmd_index)
 
-    search = sub.add_parser("search", help="search an index by text (images) or by --image (captions)")
+
+def _search_parser(sub: Subparsers) -> None:
+    """``mispair search``."""
+    search = sub.add_parser(
+        "search",
+        help="search an index by text (images) or by --image (captions)",
+        description="Search an index (`mispair index`) by one text or many: the index is loaded "
+        "once and the texts are encoded and searched in batches. With --json, one query prints "
+        "one JSON object, several print JSON lines (one object per query, in their order).",
+    )
     search.add_argument("index")
-    search.add_argument("query", nargs="?", help="a text: finds images")
+    search.add_argument("query", nargs="*", default=[], help="texts: each finds images")
+    search.add_argument(
+        "--queries",
+        metavar="FILE",
+        help="more texts, one per line (blank lines skipped); - reads standard input",
+    )
     search.add_argument("--image", help="a picture file: finds captions")
     search.add_argument("--top-k", type=_ranged("top_k"), default=10, help="results shown (default 10)")
     search.add_argument(
@@ -647,13 +786,38 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--ef-search", type=_ranged("ef_search"), help="hnsw: search list (default: the index's)"
     )
-    search.add_argument("--checkpoint", help="the index's checkpoint, if it moved")
-    search.add_argument("--data", help="the index's collection, if it moved (read to rerank)")
-    search.add_argument("--json", action="store_true")
-    search.add_argument("--device", default="auto")
+    _opened_index_options(search)
+    search.add_argument("--json", action="store_true", help="print JSON (JSON lines for several queries)")
     search.add_argument("--quiet", action="store_true")
     search.set_defaults(run=_cmd_search)
 
+
+def _serve_parser(sub: Subparsers) -> None:
+    """``mispair serve``."""
+    serve = sub.add_parser(
+        "serve",
+        help="answer searches of an index over HTTP (JSON; pip install 'mispair[serve]')",
+        description="Load an index once and answer searches over HTTP with JSON: GET /search?q=TEXT&k=10 "
+        '(&rerank=K), POST /search with a JSON list of texts (["a red apple", ...], k and rerank '
+        "as query parameters), GET /health. No authentication: it listens on 127.0.0.1 unless "
+        "--host says otherwise. Ctrl+C stops it.",
+    )
+    serve.add_argument("index")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="the port (default 8000; 0: any free port)")
+    _opened_index_options(serve)
+    serve.set_defaults(run=_cmd_serve)
+
+
+def _opened_index_options(parser: argparse.ArgumentParser) -> None:
+    """Where an index's checkpoint and collection are when they moved, and the device."""
+    parser.add_argument("--checkpoint", help="the index's checkpoint, if it moved")
+    parser.add_argument("--data", help="the index's collection, if it moved (read to rerank)")
+    parser.add_argument("--device", default="auto")
+
+
+def _inject_noise_parser(sub: Subparsers) -> None:
+    """``mispair inject-noise``."""
     noise = sub.add_parser("inject-noise", help="write a noise record (.npy) for a dataset")
     noise.add_argument("--data", help="a precomputed dataset directory")
     noise.add_argument("--split", default="train")
@@ -670,9 +834,15 @@ def build_parser() -> argparse.ArgumentParser:
     noise.add_argument("--out", required=True)
     noise.set_defaults(run=_cmd_inject_noise)
 
+
+def _recipes_parser(sub: Subparsers) -> None:
+    """``mispair recipes``."""
     recipes = sub.add_parser("recipes", help="list the registered recipes, heads and text encoders")
     recipes.set_defaults(run=_cmd_recipes)
 
+
+def _prepare_parser(sub: Subparsers) -> None:
+    """``mispair prepare``."""
     prep = sub.add_parser("prepare", help="build a dataset in the precomputed format")
     prep.add_argument("dataset", choices=("tuxpaint", "openclipart", "synthetic"))
     prep.add_argument("--out", help="output directory (default data/<dataset>_precomp)")
@@ -681,7 +851,6 @@ def build_parser() -> argparse.ArgumentParser:
     prep.add_argument("--quiet", action="store_true")
     _runtime_option(prep)
     prep.set_defaults(run=_cmd_prepare)
-    return parser
 
 
 def _process_options(parser: argparse.ArgumentParser, verb: str) -> None:

@@ -15,7 +15,7 @@ from mispair.audit import audit_collection
 from mispair.audit.atlas import embedding_map, pooled_embeddings, project
 from mispair.audit.collection import audit_config
 from mispair.audit.ranking import best_matches, brute_matches, suggestion_pools, vector_matches
-from mispair.audit.run import AUDIT_PARTS, audited_pairs
+from mispair.audit.run import AUDIT_PARTS, LIKELY, audited_pairs, verdict
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
@@ -116,7 +116,12 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
             score = float(r[f"suggested_image_score_{n + 1}"])
             assert score == pytest.approx(full[best_images[n], k], abs=1e-5)
         better = int((np.delete(full[:, k], image) > paired[k]).sum())
-        assert r["why"].startswith(f"this caption fits {better} other image" if better else "no other image")
+        words, probability = r["why"].split("; "), float(r["mismatch_probability"])
+        assert words[0] == verdict(probability)  # the calibrated probability first, in words
+        if probability >= LIKELY:  # then, for a likely mismatch, what fits its caption better
+            assert words[1].startswith(
+                f"this caption fits {better} other image" if better else "no other image"
+            )
 
 
 @pytest.mark.parametrize("exact_up_to", [nearest.EXACT_PRODUCTS, 0])

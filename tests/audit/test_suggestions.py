@@ -93,3 +93,21 @@ def test_why_says_at_least_where_the_count_is_capped():
     assert why(100, None, False, at_least=True).startswith(
         "this caption fits at least 100 other images better"
     )
+
+
+def test_a_pair_is_explained_from_its_calibrated_probability():
+    """A correct pair with a middling score reads as uncertain, not as the images its caption
+    fits better; a likely mismatch keeps that explanation after its probability."""
+    middling = why(155, "red apple", True, probability=0.3)
+    assert middling == (
+        "uncertain: scores between matched pairs and captions of other pictures (mismatch probability 0.30)"
+    )
+    likely = why(155, "red apple", True, probability=0.97, leak=True)
+    assert likely.startswith("scores like a caption taken from another picture (mismatch probability 0.97); ")
+    assert "this caption fits 155 other images better" in likely and likely.endswith("a leak)")
+    assert why(0, None, False, probability=0.01).startswith(
+        "scores like a matched pair (mismatch probability 0.01)"
+    )
+    assert why(2, None, False, probability=0.6, same_caption=1).endswith(
+        "1 other image carries the same caption"
+    )

@@ -15,7 +15,7 @@ search vectors it did not make; the collection supplies the features of candidat
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from mispair.sanity import check_finite
 from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
 from mispair.search.model import SearchModel
+from mispair.search.queries import ONE_KIND_OF_QUERY, check_rerank
 from mispair.search.storage import (
     MANIFEST,
     array_bytes,
@@ -40,6 +41,7 @@ from mispair.search.storage import (
     read_index_folder,
     write_index_folder,
 )
+from mispair.search.terminal import printable
 from mispair.version import __version__
 
 TARGETS = ("images", "captions")
@@ -284,26 +286,45 @@ class Index:
         ``image``; ``rerank=K`` orders the first ``K`` candidates by the head (then ``k <= K``).
         ``nprobe`` / ``ef_search`` override the index's search settings."""
         if (text is None) == (image is None):
-            raise ConfigError(
-                'give a query text (`mispair search INDEX "a red apple"`) or --image '
-                "PICTURE, exactly one of them"
-            )
-        if rerank and k > rerank:
-            raise ConfigError(f"--top-k {k}: at most --rerank {rerank} (the candidates the head orders)")
-        spec = self.spec.with_search(nprobe, ef_search)
+            raise ConfigError(ONE_KIND_OF_QUERY)
         if text is not None:
-            tokens = self.model.query_tokens(text)
-            query = self.model.text_vectors([tokens])
-            scores, ids = _found(*(a[0] for a in self.search_vectors(query, max(k, rerank), "images", spec)))
-            if rerank:
-                scores, ids = self.rerank_images(ids[:rerank], tokens)
-            return [self._image_hit(r, s, i) for r, (s, i) in enumerate(zip(scores[:k], ids[:k]), start=1)]
+            return self.search_texts([text], k=k, rerank=rerank, nprobe=nprobe, ef_search=ef_search)[0]
+        check_rerank(k, rerank)
+        spec = self.spec.with_search(nprobe, ef_search)
         features = self.picture_features(Path(image))
         query = self.model.image_vectors(PairSet(features, [], np.zeros(0)))
         scores, ids = _found(*(a[0] for a in self.search_vectors(query, max(k, rerank), "captions", spec)))
         if rerank:
             scores, ids = self.rerank_captions(ids[:rerank], features)
         return [self._caption_hit(r, s, c) for r, (s, c) in enumerate(zip(scores[:k], ids[:k]), start=1)]
+
+    def search_texts(
+        self,
+        texts: Sequence[str],
+        *,
+        k: int = 10,
+        rerank: int = 0,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+    ) -> list[list[Hit]]:
+        """The ``k`` best images for each of ``texts``, as :meth:`search` finds them for one: the
+        texts are encoded in batches and searched in one call (``rerank`` orders each text's
+        candidates by the head, one text at a time)."""
+        check_rerank(k, rerank)
+        if not texts:
+            return []
+        spec = self.spec.with_search(nprobe, ef_search)
+        tokens = self.model.queries_tokens(list(texts))
+        found = self.search_vectors(self.model.text_vectors(tokens), max(k, rerank), "images", spec)
+        results = []
+        for row_scores, row_ids, row_tokens in zip(*found, tokens):
+            scores, ids = _found(row_scores, row_ids)
+            if rerank:
+                scores, ids = self.rerank_images(ids[:rerank], row_tokens)
+            results.append(
+                [self._image_hit(r, s, i) for r, (s, i) in enumerate(zip(scores[:k], ids[:k]), start=1)]
+            )
+        return results
 
     def search_vectors(
         self, queries: np.ndarray, k: int, target: str, spec: IndexSpec | None = None
@@ -494,10 +515,12 @@ def _ordered(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def hits_table(hits: list[Hit], title: str = "") -> str:
-    """The hits as an aligned text table (rank, score, image id, split, caption)."""
-    width = max([5, *(len(h.image_id) for h in hits)])
+    """The hits as an aligned text table (rank, score, image id, split, caption), for a terminal:
+    control characters of the collection's texts escaped (:func:`printable`)."""
+    width = max([5, *(len(printable(h.image_id)) for h in hits)])
     lines = [title] if title else []
     lines.append(f"{'rank':>4} {'score':>8}  {'image':<{width}}  {'split':<5}  caption")
     for h in hits:
-        lines.append(f"{h.rank:>4} {h.score:8.4f}  {h.image_id:<{width}}  {h.split:<5}  {h.caption}")
+        image, split, caption = (printable(text) for text in (h.image_id, h.split, h.caption))
+        lines.append(f"{h.rank:>4} {h.score:8.4f}  {image:<{width}}  {split:<5}  {caption}")
     return "\n".join(lines)

@@ -150,17 +150,22 @@ class SearchModel:
 
     def query_tokens(self, text: str) -> list[int]:
         """Token ids of a query text; a text without any token is a one-line error."""
-        if not text.strip():
+        return self.queries_tokens([text])[0]
+
+    def queries_tokens(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each query text (a caption encoder encodes them in one call); an empty
+        text is a one-line error."""
+        if not all(text.strip() for text in texts):
             raise DataError("the query text is empty")
         if self.config.model.text_encoder != "precomputed":
-            return self.tokenizer.encode(text)
+            return [self.tokenizer.encode(text) for text in texts]
         data = self.config.data
         if data.caption_encoder:  # the run's own caption encoder (an open_clip text tower, ...)
             from mispair.data.caption_encoders import caption_vectors
             from mispair.data.text_vectors import vector_tokens
 
-            vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, [text], None)
-            return vector_tokens(vectors)[0]
+            vectors = caption_vectors(data.caption_encoder, data.caption_encoder_options, list(texts), None)
+            return vector_tokens(vectors)
         raise DataError(
             f"{self.path}: trained on caption vectors given with the collection "
             f"({data.text_embedding_column}), so it cannot encode a text query; search it by "

@@ -69,12 +69,20 @@ def _only_index_files(path: Path) -> bool:
     return True
 
 
-def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the checked content of every file it names."""
+def check_index_folder(path: str | Path) -> dict[str, Any]:
+    """The manifest of the index folder ``path``, or a one-line error when there is none (what
+    the command line checks before it loads torch and FAISS; :func:`read_index_folder` checks
+    the files it names)."""
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"{path}: no such index (build one: mispair index CHECKPOINT DATA --out {path})")
-    manifest = _read_manifest(path / MANIFEST)
+    return _read_manifest(path / MANIFEST)
+
+
+def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and the checked content of every file it names."""
+    path = Path(path)
+    manifest = check_index_folder(path)
     files = {}
     for name, digest in manifest["files"].items():
         if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
