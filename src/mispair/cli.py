@@ -80,6 +80,7 @@ DATA_OPTIONS = (
     "text_embedding_column",
     "embeddings_aligned",
     "encoder_runtime",
+    "cache_dir",
 )
 
 
@@ -197,6 +198,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         log=lambda m: print(m, file=sys.stderr),
         overwrite=args.overwrite,
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
+        fdr=args.fdr,
     )
     if result is not None:  # rank 0 (or the only process) ranked the pairs and wrote the report
         print(format_audit(result.summary, Path(args.out)))
@@ -206,11 +208,24 @@ def format_audit(summary: dict, out: Path) -> str:
     """The audit's result in a few lines: what was found, how well (when it can tell), where."""
     low, high = (100 * x for x in summary["estimated_mismatched_share_interval"])
     splits = ", ".join(f"{n} {name}" for name, n in summary["pairs_by_split"].items())
+    calibration = summary.get("calibration") or {}
     lines = [
         f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
         f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
         f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"
     ]
+    if calibration.get("method") == "decoys":
+        share = 100 * summary["estimated_mismatched_share"]
+        lines[0] = (
+            f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of "
+            f"{summary['collection_name']} ({splits}): about {share:.0f}% of the pairs "
+            f"({calibration['level']:.0%} interval {low:.0f}–{high:.0f}%) are as unrelated as a "
+            f"caption taken from another picture; {summary['suspected']} suspected at an estimated "
+            f"false-discovery rate of {calibration['estimated_false_drop_share']:.0%} (--fdr "
+            f"{calibration['fdr']:g}), leaving an estimated "
+            f"{calibration['estimated_kept_mismatched_share']:.0%} mismatched among the rest"
+        )
+        lines.append(f"trust: {calibration['note']} ({calibration['decoys']} decoy pairs)")
     refused = summary.get("pairs_refused", 0)
     if refused:
         lines.append(
@@ -264,7 +279,7 @@ def format_audit(summary: dict, out: Path) -> str:
             "score like them (correct pairs the model finds hard do too): read the mismatch "
             "probabilities as a ranking, not as odds"
         )
-    elif not detection:
+    elif not detection and calibration.get("method") != "decoys":
         lines.append(
             "note: the estimated share comes from a mixture fitted to the held-out scores and errs "
             "high where many correct pairs score low; `--plant 0.1` checks the ranking and the share "
@@ -294,7 +309,9 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         )
     from mispair.audit.result import AuditResult
 
-    applied = AuditResult.load(args.audit).apply(args.decisions, args.out, threshold=args.threshold)
+    applied = AuditResult.load(args.audit).apply(
+        args.decisions, args.out, threshold=args.threshold, fdr=args.fdr
+    )
     print(
         f"wrote {applied.folder}: {applied.kept} pairs kept ({applied.replaced} with a new caption), "
         f"{applied.removed} removed; images {applied.linked} hard-linked, {applied.copied} copied; "
@@ -574,6 +591,11 @@ def _column_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--image-root", help="the folder a table's image paths are relative to (default: the table's folder)"
     )
+    parser.add_argument(
+        "--cache-dir",
+        help="where image features and unpacked images are cached (default: $MISPAIR_CACHE, else "
+        "$XDG_CACHE_HOME/mispair, else ~/.cache/mispair); the collection itself is only read",
+    )
     for side in ("image", "text"):
         parser.add_argument(
             f"--{side}-embedding-column",
@@ -676,6 +698,13 @@ def _audit_parser(sub: Subparsers) -> None:
     )
     audit.add_argument("--images", help="where a precomputed collection's pictures lie (for thumbnails)")
     audit.add_argument(
+        "--fdr",
+        type=float,
+        default=0.1,
+        help="suspect the pairs a cut at this estimated false-discovery rate drops (default 0.1: "
+        "about 10%% of the suspected pairs are matched ones)",
+    )
+    audit.add_argument(
         "--top",
         type=_ranged("top"),
         default=None,
@@ -710,6 +739,12 @@ def _apply_parser(sub: Subparsers) -> None:
         "--threshold",
         type=float,
         help="also drop the undecided pairs whose mismatch probability is at least this",
+    )
+    apply.add_argument(
+        "--fdr",
+        type=float,
+        help="also drop the undecided pairs of the cut at this estimated false-discovery rate "
+        "(their q-value at most this: e.g. 0.05, about 5%% of the dropped pairs matched ones)",
     )
     apply.set_defaults(run=_cmd_apply)
 

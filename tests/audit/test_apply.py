@@ -278,3 +278,22 @@ def test_a_threshold_outside_zero_to_one_is_refused(audited, tmp_path, threshold
     with pytest.raises(ConfigError, match="--threshold"):
         result.apply(some_decisions(result.pairs), tmp_path / "clean", threshold=threshold)
     assert not (tmp_path / "clean").exists()
+
+
+def test_undecided_pairs_of_the_fdr_cut_are_removed_and_the_cut_is_the_audits_suspects(audited, tmp_path):
+    _, _, result = audited
+    pairs = result.pairs
+    assert result.summary["calibration"]["method"] == "decoys" and pairs["q_value"].notna().all()
+    assert (pairs["suspected"] == (pairs["q_value"] <= result.summary["calibration"]["fdr"])).all()
+    decisions = some_decisions(pairs)
+    applied = result.apply(decisions, tmp_path / "clean", fdr=0.2)
+    removed = pd.read_csv(applied.folder / "removed.csv", dtype=str)
+    undecided = pairs[~pairs["pair_id"].isin(decisions["pair_id"])]
+    cut = set(undecided.loc[undecided["q_value"] <= 0.2, "pair_id"])
+    assert set(removed.loc[removed["reason"] == "q-value <= 0.2", "pair_id"]) == cut
+    for wrong, message in ((1.5, "--fdr"), (0.0, "--fdr")):
+        with pytest.raises(ConfigError, match=message):
+            result.apply(decisions, tmp_path / "other", fdr=wrong)
+    with pytest.raises(ConfigError, match="give one of them"):
+        result.apply(decisions, tmp_path / "other", fdr=0.1, threshold=0.5)
+    assert not (tmp_path / "other").exists()
