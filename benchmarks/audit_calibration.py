@@ -16,8 +16,8 @@ the old mixture estimate beside them, against the truth.
 Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English descriptions),
 ``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of them),
 ``icons`` (the Adwaita icon theme's distinct names at one size, captioned by their file names:
-"folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s random features, written as
-``.npy`` pictures).
+"folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s precomputed splits, the swaps
+planted by the audit itself into the training split: ``--plant``).
 """
 
 from __future__ import annotations
@@ -71,20 +71,12 @@ def icon_pairs() -> list[tuple[Path, str]]:
     return [(png, " ".join(re.findall(r"[a-z0-9]+", name.lower()))) for name, png in sorted(by_name.items())]
 
 
-def synthetic_pairs(folder: Path) -> list[tuple[Path, str]]:
-    from mispair.data.synthetic import make_synthetic
+def synthetic_collection(folder: Path) -> Path:
+    """``mispair.data.synthetic``'s precomputed splits (400 / 50 / 50 images, 5 captions each):
+    the audit plants the swaps into its training split (``--plant``), as a user would."""
+    from mispair.data.synthetic import write_synthetic_dataset
 
-    sets = make_synthetic(seed=0)
-    pairs = []
-    (folder / "features").mkdir(parents=True, exist_ok=True)
-    for split, pairset in sets.items():
-        for k, caption in enumerate(pairset.captions):
-            image = int(pairset.image_of_caption[k])
-            path = folder / "features" / f"{split}_{image}.npy"
-            if not path.is_file():
-                np.save(path, np.asarray(pairset.images[image], dtype=np.float32))
-            pairs.append((path, caption))
-    return pairs
+    return write_synthetic_dataset(folder, n_train=400, n_dev=50, n_test=50)
 
 
 def write_collection(folder: Path, pairs: list[tuple[Path, str]], rate: float, seed: int) -> np.ndarray:
@@ -119,12 +111,12 @@ def collection_pairs(name: str, folder: Path, args: argparse.Namespace) -> list[
         return openclipart_pairs(args.openclipart_max)
     if name == "icons":
         return icon_pairs()
-    if name == "synthetic":
-        return synthetic_pairs(folder / "source")
     raise SystemExit(f"unknown collection {name!r}")
 
 
-def held_out_scores(folder: Path, truth_of_row: np.ndarray, out: Path) -> dict[str, np.ndarray]:
+def held_out_scores(
+    folder: Path, truth_of_row: np.ndarray | None, out: Path, plant: float | None = None, seed: int = 0
+) -> dict[str, np.ndarray]:
     """The audit's held-out scoring of the folder (its default run), as the audit runs it."""
     import torch
 
@@ -140,7 +132,7 @@ def held_out_scores(folder: Path, truth_of_row: np.ndarray, out: Path) -> dict[s
     from mispair.engine.checks import check_run_config
     from mispair.engine.pair_scores import division_scores
 
-    config = audit_config(folder, out)
+    config = audit_config(folder, out, plant=plant, seed=seed)
     check_run_config(config)
     config = replace(config, data=concrete_source(config.data))
     data = load_run_data(config)
@@ -152,15 +144,19 @@ def held_out_scores(folder: Path, truth_of_row: np.ndarray, out: Path) -> dict[s
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
     scores = division_scores(config, data, train, torch.device("cpu"), progress=True, others=others)
-    ids = list(train.pairs.pair_ids) + list(others.pairs.pair_ids)
-    rows = np.array([int(i) for i in ids])
+    if truth_of_row is None:  # planted by the audit: its noise record is the truth
+        truth, truth_others = data.noise.is_noisy, np.zeros(len(others), dtype=bool)
+    else:
+        ids = list(train.pairs.pair_ids) + list(others.pairs.pair_ids)
+        rows = np.array([int(i) for i in ids])
+        truth, truth_others = truth_of_row[rows[: len(train)]], truth_of_row[rows[len(train) :]]
     return {
         "score": scores.train,
         "others": scores.others,
         "null": scores.null,
         "null_others": scores.null_others,
-        "truth": truth_of_row[rows[: len(train)]],
-        "truth_others": truth_of_row[rows[len(train) :]],
+        "truth": truth,
+        "truth_others": truth_others,
     }
 
 
@@ -175,12 +171,17 @@ def score(args: argparse.Namespace) -> None:
                     continue
                 started = time.time()
                 folder = WORK / tag
-                pairs = collection_pairs(name, WORK / name, args)
-                truth = write_collection(folder / "collection", pairs, rate, seed)
-                found = held_out_scores(folder / "collection", truth, folder / "audit")
+                if name == "synthetic":
+                    collection = synthetic_collection(folder / "collection")
+                    found = held_out_scores(collection, None, folder / "audit", plant=rate, seed=seed)
+                else:
+                    pairs = collection_pairs(name, WORK / name, args)
+                    truth = write_collection(folder / "collection", pairs, rate, seed)
+                    found = held_out_scores(folder / "collection", truth, folder / "audit")
                 np.savez(target, **{k: v for k, v in found.items() if v is not None})
+                everything = np.concatenate([found["truth"], found["truth_others"]])
                 print(
-                    f"{tag}: {len(pairs)} pairs, {truth.mean():.3f} mismatched, "
+                    f"{tag}: {len(everything)} pairs, {everything.mean():.3f} mismatched, "
                     f"{time.time() - started:.0f} s",
                     file=sys.stderr,
                     flush=True,

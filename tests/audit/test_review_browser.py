@@ -94,10 +94,32 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     assert _states(page)[4] == "undecided" and _states(page)[5] == "undecided"
 
     page.fill("#bulk-p", "0.9")
+    shown = page.evaluate("window.mispairAudit.rows.map(function (r) { return r[3]; })")
+    at = [p for p in shown if p >= 0.9]
+    below = [p for p in shown if p < 0.9]
+    false_drops, kept = 1 - sum(at) / len(at), sum(below) / len(below)
+    estimate = page.text_content("#bulk-estimate")  # live, as the cut moves
+    assert f"At ≥ 0.90: {len(at)} pairs, of which an estimated {100 * false_drops:.1f}%" in estimate
+    assert f"an estimated {100 * kept:.1f}% of the pairs below the cut are mismatched" in estimate
+    messages = []
+
+    def answer(dialog, accept):
+        messages.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))  # asked first: nothing dropped
+    page.click("#bulk-drop")
+    assert page.text_content("#bulk-note") == "nothing dropped" and _states(page)[4] == "undecided"
+    page.once("dialog", lambda dialog: answer(dialog, True))
     page.click("#bulk-drop")
     probability = dict(zip(ids, table["mismatch_probability"]))
     bulk = {i: ("drop", "") for i in ids if probability[i] >= 0.9 and i not in expected}
     assert bulk  # the synthetic scores put some pairs above 0.9
+    good = round(len(bulk) * false_drops)
+    assert messages[0] == messages[1] == (
+        f"Drop {len(bulk)} undecided pairs? An estimated {100 * false_drops:.1f}% of the pairs at this "
+        f"cut are correct: about {good} good pairs would be dropped."
+    )
     expected |= bulk
 
     page.reload()

@@ -42,9 +42,18 @@ FIELDS = (
 )
 
 
-def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, threshold: float) -> str:
+def page_data(
+    table: pd.DataFrame,
+    thumbnails: dict[str, str],
+    *,
+    audit: str,
+    threshold: float,
+    rest: pd.DataFrame | None = None,
+) -> str:
     """``pairs.js`` for the ranked ``table`` (``pairs.csv``'s rows), ``thumbnails`` (image id →
-    path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``."""
+    path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``;
+    ``rest``: the pairs the page does not show, counted (``rest``: their number and the sum of
+    their mismatch probabilities) so the bulk drop's estimates cover every pair."""
     images: dict[str, int] = {}
 
     def image(image_id: str | None) -> int:
@@ -86,6 +95,10 @@ def page_data(table: pd.DataFrame, thumbnails: dict[str, str], *, audit: str, th
     data = {
         "audit_id": audit,
         "threshold": threshold,
+        "rest": {
+            "n": 0 if rest is None else len(rest),
+            "sum_p": 0.0 if rest is None else round(float(rest["mismatch_probability"].sum()), 6),
+        },
         "fields": FIELDS,
         "images": [[i, thumbnails.get(i, "")] for i in images],
         "rows": rows,

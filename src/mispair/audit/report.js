@@ -203,16 +203,55 @@
     $("counts").textContent = n.keep + " kept, " + n.drop + " dropped, " + n.replace + " replaced, " +
       (rows.length - n.keep - n.drop - n.replace) + " undecided";
   }
+  // The cut's estimated error rates: the mismatch probabilities are calibrated, so the pairs at
+  // or above the cut hold about sum(p) mismatched ones (the rest matched: the false-discovery
+  // rate), and those below it about sum(p) too (the mismatched pairs kept). Pairs the page does
+  // not show count through data.rest (their number and the sum of their probabilities).
+  function cutEstimate(limit) {
+    var n = 0, sum = 0, keptN = data.rest ? data.rest.n : 0, keptSum = data.rest ? data.rest.sum_p : 0;
+    var undecided = 0;
+    rows.forEach(function (row) {
+      var p = row[F.mismatch_probability];
+      if (p >= limit) {
+        n += 1; sum += p;
+        if (!decisions[row[F.pair_id]]) { undecided += 1; }
+      } else { keptN += 1; keptSum += p; }
+    });
+    return {dropped: n, undecided: undecided, falseDrops: n ? 1 - sum / n : 0,
+            goodDropped: Math.round(n - sum), keptMismatched: keptN ? keptSum / keptN : 0};
+  }
+  function pct(x) { return (100 * x).toFixed(1) + "%"; }
+  function showEstimate() {
+    var limit = parseFloat($("bulk-p").value);
+    if (isNaN(limit)) { $("bulk-estimate").textContent = ""; return; }
+    var e = cutEstimate(limit);
+    $("bulk-estimate").textContent = "At ≥ " + limit.toFixed(2) + ": " + e.dropped + " pairs, of which an estimated " +
+      pct(e.falseDrops) + " (about " + e.goodDropped + ") are correct pairs; an estimated " +
+      pct(e.keptMismatched) + " of the pairs below the cut are mismatched. " + e.undecided + " of them undecided.";
+  }
+  $("bulk-p").addEventListener("input", function () { $("bulk-slider").value = $("bulk-p").value; showEstimate(); });
+  $("bulk-slider").addEventListener("input", function () {
+    $("bulk-p").value = parseFloat($("bulk-slider").value).toFixed(2); showEstimate();
+  });
   function bulkDrop() {
     var limit = parseFloat($("bulk-p").value), edits = [];
     if (isNaN(limit)) { return; }
+    var e = cutEstimate(limit);
     rows.forEach(function (row) {
       if (row[F.mismatch_probability] >= limit && !decisions[row[F.pair_id]]) {
         edits.push([row[F.pair_id], {d: "drop", c: ""}]);
       }
     });
-    if (edits.length) { change(edits); }
+    if (!edits.length) { $("bulk-note").textContent = "0 pairs dropped"; return; }
+    var good = Math.round(edits.length * e.falseDrops);
+    if (!window.confirm("Drop " + edits.length + " undecided pairs? An estimated " + pct(e.falseDrops) +
+        " of the pairs at this cut are correct: about " + good + " good pairs would be dropped.")) {
+      $("bulk-note").textContent = "nothing dropped";
+      return;
+    }
+    change(edits);
     $("bulk-note").textContent = edits.length + " pairs dropped";
+    showEstimate();
   }
   function download() {
     var lines = ["pair_id,decision,caption"];
@@ -288,6 +327,7 @@
   $("next").addEventListener("click", function () { turn(page + 1, 0); });
   $("last").addEventListener("click", function () { turn(pages() - 1, 0); });
   $("bulk-drop").addEventListener("click", bulkDrop);
+  showEstimate();
   $("download").addEventListener("click", download);
   function open(i) {
     $("decision-filter").value = "all"; $("p-min").value = "0"; $("p-max").value = "1"; $("search").value = "";

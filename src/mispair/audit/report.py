@@ -68,7 +68,8 @@ def review_page(
     shown = table if top is None else table.head(top)
     thumbnails = write_thumbnails(report_images(shown), pictures, folder, progress=progress)
     summary["audit_id"] = audit_id(table)
-    data = page_data(shown, thumbnails, audit=summary["audit_id"], threshold=summary["threshold"])
+    rest = table.iloc[len(shown) :]
+    data = page_data(shown, thumbnails, audit=summary["audit_id"], threshold=summary["threshold"], rest=rest)
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     page = render_report(
         summary, plots, division, retrieval, shown=len(shown), has_why="why" in table, duplicates=duplicates
