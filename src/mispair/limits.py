@@ -37,8 +37,20 @@ DEFAULTS: dict[str, int] = {
     "MAX_TABLE_BYTES": 2_000_000_000,  # a csv/tsv/jsonl/parquet table
     "MAX_COCO_JSON_BYTES": 1_000_000_000,  # a COCO or Karpathy captions JSON
     "MAX_MEMBER_BYTES": 50_000_000,  # one member of a WebDataset tar shard
+    "MAX_TABLE_ROWS": 20_000_000,  # rows of a table (Parquet's from its metadata, before reading)
+    "MAX_TABLE_DECODED_BYTES": 8_000_000_000,  # a Parquet table once decoded (read a row group at a time)
+    "MAX_SHARD_MEMBERS": 1_000_000,  # members of one WebDataset tar shard
+    "MAX_SHARD_DECODED_BYTES": 20_000_000_000,  # the members' declared sizes in one shard, summed
+    "MAX_EXPANDED_NAMES": 100_000,  # shard names one brace pattern expands to
+    "MAX_JSON_ELEMENTS": 50_000_000,  # values (objects, arrays, strings, numbers) of a captions JSON
+    "MAX_ARRAY_BYTES": 2_000_000_000,  # one .npy array, from its header before it is read
+    "MAX_IMAGE_BYTES": 50_000_000,  # one picture's bytes in a table cell (written to the cache)
     # JSON files a run folder or an index holds
     "MAX_JSON_DEPTH": 64,
+    # an audit folder, a decisions file and an index folder: read as untrusted input
+    "MAX_SUMMARY_BYTES": 50_000_000,  # an audit's summary.json
+    "MAX_DECISIONS_BYTES": 500_000_000,  # a decisions.csv given to apply
+    "MAX_INDEX_FILE_BYTES": 50_000_000_000,  # one file of an index folder (when its manifest has no size)
 }
 
 RANGES: dict[str, tuple[int, int]] = {

@@ -95,3 +95,110 @@ def append_text(path: str | Path, text: str) -> None:
             raise DataError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
+
+
+# --- reading files someone else may have written --------------------------------------------------
+
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_input(path: str | Path, max_bytes: int, what: str, *, hint: str = "", links: bool = True) -> int:
+    """A descriptor of ``path`` opened for reading once it is known to be a regular file of at
+    most ``max_bytes`` bytes (``fstat`` on the open file, so the file checked is the file read).
+    A FIFO is refused without blocking, a device (``/dev/zero``) without a byte read; with
+    ``links=False`` a symbolic link is refused too. The caller closes the descriptor.
+
+    Raises:
+        DataError: ``path`` is missing, not a regular file, a link (``links=False``), or larger
+            than ``max_bytes`` (``hint`` says how to raise the bound).
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, _READ_FLAGS | (0 if links else os.O_NOFOLLOW))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file ({what})") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise DataError(
+                f"{path}: a symbolic link, where {what} is a regular file; remove the link"
+            ) from None
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DataError(f"{path}: not a regular file ({what} is a regular file); remove it")
+        if info.st_size > max_bytes:
+            raise DataError(
+                f"{path}: {info.st_size:,} bytes, more than the {max_bytes:,} {what} may hold"
+                + (f" ({hint})" if hint else "")
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_input(path: str | Path, max_bytes: int, what: str, *, hint: str = "", links: bool = True) -> bytes:
+    """The bytes of ``path``, checked as :func:`open_input` says, never more than ``max_bytes``
+    read (a file that grows while read is refused)."""
+    fd = open_input(path, max_bytes, what, hint=hint, links=links)
+    try:
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total) or 1):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise DataError(f"{path}: grew past {max_bytes:,} bytes while read ({what})")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+# --- text other programs read: spreadsheets ---------------------------------------------------------
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""Leading characters that make a spreadsheet read a cell as a formula (CSV injection)."""
+
+
+def spreadsheet_safe(value: object) -> object:
+    """``value`` with a leading ``'`` when it is text a spreadsheet would run as a formula
+    (captions and ids are untrusted text); anything else unchanged.
+
+    >>> spreadsheet_safe("=HYPERLINK(\\"http://x\\")"), spreadsheet_safe("a dog")
+    ('\\'=HYPERLINK("http://x")', 'a dog')
+    """
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def spreadsheet_text(value: str) -> str:
+    """The text :func:`spreadsheet_safe` made safe, as it was (a cell read back from a CSV
+    mispair or its report wrote: ``'=1`` is ``=1`` again; ``'a`` stays ``'a``)."""
+    return (
+        value[1:] if value.startswith("'") and value[1:2] and value[1:].startswith(FORMULA_STARTS) else value
+    )
+
+
+CSV_ROWS = 100_000
+"""The rows :func:`write_csv` converts at a time (a million pairs' table is 400 MB of text)."""
+
+
+def write_csv(frame: object, handle: object, *, line_end: str = "\r\n") -> None:
+    """Write the pandas DataFrame ``frame`` (no index) as UTF-8 CSV to the binary ``handle``,
+    every text cell and column name spreadsheet-safe, :data:`CSV_ROWS` rows at a time: the one
+    writer of the CSV files a person opens (``pairs.csv``, ``refused.csv``, ``keep.csv``,
+    ``removed.csv``, ``--export-pairs``)."""
+    import io
+
+    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")  # type: ignore[arg-type]
+    columns = [spreadsheet_safe(str(c)) for c in frame.columns]  # type: ignore[attr-defined]
+    for start in range(0, max(len(frame), 1), CSV_ROWS):  # type: ignore[arg-type]
+        safe = frame.iloc[start : start + CSV_ROWS].copy()  # type: ignore[attr-defined]
+        for column in safe.columns:
+            if safe[column].dtype == object or str(safe[column].dtype).startswith(("string", "str")):
+                safe[column] = safe[column].map(spreadsheet_safe)
+        safe.to_csv(text, index=False, header=columns if start == 0 else False, lineterminator=line_end)
+    text.flush()
+    text.detach()  # the handle stays open for its owner

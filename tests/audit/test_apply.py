@@ -189,7 +189,7 @@ def test_bad_places_are_one_line_errors_that_write_nothing(audited, tmp_path, ca
         ([str(audit_dir), "--decisions", str(other), "--out", str(tmp_path / "a")], "not of this audit"),
         (
             [str(audit_dir), "--decisions", str(good), "--out", str(busy)],
-            "does not hold a cleaned collection",
+            "did not create",
         ),
         ([str(audit_dir), "--decisions", str(good), "--out", str(collection / "clean")], "inside the input"),
         ([str(audit_dir), "--decisions", str(good), "--out", str(audit_dir / "clean")], "inside the input"),
@@ -211,11 +211,14 @@ def test_bad_places_are_one_line_errors_that_write_nothing(audited, tmp_path, ca
     assert (snapshot(collection), snapshot(audit_dir)) == before
 
 
-def test_a_previous_cleaned_collection_is_replaced(audited, tmp_path):
+def test_a_previous_cleaned_collection_is_replaced_only_with_overwrite(audited, tmp_path):
     _, _, result = audited
     first = result.apply(some_decisions(result.pairs), tmp_path / "clean")
-    again = result.apply(some_decisions(result.pairs).head(1), tmp_path / "clean")
+    with pytest.raises(DataError, match="earlier `mispair apply`"):
+        result.apply(some_decisions(result.pairs).head(1), tmp_path / "clean")
+    again = result.apply(some_decisions(result.pairs).head(1), tmp_path / "clean", overwrite=True)
     assert again.folder == first.folder and again.removed == 1
+    assert (tmp_path / "clean" / ".mispair-output").read_text() == "mispair apply output\n"
 
 
 def test_a_collection_without_image_files_is_refused(audited, tmp_path):
@@ -260,7 +263,7 @@ def test_a_planted_swap_is_undone_in_the_cleaned_collection(audited, tmp_path):
 def test_images_are_copied_where_they_cannot_be_linked(audited, tmp_path, monkeypatch):
     collection, _, result = audited
 
-    def no_links(source, target):
+    def no_links(source, target, **_):
         raise OSError(18, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "link", no_links)

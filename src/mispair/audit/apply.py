@@ -15,15 +15,21 @@ collection is a folder of files, and such a collection has none to link.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from mispair.atomic import atomic_directory
+from mispair.atomic import atomic_directory, atomic_text, atomic_write
+from mispair.audit.audit_folder import check_pairs, check_summary, plain_name
 from mispair.errors import ConfigError, DataError
+from mispair.limits import limit, raise_hint
+from mispair.output_folder import MARKER
+from mispair.safe_io import read_input, spreadsheet_text, write_csv
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,13 +61,21 @@ def apply_decisions(
     *,
     threshold: float | None = None,
     fdr: float | None = None,
+    overwrite: bool = False,
 ) -> AppliedCollection:
     """Write the collection of the audit (``pairs``, ``summary``) with ``decisions`` applied into
     the new folder ``out`` (see the module's description). Every check runs before anything is
     written, and the folder is written beside ``out`` and renamed into place: bad input is a
     one-line :class:`~mispair.errors.DataError` and leaves nothing behind. ``threshold`` drops the
     undecided pairs whose mismatch probability reaches it; ``fdr`` those whose q-value is at most
-    it (the cut whose estimated share of matched pairs among the dropped is ``fdr``)."""
+    it (the cut whose estimated share of matched pairs among the dropped is ``fdr``).
+
+    The audit is untrusted input: its summary and pairs are checked
+    (:mod:`mispair.audit.audit_folder`), and every picture is checked again when it is linked (a
+    regular file inside the image root, reached through no link); nothing is written outside
+    ``out``. ``out`` is marked as apply's (``.mispair-output``); an existing non-empty ``out`` is
+    refused unless ``overwrite``: then an earlier cleaned collection holding only apply's files is
+    replaced, and any other folder gets apply's files written into it, nothing else touched."""
     import pandas as pd
 
     if threshold is not None and not 0 <= threshold <= 1:
@@ -72,38 +86,36 @@ def apply_decisions(
         raise ConfigError("--fdr and --threshold: give one of them")
     if fdr is not None and ("q_value" not in pairs or pairs["q_value"].isna().all()):
         raise ConfigError("--fdr: this audit has no q-values (audited without decoys); give --threshold")
-    root = _image_root(summary)
+    summary = check_summary(summary, "the audit's summary")
+    pairs = check_pairs(pairs.copy(), summary, "the audit's pairs")
+    root = _image_root(summary, pairs)
     out = _checked_out(Path(out), summary, root)
+    mode = _out_mode(out, overwrite)
     table = read_decisions(decisions, summary.get("audit_id"))
     _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
     rows = _outcome(pairs, summary, table, threshold, fdr)
     kept = rows[rows["kept"]]
-    source = {image: root / image for image in kept["image"]}  # an absolute id stays itself
-    kept = kept.assign(image=kept["image"].map(lambda image: _relative(image, root)))
-    missing = [i for i in dict.fromkeys(source) if not source[i].is_file()]
-    if missing:
-        raise DataError(
-            f"{root / missing[0]}: the image file is gone ({len(missing)} missing); the "
-            "collection moved since the audit"
-        )
+    names = {image: plain_name(image, root, "the audit's pairs: image id") for image in kept["image"]}
+    kept = kept.assign(image=kept["image"].map(names))
+    source = {name: _checked_source(root, name) for name in dict.fromkeys(names.values())}
     counts = {"linked": 0, "copied": 0}
 
     def write(folder: Path) -> None:
         columns = ["image", "caption", "pair_id"] + (["split"] if summary.get("split_note") is None else [])
-        kept[columns].to_csv(folder / "captions.csv", index=False, lineterminator="\n")
-        kept[["pair_id", "reason"]].to_csv(folder / "keep.csv", index=False, lineterminator="\n")
-        rows[~rows["kept"]][["pair_id", "reason"]].to_csv(
-            folder / "removed.csv", index=False, lineterminator="\n"
-        )
-        for image, file in source.items():
-            counts[_link_or_copy(file, folder / _relative(image, root))] += 1
+        atomic_text(folder / "captions.csv", kept[columns].to_csv(index=False, lineterminator="\n"))
+        for name, frame in (("keep.csv", kept), ("removed.csv", rows[~rows["kept"]])):
+            atomic_write(
+                folder / name,
+                lambda handle, f=frame: write_csv(f[["pair_id", "reason"]], handle, line_end="\n"),
+            )
+        for name, file in source.items():
+            counts[_link_or_copy(file, folder, name)] += 1
+        atomic_text(folder / MARKER, "mispair apply output\n")
 
-    atomic_directory(
-        out,
-        write,
-        what="cleaned collection",
-        replaceable=lambda p: all((p / name).is_file() for name in OUTPUT_FILES),
-    )
+    if mode == "into":
+        write(out)
+    else:
+        atomic_directory(out, write, what="cleaned collection", replaceable=lambda p: mode == "replace")
     replaced = int((kept["reason"] == "replace").sum())
     return AppliedCollection(out, len(kept), replaced, int((~rows["kept"]).sum()), **counts)
 
@@ -118,7 +130,7 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
         frame, where = decisions.fillna("").astype(str), "decisions"
     else:
         path = Path(decisions)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise DataError(f"--decisions {path}: no such file; give the decisions.csv the report downloaded")
         named = DECISIONS_NAME.match(path.name)
         if audit and named and named["id"] != audit:
@@ -133,11 +145,11 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
             f"{where}: no column {missing[0]!r}; expected pair_id,decision,caption "
             f"(columns found: {', '.join(map(str, frame.columns)) or 'none'})"
         )
-    frame = pd.DataFrame(
+    frame = pd.DataFrame(  # cells the report made spreadsheet-safe ('=...) read as they were
         {
-            "pair_id": frame["pair_id"].str.strip(),
+            "pair_id": frame["pair_id"].str.strip().map(spreadsheet_text),
             "decision": frame["decision"].str.strip().str.lower(),
-            "caption": frame["caption"].str.strip() if "caption" in frame else "",
+            "caption": frame["caption"].str.strip().map(spreadsheet_text) if "caption" in frame else "",
         }
     )
     _check_rows(frame, where)
@@ -147,13 +159,17 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
 def _read_csv(path: Path) -> pd.DataFrame:
     import pandas as pd
 
+    data = read_input(
+        path, limit("MAX_DECISIONS_BYTES"), "a decisions file", hint=raise_hint("MAX_DECISIONS_BYTES")
+    )
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text; save the decisions as UTF-8") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: not a readable CSV file ({first})") from None
+    return frame
 
 
 def _check_rows(frame: pd.DataFrame, where: str) -> None:
@@ -227,13 +243,11 @@ def _natural(pair_id: str) -> list[tuple[int, int | str]]:
     return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", pair_id)]
 
 
-def _relative(image: str, root: Path) -> str:
-    """Where ``image`` goes in the cleaned folder: its id, or, for an absolute path (a DataFrame's
-    pictures), its path below the folder that holds every picture."""
-    return Path(image).relative_to(root).as_posix() if Path(image).is_absolute() else image
-
-
-def _image_root(summary: dict[str, Any]) -> Path:
+def _image_root(summary: dict[str, Any], pairs: pd.DataFrame) -> Path:
+    """The audit's image root, resolved: a real folder, not the file system's root, and the
+    audited collection (the collection's folder or one inside it, the ``--images`` folder, a
+    folder of mispair's cache, the folder of a DataFrame's absolute paths, or the run's
+    ``data.image_root``)."""
     root = summary.get("image_root")
     if root is None:
         raise DataError(
@@ -241,7 +255,55 @@ def _image_root(summary: dict[str, Any]) -> Path:
             "its image ids (a precomputed feature array?); apply writes a folder of image files, "
             "so it needs a collection of files (or an audit with --images)"
         )
-    return Path(root)
+    found = Path(root).resolve()
+    if not found.is_dir() or found == Path(found.anchor):
+        raise DataError(
+            f"{root}: the audit's image root is not a folder of pictures; the collection moved, "
+            "or the audit was altered"
+        )
+    if not any(found.is_relative_to(base) for base in _collection_folders(summary, pairs)):
+        raise DataError(
+            f"{root}: the audit's image root is not the audited collection "
+            f"{summary.get('collection')!r}; a tampered audit (or audit again with --images "
+            "naming the pictures' folder)"
+        )
+    return found
+
+
+def _collection_folders(summary: dict[str, Any], pairs: pd.DataFrame) -> list[Path]:
+    from mispair.data.cache_folder import cache_root
+
+    collection = Path(summary["collection"])
+    folders = [
+        collection.resolve() if collection.is_dir() else collection.resolve().parent,
+        cache_root().resolve(),
+    ]
+    folders += [Path(summary[k]).resolve() for k in ("pictures",) if summary.get(k)]
+    ids = pairs["image_id"]
+    if len(ids) and ids.str.startswith("/").all():  # a DataFrame's pictures: the folder holding them
+        folders.append(Path(os.path.commonpath([os.path.dirname(i) for i in ids.unique()])).resolve())
+    run_root = _run_image_root(summary)
+    return folders + ([run_root] if run_root is not None else [])
+
+
+def _run_image_root(summary: dict[str, Any]) -> Path | None:
+    """The ``data.image_root`` of the audit's run config, if it names one."""
+    from mispair.safe_parse import load_json
+
+    if not summary.get("run"):
+        return None
+    path = Path(summary["run"]) / "config.json"
+    try:
+        config = load_json(read_input(path, limit("MAX_CONFIG_BYTES"), "a run config"), path)
+    except DataError:
+        return None
+    data = config.get("data") if isinstance(config, dict) else None
+    root = data.get("image_root") if isinstance(data, dict) else None
+    return (
+        Path(root).resolve()
+        if isinstance(root, str) and "\0" not in root and Path(root).is_absolute()
+        else None
+    )
 
 
 def _checked_out(out: Path, summary: dict[str, Any], root: Path) -> Path:
@@ -258,12 +320,103 @@ def _checked_out(out: Path, summary: dict[str, Any], root: Path) -> Path:
     return out
 
 
-def _link_or_copy(source: Path, target: Path) -> str:
-    """Hard-link ``source`` at ``target`` (copy it where links cannot be made): which was done."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _checked_source(root: Path, name: str) -> Path:
+    """The picture ``name`` below ``root`` when it is a regular file reached through no link
+    (checked at apply time: the collection may have changed since the audit)."""
+    path = root.joinpath(*PurePosixPath(name).parts)
+    where = root
+    for part in PurePosixPath(name).parts:
+        where = where / part
+        try:
+            info = os.lstat(where)
+        except FileNotFoundError:
+            raise DataError(f"{path}: the image file is gone; the collection moved since the audit") from None
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read the image file ({exc.strerror or exc})") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise DataError(
+                f"{where}: a symbolic link in the collection; apply copies only regular files inside "
+                "the collection (replace the link by the file, or remove the pair)"
+            )
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{path}: not a regular file; apply copies only regular files inside the collection")
+    return path
+
+
+def _out_mode(out: Path, overwrite: bool) -> str:
+    """How ``out`` is written: ``new`` (missing or empty), ``replace`` (an earlier cleaned
+    collection holding only apply's files, with ``overwrite``) or ``into`` (any other folder, with
+    ``overwrite``: apply's files written into it, nothing else touched); else refused."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise DataError(f"{out}: exists and is not a folder; choose another path for the cleaned collection")
+    if not out.is_dir() or not any(out.iterdir()):
+        return "new"
+    marker = out / MARKER
+    ours = marker.is_file() and not marker.is_symlink() and _marker_text(marker).startswith("mispair apply")
+    if ours and not overwrite:
+        raise DataError(
+            f"{out}: holds a cleaned collection an earlier `mispair apply` wrote; choose a new --out, "
+            "or add --overwrite to replace it (files you added to it are kept)"
+        )
+    if not overwrite:
+        first = sorted(p.name for p in out.iterdir())[0]
+        raise DataError(
+            f"{out}: a folder that mispair did not create (it holds {first!r}); choose an empty or "
+            "new --out, or add --overwrite to write the cleaned collection into it (nothing else "
+            "there is touched)"
+        )
+    return "replace" if ours and _only_applys(out) else "into"
+
+
+def _marker_text(marker: Path) -> str:
     try:
-        os.link(source, target)
+        return read_input(marker, 1000, "a folder's marker", links=False).decode("utf-8", "replace")
+    except DataError:
+        return ""
+
+
+def _only_applys(out: Path) -> bool:
+    """``out`` holds nothing but what an earlier apply wrote (its tables, marker and the pictures
+    its ``captions.csv`` names)."""
+    import pandas as pd
+
+    try:
+        data = read_input(out / "captions.csv", limit("MAX_TABLE_BYTES"), "a cleaned collection", links=False)
+        images = set(pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)["image"])
+    except (DataError, ValueError, KeyError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return False
+    own = {*OUTPUT_FILES, MARKER, *images}
+    for path in out.rglob("*"):
+        name = path.relative_to(out).as_posix()
+        if path.is_symlink() or (path.is_file() and name not in own):
+            return False
+    return True
+
+
+def _link_or_copy(source: Path, folder: Path, name: str) -> str:
+    """Hard-link ``source`` at ``folder/name`` (copy it where links cannot be made), never through
+    a link below ``folder``: which was done."""
+    target = folder
+    for part in PurePosixPath(name).parts[:-1]:
+        target = target / part
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise DataError(f"{target}: not a folder (a link or a file) in the output; remove it")
+        target.mkdir(exist_ok=True)
+    target = target / PurePosixPath(name).name
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        raise DataError(f"{target}: not a regular file in the output; remove it")
+    if target.exists():
+        if os.path.samefile(source, target):
+            return "linked"
+        target.unlink()
+    try:
+        os.link(source, target, follow_symlinks=False)
         return "linked"
     except OSError:
-        shutil.copy2(source, target)
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise DataError(f"{source}: not a regular file; apply copies only regular files") from None
+            atomic_write(target, lambda out: shutil.copyfileobj(handle, out))
+        shutil.copystat(source, target)
         return "copied"

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from mispair.atomic import atomic_text, atomic_write
 from mispair.audit.thumbs import THUMBS
-from mispair.engine.export import spreadsheet_safe
-from mispair.errors import ConfigError, DataError
+from mispair.errors import ConfigError
+from mispair.safe_io import CSV_ROWS
+from mispair.safe_io import write_csv as _write_safe_csv
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,22 +93,12 @@ class AuditResult:
     @classmethod
     def load(cls, folder: str | Path) -> AuditResult:
         """The audit saved in ``folder`` (its ``summary.json`` and ``pairs.parquet``; the CSV
-        is spreadsheet-safe, not the exact text)."""
-        import pandas as pd
+        is spreadsheet-safe, not the exact text), every file checked as untrusted input
+        (:func:`mispair.audit.audit_folder.read_audit_folder`)."""
+        from mispair.audit.audit_folder import read_audit_folder
 
-        folder = Path(folder)
-        summary_path, pairs_path = folder / "summary.json", folder / "pairs.parquet"
-        if not summary_path.is_file() or not pairs_path.is_file():
-            raise DataError(
-                f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
-                "give the --out folder of `mispair audit`"
-            )
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        pairs = pd.read_parquet(pairs_path)
-        report = folder / "report.html"
-        refused = folder / "refused.csv"
-        page = report.read_text(encoding="utf-8") if report.is_file() else ""
-        rejected = pd.read_csv(refused, dtype=str, keep_default_na=False) if refused.is_file() else None
+        read = read_audit_folder(folder)
+        pairs, summary, page, rejected = read.pairs, read.summary, read.report, read.refused
         return cls(pairs, summary, page, rejected)
 
     def apply(
@@ -117,15 +108,19 @@ class AuditResult:
         *,
         threshold: float | None = None,
         fdr: float | None = None,
+        overwrite: bool = False,
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
         a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or
         dropped when their mismatch probability is at least ``threshold`` or their q-value at most
-        ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones)."""
+        ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones). An existing non-empty
+        ``out`` is refused unless ``overwrite``."""
         from mispair.audit.apply import apply_decisions
 
-        return apply_decisions(self.pairs, self.summary, decisions, out, threshold=threshold, fdr=fdr)
+        return apply_decisions(
+            self.pairs, self.summary, decisions, out, threshold=threshold, fdr=fdr, overwrite=overwrite
+        )
 
 
 def audit_id(pairs: pd.DataFrame) -> str:
@@ -140,7 +135,7 @@ def audit_id(pairs: pd.DataFrame) -> str:
     return digest.hexdigest()[:16]
 
 
-TABLE_ROWS = 100_000
+TABLE_ROWS = CSV_ROWS
 """The rows :func:`write_csv` and :func:`write_parquet` convert at a time: a million pairs' table
 is 400 MB of CSV text, which whole, with its bytes and the copy made safe, took 1 GB more."""
 
@@ -154,16 +149,8 @@ def table_csv(frame: pd.DataFrame) -> str:
 
 def write_csv(frame: pd.DataFrame, handle: BinaryIO) -> None:
     """Write :func:`table_csv` of ``frame`` to the binary ``handle`` (UTF-8), :data:`TABLE_ROWS`
-    rows at a time."""
-    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
-    for start in range(0, max(len(frame), 1), TABLE_ROWS):
-        safe = frame.iloc[start : start + TABLE_ROWS].copy()
-        for column in safe.columns:
-            if safe[column].dtype == object or str(safe[column].dtype).startswith(("string", "str")):
-                safe[column] = safe[column].map(spreadsheet_safe)
-        safe.to_csv(text, index=False, header=start == 0, lineterminator="\r\n")
-    text.flush()
-    text.detach()  # the handle stays open for its owner
+    rows at a time (:func:`mispair.safe_io.write_csv`, the one writer of user-facing CSV)."""
+    _write_safe_csv(frame, handle)
 
 
 def write_parquet(frame: pd.DataFrame, handle: BinaryIO) -> None:
