@@ -267,6 +267,7 @@
     link.remove();
   }
   function csvField(value) {
+    value = /^[=+\-@\t\r]/.test(value) ? "'" + value : value;  // no formula in a spreadsheet (apply reads it back)
     return /[",\r\n]/.test(value) || /^\s|\s$/.test(value) ? "\"" + value.replace(/"/g, "\"\"") + "\"" : value;
   }
 
