@@ -141,6 +141,7 @@ def tamper_index(folder: Path, name: str, content: bytes) -> None:
     (folder / name).write_bytes(content)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["files"][name] = hashlib.sha256(content).hexdigest()
+    manifest.get("sizes", {})[name] = len(content)
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 

@@ -84,6 +84,7 @@ def _rewrite(index: Path, name: str, data: bytes) -> None:
     (index / name).write_bytes(data)
     manifest = json.loads((index / MANIFEST).read_text())
     manifest["files"][name] = hashlib.sha256(data).hexdigest()
+    manifest.get("sizes", {})[name] = len(data)
     (index / MANIFEST).write_text(json.dumps(manifest))
 
 

@@ -30,6 +30,7 @@ def _tamper(built, tmp_path, name: str, content: bytes):
     if name != "manifest.json":
         manifest = json.loads((folder / "manifest.json").read_text())
         manifest["files"][name] = hashlib.sha256(content).hexdigest()
+        manifest.get("sizes", {})[name] = len(content)
         (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 

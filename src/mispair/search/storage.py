@@ -19,6 +19,8 @@ import numpy as np
 
 from mispair.atomic import atomic_directory
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
+from mispair.safe_io import read_input
 from mispair.safe_parse import load_json
 
 MANIFEST = "manifest.json"
@@ -34,8 +36,11 @@ def write_index_folder(path: str | Path, manifest: dict[str, Any], files: dict[s
         for name, data in files.items():
             (folder / name).write_bytes(data)
         digests = {name: _digest(data) for name, data in files.items()}
+        sizes = {name: len(data) for name, data in files.items()}
         text = json.dumps(
-            {"format": FORMAT, "version": VERSION, **manifest, "files": digests}, indent=2, ensure_ascii=False
+            {"format": FORMAT, "version": VERSION, **manifest, "files": digests, "sizes": sizes},
+            indent=2,
+            ensure_ascii=False,
         )
         (folder / MANIFEST).write_text(text + "\n", encoding="utf-8")
 
@@ -80,20 +85,20 @@ def check_index_folder(path: str | Path) -> dict[str, Any]:
 
 
 def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and the checked content of every file it names."""
+    """The manifest and the checked content of every file it names: each a regular file (no link,
+    FIFO or device) of the size the manifest records (at most ``MAX_INDEX_FILE_BYTES`` where it
+    records none), read once while its digest is computed, never past that size."""
     path = Path(path)
     manifest = check_index_folder(path)
+    sizes = manifest.get("sizes") if isinstance(manifest.get("sizes"), dict) else {}
     files = {}
     for name, digest in manifest["files"].items():
         if not isinstance(name, str) or Path(name).name != name or name.startswith("."):
             raise DataError(f"{path / MANIFEST}: names a file outside the index ({name!r})")
-        try:
-            data = (path / name).read_bytes()
-        except OSError as exc:
-            raise DataError(
-                f"{path / name}: cannot read this file of the index ({exc.strerror or exc})"
-            ) from None
-        if _digest(data) != digest:
+        size = sizes.get(name)
+        bound = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        data = _read_checked(path / name, limit("MAX_INDEX_FILE_BYTES") if bound is None else bound)
+        if (bound is not None and len(data) != bound) or _digest(data) != digest:
             raise DataError(
                 f"{path / name}: corrupt (its content differs from the one the manifest "
                 "records); rebuild the index with `mispair index`"
@@ -102,13 +107,21 @@ def read_index_folder(path: str | Path) -> tuple[dict[str, Any], dict[str, bytes
     return manifest, files
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def _read_checked(path: Path, bound: int) -> bytes:
+    """``path``'s bytes: a regular file, not a link, of at most ``bound`` bytes (checked on the
+    open file before a byte is read)."""
     try:
-        manifest = load_json(path.read_bytes(), path)
-    except FileNotFoundError:
-        raise DataError(f"{path.parent}: not a mispair index (no {MANIFEST})") from None
-    except OSError as exc:
-        raise DataError(f"{path}: not a readable index manifest ({exc})") from None
+        return read_input(
+            path, bound, "a file of the index", hint=raise_hint("MAX_INDEX_FILE_BYTES"), links=False
+        )
+    except DataError as exc:
+        raise DataError(f"{exc}; rebuild the index with `mispair index`") from None
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_symlink() and not path.exists():
+        raise DataError(f"{path.parent}: not a mispair index (no {MANIFEST})")
+    manifest = load_json(_read_checked(path, limit("MAX_SUMMARY_BYTES")), path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a mispair index manifest")
     if manifest.get("version") != VERSION:
