@@ -12,6 +12,8 @@ Bounds: ``MAX_CONFIG_ALIASES``, ``MAX_CONFIG_DEPTH``, ``MAX_CONFIG_NODES``, ``MA
 from __future__ import annotations
 
 import json
+import math
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -129,3 +131,36 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, level)
             stack.extend((child, level + 1) for child in item)
     return deepest
+
+
+def check_npy(path: str | Path, *, bounded: bool = True) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype a ``.npy`` file's header declares, checked before a value is read: a
+    regular file (a FIFO or device refused without blocking), no object dtype, data no larger
+    than the file holds and (``bounded``) than ``MAX_ARRAY_BYTES``; else a :class:`DataError`
+    naming ``path``."""
+    from mispair.safe_io import open_input
+
+    fd = open_input(path, 1 << 62, "a .npy array")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+        except (ValueError, OSError, EOFError, SyntaxError) as exc:
+            raise DataError(f"{path}: not a readable .npy array ({str(exc)[:200]})") from None
+        data = os.fstat(handle.fileno()).st_size - handle.tell()
+    if dtype.hasobject:
+        raise DataError(f"{path}: a .npy array of Python objects, which mispair never loads")
+    declared = math.prod(shape) * dtype.itemsize
+    if bounded and declared > limit("MAX_ARRAY_BYTES"):
+        raise DataError(
+            f"{path}: a .npy array of {declared:,} bytes (shape {shape}), more than the "
+            f"{limit('MAX_ARRAY_BYTES'):,} read at once ({raise_hint('MAX_ARRAY_BYTES')})"
+        )
+    if declared > data:
+        raise DataError(
+            f"{path}: a truncated .npy array (its header declares {declared:,} bytes, it holds {data:,})"
+        )
+    return shape, dtype

@@ -111,8 +111,13 @@ def write_precomp(pairs: PairSet, root: str | Path, split: str) -> None:
 
 def load_npy(path: Path | str, *, mmap: bool = False) -> np.ndarray:
     """The array of a ``.npy`` file (never a pickle); a missing, empty, truncated or foreign file
-    is a one-line :class:`DataError` naming it."""
+    is a one-line :class:`DataError` naming it; its header is checked first
+    (:func:`mispair.safe_parse.check_npy`: a regular file whose declared data it holds, no larger
+    than ``MAX_ARRAY_BYTES`` unless mapped)."""
+    from mispair.safe_parse import check_npy
+
     try:
+        check_npy(path, bounded=not mmap)
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None

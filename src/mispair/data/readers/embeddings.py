@@ -50,7 +50,7 @@ def embedding_cells(
 
 def _vector(cell: Any, base: Path, where: str) -> np.ndarray:
     if isinstance(cell, str):
-        cell = _npy(base / cell.strip(), where) if cell.strip().endswith(".npy") else _json_list(cell, where)
+        cell = _npy(base, cell.strip(), where) if cell.strip().endswith(".npy") else _json_list(cell, where)
     try:
         vector = np.asarray(cell, dtype=np.float32)
     except (TypeError, ValueError):
@@ -63,16 +63,26 @@ def _vector(cell: Any, base: Path, where: str) -> np.ndarray:
 
 
 def _json_list(text: str, where: str) -> Any:
+    shown = text if len(text) < 40 else text[:37] + "..."
     try:
         return json.loads(text)
+    except RecursionError:
+        raise DataError(f"{where}: {shown!r} is nested too deep for a vector") from None
     except ValueError:
-        shown = text if len(text) < 40 else text[:37] + "..."
         raise DataError(f"{where}: {shown!r} is neither a list of numbers nor a .npy path") from None
 
 
-def _npy(path: Path, where: str) -> np.ndarray:
+def _npy(base: Path, name: str, where: str) -> np.ndarray:
+    """The vector in ``base/name``: confined like a picture path (inside ``base`` once links are
+    resolved), a regular file whose header is checked before it is read."""
+    from mispair.safe_parse import check_npy
+
+    path = base / name
+    if "\0" in name or not path.resolve().is_relative_to(base.resolve()):
+        raise DataError(f"{where}: {name!r} lies outside the collection's folder {base}")
     if not path.is_file():
         raise DataError(f"{where}: {path}: no such .npy file")
+    check_npy(path)
     try:
         return np.load(path, allow_pickle=False).reshape(-1)
     except (OSError, ValueError) as exc:
