@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
 
 class MispairError(Exception):
-    """A mistake in user input (a file, a config value, an argument).
+    r"""A mistake in user input (a file, a config value, an argument).
 
     The message names the offending file or option and the problem; the CLI prints it as
-    ``mispair: error: <message>`` and exits with status 2.
+    ``mispair: error: <message>`` and exits with status 2. Its text is safe to print on a
+    terminal: control characters (an escape sequence in a file name or a caption), line
+    separators and bidirectional controls are written as escapes, so it stays one line.
+
+    >>> print(DataError("bad\x1b[2J name\n"))
+    bad\x1b[2J name\n
     """
+
+    def __str__(self) -> str:
+        return terminal_safe(super().__str__())
+
+
+def terminal_safe(text: str) -> str:
+    r"""``text`` with every control character (C0, DEL, C1), line or paragraph separator and
+    bidirectional control written as its escape (``\x1b``); anything else kept."""
+    if text.isprintable():
+        return text
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii")
+        if ch in _BIDI or unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        else ch
+        for ch in text
+    )
 
 
 class DataError(MispairError):

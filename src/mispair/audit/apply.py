@@ -147,9 +147,11 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
         )
     frame = pd.DataFrame(  # cells the report made spreadsheet-safe ('=...) read as they were
         {
-            "pair_id": frame["pair_id"].str.strip().map(spreadsheet_text),
+            "pair_id": frame["pair_id"].str.strip().map(spreadsheet_text).str.strip(),
             "decision": frame["decision"].str.strip().str.lower(),
-            "caption": frame["caption"].str.strip().map(spreadsheet_text) if "caption" in frame else "",
+            "caption": frame["caption"].str.strip().map(spreadsheet_text).str.strip()
+            if "caption" in frame
+            else "",
         }
     )
     _check_rows(frame, where)
