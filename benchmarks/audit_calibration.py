@@ -53,7 +53,7 @@ def openclipart_pairs(most: int) -> list[tuple[Path, str]]:
     titled = [c for c in clips if c.meta.title]
     rng = np.random.default_rng(12345)
     keep = np.sort(rng.choice(len(titled), size=min(most, len(titled)), replace=False))
-    return [(titled[k].path, make_caption(titled[k])) for k in keep]
+    return [(titled[k].png, make_caption(titled[k])) for k in keep]
 
 
 def icon_pairs() -> list[tuple[Path, str]]:
