@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DECISIONS = ("keep", "drop", "replace")
-OUTPUT_FILES = ("captions.csv", "keep.csv", "removed.csv")
+OUTPUT_FILES = ("captions.csv", "keep.csv", "removed.csv", "keep_keys.txt", "uids.npy")
 DECISIONS_NAME = re.compile(r"^decisions-(?P<id>[0-9A-Za-z]+)(?: \(\d+\))?\.csv$")
 """The report's download name (a browser may add `` (1)`` to a second download)."""
 
@@ -51,6 +51,10 @@ class AppliedCollection:
     removed: int
     linked: int
     copied: int
+    form: str = "folder"
+    """The form written (``folder``, ``table``, ``webdataset``, ``imagefolder``, ``coco``)."""
+    files: list[str] | None = None
+    """The collection's files written in its own form (tables, shards, JSON; None for a folder)."""
 
 
 def apply_decisions(
@@ -62,6 +66,8 @@ def apply_decisions(
     threshold: float | None = None,
     fdr: float | None = None,
     overwrite: bool = False,
+    format: str = "same",
+    shard_bytes: int | None = None,
 ) -> AppliedCollection:
     """Write the collection of the audit (``pairs``, ``summary``) with ``decisions`` applied into
     the new folder ``out`` (see the module's description). Every check runs before anything is
@@ -75,8 +81,14 @@ def apply_decisions(
     regular file inside the image root, reached through no link); nothing is written outside
     ``out``. ``out`` is marked as apply's (``.mispair-output``); an existing non-empty ``out`` is
     refused unless ``overwrite``: then an earlier cleaned collection holding only apply's files is
-    replaced, and any other folder gets apply's files written into it, nothing else touched."""
+    replaced, and any other folder gets apply's files written into it, nothing else touched.
+
+    ``format="same"`` writes a table file, WebDataset shards, an imagefolder or COCO JSON in the
+    collection's own form (:mod:`mispair.audit.writers`; ``shard_bytes`` bounds an output shard);
+    ``"folder"`` (and every other form) the folder above. Keep-lists are written beside either."""
     import pandas as pd
+
+    from mispair.audit.writers import Decided, WriteRequest, collection_form, write_keep_lists
 
     if threshold is not None and not 0 <= threshold <= 1:
         raise ConfigError(f"--threshold: a mismatch probability in [0, 1], got {threshold}")
@@ -94,22 +106,39 @@ def apply_decisions(
     table = read_decisions(decisions, summary.get("audit_id"))
     _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
     rows = _outcome(pairs, summary, table, threshold, fdr)
+    form = collection_form(summary, format)
     kept = rows[rows["kept"]]
     names = {image: plain_name(image, root, "the audit's pairs: image id") for image in kept["image"]}
     kept = kept.assign(image=kept["image"].map(names))
-    source = {name: _checked_source(root, name) for name in dict.fromkeys(names.values())}
+    pictures = form is None or form.pictures
+    source = {name: _checked_source(root, name) for name in dict.fromkeys(names.values()) if pictures}
     counts = {"linked": 0, "copied": 0}
+    files: list[str] = []
+
+    def link_pictures(folder: Path) -> dict[str, int]:
+        for name, file in source.items():
+            counts[_link_or_copy(file, folder, name)] += 1
+        return dict(counts)
 
     def write(folder: Path) -> None:
-        columns = ["image", "caption", "pair_id"] + (["split"] if summary.get("split_note") is None else [])
-        atomic_text(folder / "captions.csv", kept[columns].to_csv(index=False, lineterminator="\n"))
+        if form is not None:
+            new = [c if r == "replace" else None for c, r in zip(kept["caption"], kept["reason"])]
+            decided = Decided(dict(zip(kept["pair_id"].astype(str), new)))
+            collection = Path(summary["collection"])
+            request = WriteRequest(collection, form.columns, decided, link_pictures, shard_bytes)
+            files.extend(form.write(request, folder).files)
+        else:
+            split = ["split"] if summary.get("split_note") is None else []
+            columns = ["image", "caption", "pair_id", *split]
+            atomic_text(folder / "captions.csv", kept[columns].to_csv(index=False, lineterminator="\n"))
+            link_pictures(folder)
         for name, frame in (("keep.csv", kept), ("removed.csv", rows[~rows["kept"]])):
             atomic_write(
                 folder / name,
                 lambda handle, f=frame: write_csv(f[["pair_id", "reason"]], handle, line_end="\n"),
             )
-        for name, file in source.items():
-            counts[_link_or_copy(file, folder, name)] += 1
+        keys = kept["pair_id"].astype(str).tolist()
+        write_keep_lists(folder, keys, shard_keys=bool(form and form.shard_keys))
         atomic_text(folder / MARKER, "mispair apply output\n")
 
     if mode == "into":
@@ -117,7 +146,9 @@ def apply_decisions(
     else:
         atomic_directory(out, write, what="cleaned collection", replaceable=lambda p: mode == "replace")
     replaced = int((kept["reason"] == "replace").sum())
-    return AppliedCollection(out, len(kept), replaced, int((~rows["kept"]).sum()), **counts)
+    removed = int((~rows["kept"]).sum())
+    written = {"form": form.name, "files": files} if form else {}
+    return AppliedCollection(out, len(kept), replaced, removed, **counts, **written)
 
 
 def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> pd.DataFrame:

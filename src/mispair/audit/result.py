@@ -109,17 +109,29 @@ class AuditResult:
         threshold: float | None = None,
         fdr: float | None = None,
         overwrite: bool = False,
+        format: str = "same",
+        shard_bytes: int | None = None,
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
         a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or
         dropped when their mismatch probability is at least ``threshold`` or their q-value at most
         ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones). An existing non-empty
-        ``out`` is refused unless ``overwrite``."""
+        ``out`` is refused unless ``overwrite``. ``format``: ``"same"`` writes the collection's
+        own form (a table, shards of at most ``shard_bytes``, an imagefolder, COCO JSON),
+        ``"folder"`` a folder of pictures with ``captions.csv``."""
         from mispair.audit.apply import apply_decisions
 
         return apply_decisions(
-            self.pairs, self.summary, decisions, out, threshold=threshold, fdr=fdr, overwrite=overwrite
+            self.pairs,
+            self.summary,
+            decisions,
+            out,
+            threshold=threshold,
+            fdr=fdr,
+            overwrite=overwrite,
+            format=format,
+            shard_bytes=shard_bytes,
         )
 
 

@@ -1,0 +1,43 @@
+"""A Hugging Face ``imagefolder`` written back as one: each metadata file (``metadata.csv`` /
+``.jsonl`` / ``.parquet``, in the folder or in each split's sub-folder) written in its own form
+at the same place (:mod:`mispair.audit.writers.table`: the same columns, the kept rows, the
+replaced captions), and the kept pairs' pictures linked at the same relative paths.
+
+Pair ids are the reader's: the id column, else the row number counted across the split files in
+the order the reader reads them (``train``, ``validation``, ``val``, ``dev``, ``test``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mispair.audit.writers.base import WriteRequest, Written
+from mispair.audit.writers.table import write_table_file
+from mispair.data.readers.folder import captions_files
+from mispair.errors import DataError
+
+
+def write_imagefolder(request: WriteRequest, folder: Path) -> Written:
+    """The imagefolder ``request.collection`` with the decisions applied, into ``folder``."""
+    root = request.collection
+    written = Written()
+    for path, _split in captions_files(root):
+        relative = path.relative_to(root)
+        if (folder / relative).parent.is_symlink():
+            raise DataError(f"{folder / relative.parent}: a link in the output; remove it")
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        part = write_table_file(
+            path, folder / relative, request.columns, request.decided, row_offset=written.read
+        )
+        part.files = [relative.as_posix()]
+        written.add(part)
+    counts = request.link_pictures(folder)
+    written.linked, written.copied = counts.get("linked", 0), counts.get("copied", 0)
+    return written
+
+
+def is_imagefolder(root: Path) -> bool:
+    """``root`` is a Hugging Face imagefolder (metadata files, or one per split sub-folder),
+    not a folder with a ``captions`` file (whose cleaned copy is apply's plain folder)."""
+    files = captions_files(root)
+    return bool(files) and (files[0][1] != "" or files[0][0].name.startswith("metadata."))

