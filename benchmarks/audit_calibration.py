@@ -130,7 +130,7 @@ def held_out_scores(
         training_pairs,
     )
     from mispair.engine.checks import check_run_config
-    from mispair.engine.pair_scores import division_scores
+    from mispair.engine.held_out import Runtime, division_scores
 
     config = audit_config(folder, out, plant=plant, seed=seed)
     check_run_config(config)
@@ -143,7 +143,7 @@ def held_out_scores(
     prepare_text_encoder(config.model, config.data, tokens, log=lambda m: None)
     if config.train.threads > 0:
         torch.set_num_threads(config.train.threads)
-    scores = division_scores(config, data, train, torch.device("cpu"), progress=True, others=others)
+    scores = division_scores(config, data, train, Runtime(progress=True), others=others)
     if truth_of_row is None:  # planted by the audit: its noise record is the truth
         truth, truth_others = data.noise.is_noisy, np.zeros(len(others), dtype=bool)
     else:

@@ -62,8 +62,8 @@ def suggestion_quality(
     the bound of suggestions drawn from every caption."""
     from mispair.audit.collection import audit_config
     from mispair.audit.run import audited_pairs
+    from mispair.encoding import cross_similarities
     from mispair.engine.trained import TrainedRun
-    from mispair.methods.scoring import cross_similarities
 
     pairs = result.pairs
     swapped = pairs[pairs["truly_mismatched"].astype(bool)]

@@ -82,7 +82,7 @@ def read_captions(folder: Path) -> list[list[int]]:
 def read_pictures(folder: Path, count: int) -> np.ndarray:
     """``[count, 3, 224, 224]`` float32 pictures: the first ``count`` PNGs under ``folder``."""
     from mispair.data.features import to_batch
-    from mispair.data.sources.images import load_picture
+    from mispair.data.pictures.images import load_picture
 
     paths = sorted(folder.rglob("*.png"))[:count]
     return to_batch([load_picture(p, 224) for p in paths]).numpy()

@@ -186,7 +186,7 @@ def clean_reference_detection(dataset: str, noise: float, seed: int, extra: list
 
     from mispair.data.batching import TrainingPairs
     from mispair.engine.assembly import load_run_data, pick_device, prepare_text_encoder
-    from mispair.engine.pair_scores import out_of_fold_scores, scorer_config
+    from mispair.engine.held_out import HeldOutPlan, RoundStart, Runtime, out_of_fold_scores, scorer_config
 
     config = load_config(
         f"configs/holdout/{dataset}.yaml",
@@ -208,12 +208,9 @@ def clean_reference_detection(dataset: str, noise: float, seed: int, extra: list
         scorer_config(config),
         data,
         train,
-        folds=config.division.folds,
-        repeats=config.division.repeats,
-        trusted=clean,
-        score_kind=config.division.pair_score,
-        tau=config.division.tau,
-        device=pick_device(config.train.device),
+        HeldOutPlan.of(config.division),
+        runtime=Runtime(pick_device(config.train.device)),
+        round_start=RoundStart(trusted=clean),
     ).score
     seconds = round(time.perf_counter() - began, 1)
     return {

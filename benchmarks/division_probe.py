@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 
 from held_out_detection import planted_run
 from mispair.division.scores import mixture_clean_probability
-from mispair.engine.pair_scores import out_of_fold_scores, scorer_config
+from mispair.engine.held_out import HeldOutPlan, RoundStart, out_of_fold_scores, scorer_config
 
 RECALLS = (0.5, 0.7, 0.9)
 
@@ -61,8 +61,8 @@ def probe(dataset: str, noise: float, seed: int, overrides: list[str], reference
     scoring, division = scorer_config(run.config), run.config.division
 
     def scores(trusted: np.ndarray | None) -> np.ndarray:
-        kwargs = dict(folds=division.folds, repeats=division.repeats, score_kind=division.pair_score)
-        return out_of_fold_scores(scoring, data, train, trusted=trusted, tau=division.tau, **kwargs).score
+        plan = HeldOutPlan.of(division)
+        return out_of_fold_scores(scoring, data, train, plan, round_start=RoundStart(trusted=trusted)).score
 
     found: dict[str, object] = {}
     trusted = None

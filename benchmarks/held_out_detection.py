@@ -27,9 +27,11 @@ from sklearn.metrics import roc_auc_score
 from mispair.config import RunConfig, load_config
 from mispair.data.batching import TrainingPairs
 from mispair.division.scores import clean_split
+from mispair.encoding import pair_similarities
 from mispair.engine.assembly import RunData, load_run_data, prepare_text_encoder
-from mispair.engine.export import pair_similarities
-from mispair.engine.pair_scores import (
+from mispair.engine.held_out import (
+    HeldOutPlan,
+    RoundStart,
     early_epoch_scores,
     out_of_fold_scores,
     scorer_config,
@@ -67,9 +69,8 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
     scoring, folds = scorer_config(config), config.division.folds
 
     def oof(kind: str, trusted=None, repeats: int = 1) -> np.ndarray:
-        return out_of_fold_scores(
-            scoring, data, train, folds=folds, repeats=repeats, trusted=trusted, score_kind=kind
-        ).score
+        plan = HeldOutPlan(folds, repeats=repeats, score_kind=kind, scorer_pairs=config.division.scorer_pairs)
+        return out_of_fold_scores(scoring, data, train, plan, round_start=RoundStart(trusted=trusted)).score
 
     found = {}
     for epochs in (1, 2, 3):

@@ -85,3 +85,91 @@ def test_the_check_sees_an_arrow_back_up(tmp_path, source, expected):
     path = tmp_path / "m.py"
     path.write_text(f"def f():\n    {source}\n")
     assert [unit_of(m) for m in imports(path)] == [expected]
+
+
+def file_of(module: str, root: Path = SRC) -> Path | None:
+    """The file of ``mispair.<...>`` under ``root`` (a module, or a package's ``__init__.py``)."""
+    path = root.joinpath(*module.split(".")[1:])
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return path / "__init__.py" if (path / "__init__.py").is_file() else None
+
+
+def imported_files(path: Path, root: Path = SRC) -> set[Path]:
+    """The files of ``root`` that ``path`` imports, at the top or inside a function: a name
+    imported from a package is its submodule when it is one, else the package's ``__init__.py``."""
+    found = set()
+    for module in imports(path):
+        package = module.rpartition(".")[0]
+        target = file_of(module, root) or (file_of(package, root) if package else None)
+        if target is not None:
+            found.add(target)
+    return found
+
+
+def circles_inside_packages(root: Path = SRC) -> list[tuple[str, list[str]]]:
+    """``(package, its units in one circle)`` for every package below ``root``: a package's units
+    are the modules and sub-folders right inside it (its ``__init__.py``, the package's face that
+    only hands names on, left out); an import between two of them is an arrow, and no arrows may
+    run round in a circle (so each package's units stand on floors, none importing up)."""
+    graph = {path: imported_files(path, root) for path in root.rglob("*.py")}
+    packages = [p.parent for p in root.rglob("__init__.py") if p.parent != root]
+    found = []
+    for package in sorted(packages):
+        arrows: dict[str, set[str]] = {}
+        for source, targets in graph.items():
+            for target in targets:
+                if package in source.parents and package in target.parents:
+                    a, b = (p.relative_to(package).parts[0].removesuffix(".py") for p in (source, target))
+                    if a != b and "__init__" not in (a, b):
+                        arrows.setdefault(a, set()).add(b)
+        for circle in _circles(arrows):
+            found.append((str(package.relative_to(root)), sorted(circle)))
+    return found
+
+
+def _circles(arrows: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected sets of more than one unit (each unit's reach, compared)."""
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in arrows.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    reached = {unit: reach(unit) for unit in arrows}
+    circles = {frozenset({u} | {v for v in reached[u] if u in reached.get(v, ())}) for u in arrows}
+    return [set(c) for c in circles if len(c) > 1]
+
+
+def test_no_import_runs_back_up_inside_a_package():
+    circles = circles_inside_packages()
+    assert not circles, "\n".join(
+        f"{package}: {' <-> '.join(units)} import each other" for package, units in circles
+    )
+
+
+def test_the_audit_imports_no_recipe_and_no_export():
+    """The audit is an application of a trained run: it reads the library below ``engine/``'s run,
+    never a recipe's internals (``methods/``) nor ``--export-pairs`` (``engine/export.py``)."""
+    wrong = [
+        (str(path.relative_to(SRC)), module)
+        for path in sorted((SRC / "audit").rglob("*.py"))
+        for module in imports(path)
+        if module.startswith(("mispair.methods", "mispair.engine.export"))
+    ]
+    assert not wrong, wrong
+
+
+def test_the_check_sees_a_late_import_running_back_up_inside_a_package(tmp_path):
+    root = tmp_path / "mispair"
+    for name in ("data/__init__.py", "data/sources/__init__.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    (root / "data" / "features.py").write_text("def f():\n    from mispair.data.sources import images\n")
+    (root / "data" / "sources" / "images.py").write_text("")
+    (root / "data" / "sources" / "tux.py").write_text("from mispair.data.features import f\n")
+    assert circles_inside_packages(root) == [("data", ["features", "sources"])]

@@ -163,7 +163,7 @@ class TrainConfig:
 class DivisionConfig:
     """Where the division of ``ncr``, ``asl``, ``pc2``, ``l2rm``, ``holdout`` (and
     ``--export-pairs``, ``mispair audit``) takes its pair scores from
-    (:mod:`mispair.engine.pair_scores`, :mod:`mispair.division.scores`).
+    (:mod:`mispair.engine.held_out`, :mod:`mispair.division.scores`).
 
     ``scored_by``: who scores a pair: ``in_sample`` (each epoch, the recipe's own models score the
     pairs they train on: the papers), ``out_of_fold`` (before training, ``folds`` scorers each
@@ -175,7 +175,7 @@ class DivisionConfig:
     ``pair_score``: what a held-out pair's score is (its ``similarity``, its ``contrast``
     against its fold at temperature ``tau``, ``contrast_structure``: that contrast checked by GSC's
     structure consistency, or ``gap_corrected``: MGCS's similarity;
-    :func:`~mispair.engine.pair_scores.held_out_scores`). ``scorer_options``: the options of the ``vse``
+    :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`). ``scorer_options``: the options of the ``vse``
     recipe that trains each scorer (the run's model; default: InfoNCE). ``p_threshold``: a pair
     whose clean probability under the held-out scores is above it is clean (the refinement rounds,
     ``holdout``'s split and the audit's suspected pairs). ``score_other_splits``: the scorers also

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from mispair.data.batching import pad_tokens
+from mispair.data.batching import TrainingPairs, pad_tokens
 from mispair.data.mapped import rows as read_rows
 from mispair.data.pairset import PairSet
 from mispair.nn.allpairs import all_pair_similarities
@@ -151,3 +151,35 @@ def similarity_blocks(
         return total.div_(len(models)).numpy()
 
     return block
+
+
+@torch.no_grad()
+def pair_similarities(
+    models: Sequence[RetrievalModel], train: TrainingPairs, batch_size: int, device: torch.device
+) -> np.ndarray:
+    """``[len(train)]`` similarity of every pair of ``train`` as paired, in its order (averaged
+    over ``models``)."""
+    scores = []
+    for batch in train.batches(batch_size):
+        batch = batch.to(device)
+        sims = sum(m(batch.images, batch.tokens, batch.lengths).diagonal() for m in models)
+        scores.append((sims / len(models)).float().cpu().numpy())
+    return np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
+
+
+def cross_similarities(
+    models: Sequence[RetrievalModel],
+    train: TrainingPairs,
+    images: np.ndarray,
+    captions: np.ndarray,
+    *,
+    batch_size: int = 256,
+    device: torch.device | str = "cpu",
+) -> Tensor:
+    """``[len(images), len(captions)]`` similarities of the training images ``images`` with the
+    training captions ``captions`` (indices into ``train``'s images and captions), averaged over
+    ``models`` in eval mode (the evaluation's all-pairs engine), on the CPU."""
+    features = read_rows(train.pairs.images, images)
+    part = PairSet(features, [""] * len(captions), np.zeros(len(captions), dtype=np.int64))
+    tokens = [train.tokens[k] for k in captions]
+    return similarity_matrix(models, part, tokens, batch_size=batch_size, device=device).float().cpu()

@@ -19,8 +19,8 @@ from mispair.audit.run import AUDIT_PARTS, LIKELY, audited_pairs, verdict
 from mispair.audit.selfcheck import self_check
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
+from mispair.encoding import cross_similarities
 from mispair.engine.trained import TrainedRun
-from mispair.methods.scoring import cross_similarities
 
 TINY = [
     "model.text_encoder=bigru",

@@ -80,7 +80,7 @@ def test_a_registered_image_encoder_gives_the_features(tmp_path):
     data = resolve_source(DataConfig(root=str(folder), image_encoder="tiny_grid_test"))
     train = load_split(data, "train")
     assert train.images.shape[1:] == (16, 6)
-    from mispair.data.sources.images import load_picture
+    from mispair.data.pictures.images import load_picture
 
     name = train.image_ids[0]
     pixels = (

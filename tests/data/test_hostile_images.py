@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from mispair.data.sources import svg_fetch
-from mispair.data.sources.images import RASTER_FORMATS, ImageTooLarge, load_picture, render_svg
+from mispair.data.pictures import svg_fetch
+from mispair.data.pictures.images import RASTER_FORMATS, ImageTooLarge, load_picture, render_svg
 from mispair.errors import ConfigError, DataError
 from mispair.limits import DEFAULTS, limit
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mispair.data.sources import openclipart as oc
-from mispair.data.sources.images import (
+from mispair.data.pictures.images import (
     ImageTooLarge,
     load_picture,
     load_raster,
     on_white,
     render_svg,
 )
+from mispair.data.sources import openclipart as oc
 from mispair.data.sources.tuxpaint import parse_stamp_text
 from mispair.errors import DataError
 

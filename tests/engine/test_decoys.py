@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mispair.engine import pair_scores
-from mispair.engine.decoys import cells_of, decoy_pairs, local_decoys
-from mispair.engine.pair_scores import contrast_scores, contrast_with_decoys, out_of_fold_scores
+from mispair.engine.held_out import HeldOutPlan, Runtime, out_of_fold_scores, sampling, scores_and_decoys
+from mispair.engine.held_out.contrast import contrast_scores, contrast_with_decoys
+from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
 from tests.engine.test_division_scores import _setup
 
 
@@ -72,7 +72,8 @@ def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
         trainer.train_epoch(0)
         models.append(trainer.recipe.models[0])
 
-    scores = out_of_fold_scores(config, data, train, folds=3, repeats=2, score_kind=kind, train_fold=record)
+    plan = HeldOutPlan(folds=3, repeats=2, score_kind=kind)
+    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record))
     decoys = scores.decoys
     assert len(decoys) >= len(train)  # several per caption on 120 images
     paired = train.image_of_caption
@@ -86,15 +87,13 @@ def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
         for c, j in decoys[mine]:
             assert c not in seen[job] and j not in seen[job] and paired[j] not in trained_images[job]
         held_out = np.flatnonzero(scores.fold[repeat] == k)
-        content = pair_scores.fold_groups(train.pairs.images, train.tokens, paired, 3)
-        seed = pair_scores.child_seed(
-            pair_scores.child_seed(config.train.seed, "repeat", repeat), "fold", k, 3
-        )
+        content = sampling.fold_groups(train.pairs.images, train.tokens, paired, 3)
+        seed = sampling.scorer_seed(sampling.fold_seeds(config.train.seed, 2)[repeat], k, 3)
         held = train.subset(held_out)
-        group = pair_scores.contrast_groups(content, held, seed)
+        group = sampling.contrast_groups(content, held, seed)
         rows, local = local_decoys(decoys, held_out, len(train))
-        per_repeat[repeat, rows] = pair_scores.grouped_scores(
-            lambda pairs, d, model=model: pair_scores.scores_and_decoys(model.eval(), pairs, d, kind=kind),
+        per_repeat[repeat, rows] = sampling.grouped_scores(
+            lambda pairs, d, model=model: scores_and_decoys(model.eval(), pairs, d, kind=kind),
             held,
             group,
             local,

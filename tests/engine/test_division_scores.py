@@ -15,10 +15,22 @@ from sklearn.metrics import roc_auc_score
 
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs
-from mispair.engine import pair_scores
 from mispair.engine.assembly import load_run_data
 from mispair.engine.export import export_training_pairs, pairs_csv
-from mispair.engine.pair_scores import contrast_scores, division_scores, out_of_fold_scores, scorer_config
+from mispair.engine.held_out import (
+    FoldStash,
+    HeldOutPlan,
+    RoundStart,
+    Runtime,
+    division_scores,
+    held_out_scores,
+    out_of_fold_scores,
+    rounds,
+    sampling,
+    scorer_config,
+    scorers,
+)
+from mispair.engine.held_out.contrast import contrast_scores
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
 
@@ -75,7 +87,12 @@ def test_a_refinement_round_trains_on_trusted_pairs_of_the_other_folds_only():
         trainer.train_epoch(0)
 
     scores = out_of_fold_scores(
-        config, data, train, folds=3, trusted=trusted, score_kind="contrast", train_fold=record
+        config,
+        data,
+        train,
+        HeldOutPlan(folds=3, score_kind="contrast"),
+        runtime=Runtime(train_fold=record),
+        round_start=RoundStart(trusted=trusted),
     )
     for k, trained in enumerate(seen):
         assert trained == set(np.flatnonzero((scores.fold[0] != k) & trusted).tolist())
@@ -90,10 +107,9 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
         seen.append(set(trainer.recipe.context.train.caption_ids.tolist()))
         trainer.train_epoch(0)
 
-    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
-    scores = out_of_fold_scores(
-        config, data, train, folds=3, repeats=2, score_kind="contrast", train_fold=record, stash=stash
-    )
+    stash = FoldStash(tmp_path / "folds", "key")
+    plan = HeldOutPlan(folds=3, repeats=2, score_kind="contrast")
+    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record, stash=stash))
     assert scores.fold.shape == (2, len(train)) and len(seen) == 6
     assert not np.array_equal(scores.fold[0], scores.fold[1])  # two partitions
     per_repeat = np.zeros((2, len(train)))
@@ -103,7 +119,7 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
         assert trained == set(np.flatnonzero(scores.fold[repeat] != k).tolist())
         per_repeat[repeat, held_out] = stash.load(0, job)[: len(held_out)]  # then its decoys'
     assert np.allclose(scores.score, per_repeat.mean(axis=0), atol=1e-6)
-    single = out_of_fold_scores(config, data, train, folds=3, score_kind="contrast", train_fold=record)
+    single = out_of_fold_scores(config, data, train, plan.but(repeats=1), runtime=Runtime(train_fold=record))
     assert np.array_equal(single.fold[0], scores.fold[0])  # the first repeat is the one-repeat scoring
     assert np.allclose(single.score, per_repeat[0], atol=1e-6)
 
@@ -120,20 +136,17 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
         trainer.train_epoch(0)
         models.append(trainer.recipe.models[0])
 
-    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
+    stash = FoldStash(tmp_path / "folds", "key")
     scores = out_of_fold_scores(
         config,
         data,
         train,
-        folds=3,
-        repeats=2,
-        score_kind="contrast",
-        train_fold=record,
-        stash=stash,
+        HeldOutPlan(folds=3, repeats=2, score_kind="contrast"),
         others=others,
+        runtime=Runtime(train_fold=record, stash=stash),
     )
     assert len(models) == 6 and all(t <= set(range(len(train))) for t in trained)
-    group = pair_scores.other_groups(others, -(-data.train.n_images // 3), config.train.seed)[0]
+    group = sampling.other_groups(others, -(-data.train.n_images // 3), config.train.seed)[0]
     sizes = np.bincount(np.unique(np.stack([group, others.image_of_caption]), axis=1)[0])
     assert abs(sizes.mean() - data.train.n_images / 3) <= data.train.n_images / 3  # about a fold's images
     per_scorer = []
@@ -144,7 +157,7 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
         for g in np.unique(group):  # each group scored on its own, as a fold is
             members = np.flatnonzero(group == g)
             group_pairs = others.subset(members)
-            brute[members] = pair_scores.held_out_scores(model.eval(), group_pairs, kind="contrast")
+            brute[members] = held_out_scores(model.eval(), group_pairs, kind="contrast")
         assert np.allclose(kept, brute, atol=1e-5)
         per_scorer.append(kept)
     assert np.allclose(scores.others, np.mean(per_scorer, axis=0), atol=1e-5)
@@ -153,27 +166,27 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
 def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_change(tmp_path, monkeypatch):
     config, data, train = _setup(HELD_OUT)
     cache = tmp_path / "pair_scores.npz"
-    first = division_scores(config, data, train, torch.device("cpu"), cache=cache).train
+    first = division_scores(config, data, train, Runtime(), cache=cache).train
     clean = ~data.noise.is_noisy
     assert roc_auc_score(clean, first) > 0.8
 
     def forbidden(*args, **kwargs):
         raise AssertionError("trained again")
 
-    monkeypatch.setattr(pair_scores, "out_of_fold_scores", forbidden)
-    assert np.array_equal(division_scores(config, data, train, torch.device("cpu"), cache=cache).train, first)
+    monkeypatch.setattr(rounds, "out_of_fold_scores", forbidden)
+    assert np.array_equal(division_scores(config, data, train, Runtime(), cache=cache).train, first)
     config.division.folds = 4  # other settings: the cached scores are not theirs
     with pytest.raises(AssertionError, match="trained again"):
-        division_scores(config, data, train, torch.device("cpu"), cache=cache)
+        division_scores(config, data, train, Runtime(), cache=cache)
     config.division.scored_by = "in_sample"
-    assert division_scores(config, data, train, torch.device("cpu"), cache=cache) is None
+    assert division_scores(config, data, train, Runtime(), cache=cache) is None
 
 
 def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monkeypatch):
     config, data, train = _setup([*HELD_OUT, "division.rounds=2", "division.epochs=2"])
-    whole = division_scores(config, data, train, torch.device("cpu")).train  # uninterrupted, nothing kept
+    whole = division_scores(config, data, train, Runtime()).train  # uninterrupted, nothing kept
     cache, trained = tmp_path / "pair_scores.npz", []
-    real = pair_scores.train_scorer
+    real = scorers.train_scorer
 
     def interrupted_at_the_fifth(*args, **kwargs):  # round 2, fold 2 of 3
         if len(trained) == 4:
@@ -181,13 +194,13 @@ def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monk
         trained.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pair_scores, "train_scorer", interrupted_at_the_fifth)
+    monkeypatch.setattr(scorers, "train_scorer", interrupted_at_the_fifth)
     with pytest.raises(KeyboardInterrupt):
-        division_scores(config, data, train, torch.device("cpu"), cache=cache)
+        division_scores(config, data, train, Runtime(), cache=cache)
     assert not cache.exists() and len(list(cache.with_suffix(".folds").glob("*.npz"))) == 4
     trained.clear()
-    monkeypatch.setattr(pair_scores, "train_scorer", lambda *a, **k: trained.append(1) or real(*a, **k))
-    resumed = division_scores(config, data, train, torch.device("cpu"), cache=cache).train
+    monkeypatch.setattr(scorers, "train_scorer", lambda *a, **k: trained.append(1) or real(*a, **k))
+    resumed = division_scores(config, data, train, Runtime(), cache=cache).train
     assert len(trained) == 2  # the two missing folds only
     assert np.allclose(resumed, whole, atol=1e-5)  # as if never interrupted
     assert cache.is_file() and not cache.with_suffix(".folds").exists()
@@ -263,10 +276,10 @@ def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_f
 
 
 def test_a_fold_larger_than_the_contrast_cap_is_scored_in_content_groups(tmp_path, monkeypatch):
-    """With :data:`~mispair.engine.pair_scores.CONTRAST_IMAGES` below a fold's images, each held-out
+    """With :data:`~mispair.engine.held_out.sampling.CONTRAST_IMAGES` below a fold's images, each held-out
     pair's contrast weighs it against its group only (groups of about that many images, whole
     content groups): equal to a brute-force loop over the groups."""
-    monkeypatch.setattr(pair_scores, "CONTRAST_IMAGES", 12)
+    monkeypatch.setattr(sampling, "CONTRAST_IMAGES", 12)
     config, data, train = _setup(["train.epochs=1"])
     models = []
 
@@ -274,21 +287,20 @@ def test_a_fold_larger_than_the_contrast_cap_is_scored_in_content_groups(tmp_pat
         trainer.train_epoch(0)
         models.append(trainer.recipe.models[0])
 
-    stash = pair_scores.FoldStash(tmp_path / "folds", "key")
-    scores = out_of_fold_scores(
-        config, data, train, folds=3, score_kind="contrast", train_fold=record, stash=stash
-    )
-    content = pair_scores.fold_groups(train.pairs.images, train.tokens, train.image_of_caption, 3)
+    stash = FoldStash(tmp_path / "folds", "key")
+    plan = HeldOutPlan(folds=3, score_kind="contrast")
+    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record, stash=stash))
+    content = sampling.fold_groups(train.pairs.images, train.tokens, train.image_of_caption, 3)
     for k, model in enumerate(models):
         held = train.subset(np.flatnonzero(scores.fold[0] == k))
-        seed = pair_scores.child_seed(pair_scores.child_seed(config.train.seed, "repeat", 0), "fold", k, 3)
-        group = pair_scores.contrast_groups(content, held, seed)
+        seed = sampling.scorer_seed(sampling.fold_seeds(config.train.seed, 1)[0], k, 3)
+        group = sampling.contrast_groups(content, held, seed)
         images = [len(np.unique(held.image_of_caption[group == g])) for g in np.unique(group)]
         assert len(images) > 1 and max(images) <= 2 * 12  # about the cap, whole content groups
         brute = np.zeros(len(held), dtype=np.float32)
         for g in np.unique(group):
             members = np.flatnonzero(group == g)
-            brute[members] = pair_scores.held_out_scores(model.eval(), held.subset(members), kind="contrast")
+            brute[members] = held_out_scores(model.eval(), held.subset(members), kind="contrast")
         assert np.allclose(stash.load(0, k)[: len(held)], brute, atol=1e-5)
 
 
@@ -300,17 +312,15 @@ def test_the_structure_and_gap_scores_are_the_core_functions_on_the_held_out_emb
     from mispair.division.structure import structure_checked_probability
 
     config, data, train = _setup(HELD_OUT)
-    model = pair_scores.train_scorer(
-        config, data, train.subset(np.arange(0, len(train), 2)), torch.device("cpu")
-    )
+    model = scorers.train_scorer(config, data, train.subset(np.arange(0, len(train), 2)), torch.device("cpu"))
     held = train.subset(np.arange(1, len(train), 2))
     batch = held.batch(np.arange(len(held)))
     images = model.encode_images(batch.images).pooled
     texts = model.encode_texts(batch.tokens, batch.lengths).pooled
-    contrast = pair_scores.held_out_scores(model, held, kind="contrast")
-    checked = pair_scores.held_out_scores(model, held, kind="contrast_structure")
+    contrast = held_out_scores(model, held, kind="contrast")
+    checked = held_out_scores(model, held, kind="contrast_structure")
     assert np.allclose(checked, structure_checked_probability(images, texts, contrast), atol=1e-5)
-    corrected = pair_scores.held_out_scores(model, held, kind="gap_corrected")
+    corrected = held_out_scores(model, held, kind="gap_corrected")
     assert np.allclose(corrected, gap_corrected_similarity(images, texts).numpy(), atol=1e-5)
     clean = ~data.noise.is_noisy[1::2]
     assert roc_auc_score(clean, checked) > 0.7  # it still detects the planted mismatches
@@ -327,7 +337,8 @@ def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_sco
         runs.append(trainer.recipe.context.train.caption_ids.copy())
         trainer.train_epoch(0)
 
-    scores = out_of_fold_scores(config, data, train, folds=3, train_fold=record)
+    plan = HeldOutPlan.of(config.division).but(folds=3)
+    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record))
     assert len(runs) == 3 and all(len(r) == 40 for r in runs)
     for k, trained in enumerate(runs):
         assert set(trained.tolist()) <= set(np.flatnonzero(scores.fold[0] != k).tolist())
@@ -337,15 +348,19 @@ def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_sco
         config,
         data,
         train,
-        folds=3,
-        train_fold=lambda t: again.append(t.recipe.context.train.caption_ids.copy()),
+        plan,
+        runtime=Runtime(train_fold=lambda t: again.append(t.recipe.context.train.caption_ids.copy())),
     )
     assert all(np.array_equal(a, b) for a, b in zip(runs, again))
     assert np.isfinite(scores.score).all() and len(scores.score) == len(train)
     roomy, _, _ = _setup(["train.epochs=1", f"division.scorer_pairs={len(train)}"])
     full = []
     out_of_fold_scores(
-        roomy, data, train, folds=3, train_fold=lambda t: full.append(len(t.recipe.context.train))
+        roomy,
+        data,
+        train,
+        HeldOutPlan.of(roomy.division).but(folds=3),
+        runtime=Runtime(train_fold=lambda t: full.append(len(t.recipe.context.train))),
     )
     assert full == [int((scores.fold[0] != k).sum()) for k in range(3)]
 
@@ -361,13 +376,17 @@ def test_the_reference_division_is_one_round_of_scorers_trained_on_the_truly_mat
         "division.reference=true",
     ]
     config, data, train = _setup(overrides)
-    got = division_scores(config, data, train, torch.device("cpu"))
+    got = division_scores(config, data, train, Runtime())
     want = out_of_fold_scores(
-        scorer_config(config), data, train, folds=3, trusted=~data.noise.is_noisy, score_kind="contrast"
+        scorer_config(config),
+        data,
+        train,
+        HeldOutPlan(folds=3, score_kind="contrast"),
+        round_start=RoundStart(trusted=~data.noise.is_noisy),
     )
     np.testing.assert_array_equal(got.train, want.score)
     honest = division_scores(
-        replace(config, division=replace(config.division, reference=False)), data, train, "cpu"
+        replace(config, division=replace(config.division, reference=False)), data, train, Runtime()
     )
     assert not np.array_equal(honest.train, got.train)
 
@@ -387,4 +406,4 @@ def test_a_reference_division_without_planted_noise_is_a_one_line_error():
     data = load_run_data(config)
     train = TrainingPairs(data.train, data.train_tokens, data.train.image_of_caption)
     with pytest.raises(ConfigError, match=r"^division\.reference: needs a training split with planted noise"):
-        division_scores(config, data, train, torch.device("cpu"))
+        division_scores(config, data, train, Runtime())

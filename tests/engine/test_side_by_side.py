@@ -10,14 +10,9 @@ import torch
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.engine.assembly import build_models, load_run_data
-from mispair.engine.pair_scores import (
-    ScorerRun,
-    out_of_fold_scores,
-    scorer_config,
-    train_scorer,
-    trained_scorers,
-)
-from mispair.engine.side_by_side import LinearInputs, side_by_side_spec
+from mispair.engine.held_out import HeldOutPlan, Runtime, out_of_fold_scores, scorer_config
+from mispair.engine.held_out.scorers import ScorerRun, train_scorer, trained_scorers
+from mispair.engine.held_out.side_by_side import LinearInputs, side_by_side_spec
 from mispair.nn.linear_backbone import LINEAR_WEIGHTS
 
 BACKBONE = ["model.head=cosine", "model.text_encoder=minilm", "model.image_pooling=features"]
@@ -84,9 +79,9 @@ def test_out_of_fold_scores_side_by_side_equal_the_sequential_ones():
         for epoch in range(config.train.epochs):
             trainer.train_epoch(epoch)
 
-    kwargs = dict(folds=3, repeats=2, score_kind="contrast", tau=0.2)
-    batched = out_of_fold_scores(config, data, train, **kwargs)
-    sequential = out_of_fold_scores(config, data, train, train_fold=alone, **kwargs)
+    plan = HeldOutPlan(folds=3, repeats=2, score_kind="contrast", tau=0.2)
+    batched = out_of_fold_scores(config, data, train, plan)
+    sequential = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=alone))
     np.testing.assert_allclose(batched.score, sequential.score, atol=1e-4)
     assert np.corrcoef(batched.score, sequential.score)[0, 1] > 0.9999
 

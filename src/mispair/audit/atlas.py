@@ -18,7 +18,7 @@ import torch
 from mispair.audit.page_data import MAP_COLUMNS
 from mispair.data.batching import TrainingPairs
 from mispair.encoding import evaluating, image_batches, text_batches
-from mispair.engine.export import TrainedRun
+from mispair.engine.trained import TrainedRun
 
 
 @dataclass

@@ -21,10 +21,10 @@ from mispair.audit.nearest import (
     training_sample,
 )
 from mispair.data.batching import TrainingPairs
-from mispair.division import Division, fit_gmm, min_max_normalize
-from mispair.engine.export import pair_similarities
+from mispair.division import Division
+from mispair.division.scores import AUDIT_MIXTURE, held_out_mixture
+from mispair.encoding import cross_similarities, pair_similarities
 from mispair.engine.trained import TrainedRun
-from mispair.methods.scoring import cross_similarities
 from mispair.progress import progress_bar
 from mispair.search.model import SearchModel
 
@@ -288,7 +288,7 @@ def score_division(score: np.ndarray) -> Division:
     iterations stop short): its ``params`` are on the min–max normalised suspicion ``−score``, the
     noisy component second."""
     score = np.asarray(score, dtype=np.float64)
-    division = fit_gmm(min_max_normalize(-score), max_iter=500, tol=1e-6)
+    division = held_out_mixture(score, AUDIT_MIXTURE)
     division.clean_prob = monotone_clean_prob(score, division.clean_prob)
     return division
 

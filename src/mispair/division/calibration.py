@@ -1,7 +1,7 @@
 """Held-out scores as numbers a person can act on, calibrated by decoy pairs.
 
 A decoy is a caption shown with another picture of its fold, scored by the same held-out scorers
-as the real pairs (:mod:`mispair.engine.decoys`): its scores ``F₀`` are the mismatched pairs' on
+as the real pairs (:mod:`mispair.engine.held_out.decoys`): its scores ``F₀`` are the mismatched pairs' on
 the collection's own scale. With ``F`` the real pairs' scores and ``π`` the share of mismatched
 pairs, ``F = π F₀ + (1 − π) F₁``. On the **null quantile** ``u = F₀(score)`` (the share of decoys
 scoring at most the pair; a mismatched pair's ``u`` is uniform on (0, 1], a matched pair's near 1)

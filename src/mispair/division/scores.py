@@ -1,7 +1,7 @@
 """Held-out division scores: what a run's division fits its mixture to, kept in the run's folder.
 
 A pair's held-out score comes from models that never trained on it (out-of-fold or early-epoch
-scorers, trained in :mod:`mispair.engine.pair_scores`); higher means more likely matched. This
+scorers, trained in :mod:`mispair.engine.held_out`); higher means more likely matched. This
 module holds the scores as data, reads and writes them (``pair_scores.npz``), turns them into a
 clean probability and a clean/noisy split at the division's threshold, and logs a division
 against the true noise, for every recipe and the audit alike.
@@ -17,7 +17,7 @@ import numpy as np
 from mispair.atomic import atomic_write
 from mispair.division.detection import detection_metrics
 from mispair.division.gmm import fit_gmm
-from mispair.division.mixtures import min_max_normalize
+from mispair.division.mixtures import Division, min_max_normalize
 from mispair.safe_parse import read_npz
 
 PAIR_SCORES_FILE = "pair_scores.npz"
@@ -34,7 +34,7 @@ class DivisionScores:
     others: np.ndarray | None = None
     null: np.ndarray | None = None
     """``[m]`` the decoy pairs' scores, scored as the training pairs are
-    (:mod:`mispair.engine.decoys`): the mismatched pairs' null; None where none were scored."""
+    (:mod:`mispair.engine.held_out.decoys`): the mismatched pairs' null; None where none were scored."""
     null_others: np.ndarray | None = None
     """``[m_others]`` the decoys of the other splits, scored as those are."""
 
@@ -56,16 +56,43 @@ class DivisionScores:
         return cls(saved["score"], saved.get("others"), saved.get("null"), saved.get("null_others"))
 
 
-def mixture_clean_probability(score: np.ndarray) -> np.ndarray:
-    """``[n_pairs]``: the posterior of the clean component of a two-component GMM over the
-    min–max normalised scores (higher = cleaner; NCR's mixture, GSC's ``split_batch``)."""
-    return fit_gmm(min_max_normalize(-np.asarray(score, dtype=np.float64))).clean_prob
+@dataclass(frozen=True)
+class MixtureSettings:
+    """The EM settings of the two-component GMM over held-out scores (:func:`held_out_mixture`):
+    at most ``max_iter`` iterations, stopped when the lower bound gains less than ``tol``."""
+
+    max_iter: int
+    tol: float
 
 
-def clean_split(score: np.ndarray, p_threshold: float = 0.5) -> np.ndarray:
-    """``[n_pairs]`` bool: the pairs a two-component GMM over the held-out scores (higher =
-    cleaner) puts on the clean side with probability above ``p_threshold``."""
-    return mixture_clean_probability(score) > p_threshold
+TRAINING_MIXTURE = MixtureSettings(max_iter=10, tol=1e-2)
+"""NCR's settings, which every training division keeps (``holdout``'s split, the refinement
+rounds, ``--export-pairs``): a few EM steps, the published recipes' numbers (docs/results.md)."""
+
+AUDIT_MIXTURE = MixtureSettings(max_iter=500, tol=1e-6)
+"""EM run to convergence: the audit's fallback share and probabilities, which a person reads."""
+
+
+def held_out_mixture(score: np.ndarray, settings: MixtureSettings = TRAINING_MIXTURE) -> Division:
+    """The two-component GMM over held-out ``score [n_pairs]`` (higher = cleaner): fitted to the
+    min–max normalised suspicion ``−score`` (NCR's mixture, GSC's ``split_batch``), the noisy
+    component second; ``clean_prob`` the posterior of the clean component. The one place a
+    mixture is fitted to held-out scores (the training divisions and the audit's fallback)."""
+    suspicion = min_max_normalize(-np.asarray(score, dtype=np.float64))
+    return fit_gmm(suspicion, max_iter=settings.max_iter, tol=settings.tol)
+
+
+def mixture_clean_probability(score: np.ndarray, settings: MixtureSettings = TRAINING_MIXTURE) -> np.ndarray:
+    """``[n_pairs]``: the clean probability of :func:`held_out_mixture`."""
+    return held_out_mixture(score, settings).clean_prob
+
+
+def clean_split(
+    score: np.ndarray, p_threshold: float = 0.5, settings: MixtureSettings = TRAINING_MIXTURE
+) -> np.ndarray:
+    """``[n_pairs]`` bool: the pairs :func:`held_out_mixture` puts on the clean side with
+    probability above ``p_threshold``."""
+    return mixture_clean_probability(score, settings) > p_threshold
 
 
 def division_log(

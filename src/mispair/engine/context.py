@@ -14,7 +14,7 @@ from mispair.data.noise import NoiseRecord
 from mispair.distributed import Shard
 from mispair.division.scores import PAIR_SCORES_FILE
 from mispair.engine.assembly import RunData
-from mispair.engine.pair_scores import division_scores
+from mispair.engine.held_out import Runtime, division_scores
 from mispair.methods.base import RecipeContext
 
 
@@ -30,9 +30,8 @@ def recipe_context(
     shard: Shard,
 ) -> RecipeContext:
     cache = out_dir / PAIR_SCORES_FILE
-    scores = division_scores(
-        config, data, train, device, cache=cache, progress=progress, shard=shard, others=others
-    )
+    runtime = Runtime(device, shard, progress)
+    scores = division_scores(config, data, train, runtime, cache=cache, others=others)
     return RecipeContext(
         train=train.sharded(shard),
         batch_size=config.train.batch_size,

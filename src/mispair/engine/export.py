@@ -6,28 +6,10 @@ import csv
 import io
 from typing import Any
 
-import numpy as np
-import torch
-
 from mispair.config import RunConfig
-from mispair.data.batching import TrainingPairs
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
+from mispair.encoding import pair_similarities
 from mispair.engine.trained import TrainedRun
-from mispair.nn.model import RetrievalModel
-
-
-@torch.no_grad()
-def pair_similarities(
-    models: list[RetrievalModel], train: TrainingPairs, batch_size: int, device: torch.device
-) -> np.ndarray:
-    """``[len(train)]`` similarity of every pair of ``train`` as paired, in its order (averaged
-    over ``models``)."""
-    scores = []
-    for batch in train.batches(batch_size):
-        batch = batch.to(device)
-        sims = sum(m(batch.images, batch.tokens, batch.lengths).diagonal() for m in models)
-        scores.append((sims / len(models)).float().cpu().numpy())
-    return np.concatenate(scores) if scores else np.zeros(0, dtype=np.float32)
 
 
 def export_training_pairs(config: RunConfig) -> list[dict[str, Any]]:

@@ -47,8 +47,9 @@ import torch
 from torch import nn
 
 from mispair.data.batching import Batch, TrainingPairs
-from mispair.division import fit_gmm
-from mispair.division.scores import division_log
+from mispair.distributed import from_main
+from mispair.division.scores import TRAINING_MIXTURE, division_log, mixture_clean_probability
+from mispair.encoding import cross_similarities
 from mispair.errors import ConfigError
 from mispair.losses import Reduction, info_nce_loss, reduce_batch, triplet_loss
 from mispair.losses.asymmetric import asymmetric_loss
@@ -61,7 +62,6 @@ from mispair.losses.neighbour_targets import (
     neighbour_target_loss,
 )
 from mispair.methods.base import Recipe, Update, register_recipe
-from mispair.methods.scoring import clean_probability, cross_similarities
 from mispair.nn.linear_backbone import run_together, stacked_similarities
 
 
@@ -110,8 +110,10 @@ class Holdout(Recipe):
             raise ConfigError(
                 "recipe holdout: needs held-out pair scores (division.scored_by: out_of_fold or early)"
             )
-        losses = -np.asarray(context.pair_scores, dtype=np.float64)
-        self.clean_prob = clean_probability(losses[None], fit_gmm, context)[0]
+        scores = context.pair_scores  # the held-out mixture, fitted once (rank 0)
+        self.clean_prob = from_main(
+            context.shard, lambda: mixture_clean_probability(scores, TRAINING_MIXTURE)
+        )
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
         self.rematched = np.zeros(len(context.train), dtype=bool)
         if options.suspect_loss == "neighbours":

@@ -15,11 +15,9 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import TrainingPairs
-from mispair.data.mapped import rows
-from mispair.data.pairset import PairSet
 from mispair.distributed import from_main, sum_over
 from mispair.division import Division, min_max_normalize
-from mispair.encoding import evaluating, similarity_matrix
+from mispair.encoding import evaluating
 from mispair.losses.triplet import mean_hinge_loss
 from mispair.methods.base import RecipeContext
 from mispair.nn.model import RetrievalModel
@@ -87,21 +85,3 @@ def division_losses(
     return per_sample_losses(
         models, context.train, batch_size=batch_size, seed=seed, device=context.device, loss_fn=loss_fn
     )
-
-
-def cross_similarities(
-    models: Sequence[RetrievalModel],
-    train: TrainingPairs,
-    images: np.ndarray,
-    captions: np.ndarray,
-    *,
-    batch_size: int = 256,
-    device: torch.device | str = "cpu",
-) -> Tensor:
-    """``[len(images), len(captions)]`` similarities of the training images ``images`` with the
-    training captions ``captions`` (indices into ``train``'s images and captions), averaged over
-    ``models`` in eval mode (the evaluation's all-pairs engine), on the CPU."""
-    features = rows(train.pairs.images, images)
-    part = PairSet(features, [""] * len(captions), np.zeros(len(captions), dtype=np.int64))
-    tokens = [train.tokens[k] for k in captions]
-    return similarity_matrix(models, part, tokens, batch_size=batch_size, device=device).float().cpu()

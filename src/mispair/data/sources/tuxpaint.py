@@ -22,8 +22,8 @@ import numpy as np
 
 from mispair.data.features import extract_grid_features, file_key
 from mispair.data.pairset import PairSet
+from mispair.data.pictures.images import load_picture
 from mispair.data.sources.common import find_source_dir, seeded_order, write_splits
-from mispair.data.sources.images import load_picture
 from mispair.errors import DataError
 
 logger = logging.getLogger(__name__)

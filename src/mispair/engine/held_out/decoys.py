@@ -14,7 +14,8 @@ and picture must therefore be held out, and weighed, together in every repeat: b
 one **cell**, the pairs that share fold and contrast group in every partition. Within a cell a
 caption is shown with the picture of a pair of another content group (never its own picture, an
 identical caption's or a near-duplicate's). Choosing the decoys costs no training; scoring them
-reads similarities the real scores computed already (:func:`~mispair.engine.pair_scores.contrast_scores`).
+reads similarities the real scores computed already
+(:func:`~mispair.engine.held_out.contrast.contrast_scores`).
 """
 
 from __future__ import annotations

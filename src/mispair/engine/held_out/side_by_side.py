@@ -12,7 +12,7 @@ around them (tokens padded and looked up, autograd and Adam on each scorer's fou
 their InfoNCE losses summed (the scorers share no parameter, so each gets its own gradient), each
 scorer's gradient clipped by its own norm and Adam applied per scorer (its own step count and
 learning rate). Each scorer sees exactly the batches, initial weights, clipping and Adam updates
-it would see alone (:func:`~mispair.engine.pair_scores.train_scorer`), so its weights and held-out
+it would see alone (:func:`~mispair.engine.held_out.scorers.train_scorer`), so its weights and held-out
 scores agree with the sequential ones to float rounding (``tests/engine/test_side_by_side.py``).
 
 The scorers of a round finish together: an audit interrupted during a round's training trains

@@ -10,7 +10,7 @@
   declarations and external resources refused, which stops "billion laughs" entity bombs;
   trusted ones (installed by a Debian package) may declare entities. Every SVG, gzip-compressed
   or not, is bounded in bytes after decompression, and the images it embeds (``data:`` URIs,
-  nested SVGs) go through :class:`mispair.data.sources.svg_fetch.BoundedFetcher`: the same
+  nested SVGs) go through :class:`mispair.data.pictures.svg_fetch.BoundedFetcher`: the same
   allow-list, a pixel budget, a count and a time limit (see :mod:`mispair.limits`).
 - Transparency is composited on white, and the picture is scaled to fit a ``size × size``
   square (aspect ratio kept, centred, white padding).
@@ -22,8 +22,8 @@ import io
 import logging
 from pathlib import Path
 
-from mispair.data.sources.raster import RASTER_FORMATS, ImageTooLarge, open_raster, require
-from mispair.data.sources.svg_fetch import BoundedFetcher, read_svg_bytes
+from mispair.data.pictures.raster import RASTER_FORMATS, ImageTooLarge, open_raster, require
+from mispair.data.pictures.svg_fetch import BoundedFetcher, read_svg_bytes
 from mispair.errors import DataError
 
 logger = logging.getLogger(__name__)

@@ -114,7 +114,7 @@ class BoundedFetcher:
         return urllib.parse.unquote_to_bytes(payload)
 
     def _raster_as_png(self, data: bytes) -> bytes:
-        from mispair.data.sources.raster import open_raster
+        from mispair.data.pictures.raster import open_raster
 
         budget = limit("MAX_NESTED_PIXELS") - self.pixels
         where = f"{self.where} (embedded image {self.count})"

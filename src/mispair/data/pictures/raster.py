@@ -1,5 +1,5 @@
 """Raster pictures decoded by their content alone, within a pixel budget (see
-:mod:`mispair.data.sources.images` for the whole policy; :mod:`~mispair.data.sources.svg_fetch`
+:mod:`mispair.data.pictures.images` for the whole policy; :mod:`~mispair.data.pictures.svg_fetch`
 decodes the rasters an SVG embeds through the same door)."""
 
 from __future__ import annotations

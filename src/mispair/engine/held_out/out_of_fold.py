@@ -1,0 +1,252 @@
+"""One round of out-of-fold scoring: deal the pairs into folds (and decoys), train a scorer per
+held-out fold (or read it back from the stash), score the fold it held out and the other splits,
+and sum the scores over the repeats and the processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+from torch import Tensor
+
+from mispair.config import RunConfig
+from mispair.data.batching import TrainingPairs
+from mispair.data.content import ContentGroups, fold_groups
+from mispair.distributed import sum_over
+from mispair.engine.assembly import RunData
+from mispair.engine.held_out.decoys import DECOYS_PER_PAIR, cells_of, decoy_pairs, local_decoys
+from mispair.engine.held_out.kinds import SCORE_KINDS, KindSettings, scores_and_decoys
+from mispair.engine.held_out.plan import FIRST_ROUND, ON_CPU, HeldOutPlan, RoundStart, Runtime
+from mispair.engine.held_out.sampling import (
+    contrast_cells,
+    contrast_groups,
+    dealt_folds,
+    fold_seeds,
+    grouped_scores,
+    other_group_images,
+    other_groups,
+    sampled,
+    scorer_seed,
+)
+from mispair.engine.held_out.scorers import ScorerRun, trained_scorers
+from mispair.nn.model import RetrievalModel
+from mispair.progress import progress_bar
+from mispair.seeds import child_seed
+
+NO_DECOYS = np.zeros((0, 2), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class OutOfFoldScores:
+    """``score [n_pairs]``: each training pair's score under the models that held it out, the mean
+    over the repeats (higher = more likely matched); ``fold [repeats, n_pairs]``: the fold that held
+    the pair out in each repeat's partition; ``others [n_others]``: each pair of the other splits
+    (cross-fitting: none of the scorers saw them), the mean over every scorer; ``scorers``: the
+    weights of the scorers this process trained (for warm-started refinement rounds)."""
+
+    score: np.ndarray
+    fold: np.ndarray
+    others: np.ndarray | None = None
+    scorers: dict[int, dict[str, Tensor]] | None = None
+    """This process's scorers' weights by job (``repeat × folds + fold``), when asked to keep them."""
+    null: np.ndarray | None = None
+    """``[m]``: the decoy pairs' scores (:mod:`mispair.engine.held_out.decoys`), each the mean over
+    the repeats like a training pair's; None where the score kind has no decoys."""
+    null_others: np.ndarray | None = None
+    """``[m_others]``: decoys of the other splits, each the mean over every scorer like theirs."""
+    decoys: np.ndarray | None = None
+    """``[m, 2]``: the training pairs' decoys, ``(caption, pair whose picture it is shown with)``."""
+
+
+@dataclass(frozen=True)
+class _Deal:
+    """How one scoring's pairs are dealt: ``fold [repeats, n_pairs]`` from the repeats' ``seeds``,
+    the training pairs' ``decoys``, and the other splits' contrast ``group`` and decoys."""
+
+    content: ContentGroups
+    seeds: list[int]
+    fold: np.ndarray
+    decoys: np.ndarray
+    others: TrainingPairs | None
+    group: np.ndarray | None
+    other_decoys: np.ndarray
+
+    @property
+    def n_others(self) -> int:
+        return 0 if self.others is None else len(self.others)
+
+
+def _deal(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    plan: HeldOutPlan,
+    content: ContentGroups,
+    others: TrainingPairs | None,
+) -> _Deal:
+    seeds = fold_seeds(config.train.seed, plan.repeats)
+    fold = dealt_folds(content, train, plan.folds, seeds)
+    with_decoys = SCORE_KINDS[plan.score_kind].decoys
+    decoy_seed = child_seed(config.train.seed, "decoys")
+    decoys, other_decoys, group = NO_DECOYS, NO_DECOYS, None
+    if with_decoys:
+        held_together = np.concatenate([fold, contrast_cells(content, train, fold, seeds, plan.folds)])
+        decoys = decoy_pairs(
+            cells_of(held_together), content.of_image[train.image_of_caption], DECOYS_PER_PAIR, decoy_seed
+        )
+    if others is not None:
+        group_images = other_group_images(data.train.n_images, plan.folds)
+        group, other_content = other_groups(others, group_images, config.train.seed)
+        if with_decoys:
+            other_decoys = decoy_pairs(group, other_content, DECOYS_PER_PAIR, decoy_seed + 1)
+    return _Deal(content, seeds, fold, decoys, others, group, other_decoys)
+
+
+def out_of_fold_scores(
+    config: RunConfig,
+    data: RunData,
+    train: TrainingPairs,
+    plan: HeldOutPlan,
+    *,
+    others: TrainingPairs | None = None,
+    runtime: Runtime = ON_CPU,
+    round_start: RoundStart = FIRST_ROUND,
+    content: ContentGroups | None = None,
+) -> OutOfFoldScores:
+    """Score every pair of ``train`` with a model that never saw it (:mod:`mispair.engine.held_out`).
+
+    Each fold's model is built, trained and scored as ``config`` says (recipe, model, train
+    settings and epochs; a plain ``vse`` scorer is the usual choice) on the pairs of the other
+    folds, with the pairing of ``train`` (noisy or not), ``plan.repeats`` partitions into
+    ``plan.folds`` folds (a pair's score the mean over them), each scored as ``plan.score_kind``.
+    ``others`` (the dev and test splits) no scorer trains on: every scorer scores them too
+    (cross-fitting), in groups of a fold's size, and each gets the mean of its ``repeats × k``
+    scores. ``content``: ``train``'s images grouped for dealing into folds, when computed before
+    (every round deals the same groups). ``round_start``: which pairs the scorers train on and
+    what they start from; ``runtime``: where it runs (:class:`~mispair.engine.held_out.plan.Runtime`).
+    """
+    if plan.repeats < 1:
+        raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {plan.repeats}")
+    if content is None:
+        content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
+    deal = _deal(config, data, train, plan, content, others)
+    done, todo = _kept_or_todo(config, train, plan, deal, round_start, runtime)
+    settings = KindSettings(plan.tau, config.train.eval_batch_size, runtime.device)
+    trained = trained_scorers(todo, data, train, runtime.device, runtime.train_fold)
+    for run, model in progress_bar(
+        trained, total=len(todo), desc="out-of-fold scorers", disable=not runtime.progress, leave=False
+    ):
+        weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
+        kept = _scored(model, run, train, plan, deal, settings)
+        if runtime.stash is not None:
+            runtime.stash.save(
+                round_start.index, run.job, kept, weights if round_start.keep_scorers else None
+            )
+        done[run.job] = (kept, weights)
+    return _summed(train, plan, deal, done, runtime, round_start.keep_scorers)
+
+
+def _kept_or_todo(
+    config: RunConfig,
+    train: TrainingPairs,
+    plan: HeldOutPlan,
+    deal: _Deal,
+    round_start: RoundStart,
+    runtime: Runtime,
+) -> tuple[dict[int, tuple[np.ndarray, dict[str, Tensor] | None]], list[ScorerRun]]:
+    """This process's jobs: those the stash kept (their scores and weights), and the scorers to train."""
+    stash, keep = runtime.stash, round_start.keep_scorers
+    done: dict[int, tuple[np.ndarray, dict[str, Tensor] | None]] = {}
+    todo: list[ScorerRun] = []
+    for job in range(runtime.shard.rank, plan.repeats * plan.folds, runtime.shard.world):
+        repeat, k = divmod(job, plan.folds)
+        kept = None if stash is None else stash.load(round_start.index, job)
+        weights = None if stash is None or not keep else stash.load_weights(round_start.index, job)
+        held_out = np.flatnonzero(deal.fold[repeat] == k)
+        held_decoys = len(local_decoys(deal.decoys, held_out, len(train))[0])
+        size = len(held_out) + deal.n_others + held_decoys + len(deal.other_decoys)
+        if kept is not None and len(kept) == size and not (keep and weights is None):
+            done[job] = (kept, weights)
+            continue
+        fold_seed = scorer_seed(deal.seeds[repeat], k, plan.folds)
+        training = deal.fold[repeat] != k
+        if round_start.trusted is not None:
+            training = training & round_start.trusted
+        todo.append(
+            ScorerRun(
+                job,
+                replace(config, train=replace(config.train, seed=fold_seed)),
+                sampled(np.flatnonzero(training), plan.scorer_pairs, fold_seed),
+                None if round_start.start is None else round_start.start[job],
+            )
+        )
+    return done, todo
+
+
+def _scored(
+    model: RetrievalModel,
+    run: ScorerRun,
+    train: TrainingPairs,
+    plan: HeldOutPlan,
+    deal: _Deal,
+    settings: KindSettings,
+) -> np.ndarray:
+    """What one trained scorer keeps: its held-out pairs' scores, the other splits', then the
+    decoys' of both, in one array (as stashed)."""
+    repeat, k = divmod(run.job, plan.folds)
+    score = partial(scores_and_decoys, model, kind=plan.score_kind, settings=settings)
+    held_out = np.flatnonzero(deal.fold[repeat] == k)
+    held = train.subset(held_out)
+    local = local_decoys(deal.decoys, held_out, len(train))[1]
+    group_of_held = contrast_groups(deal.content, held, run.config.train.seed)
+    kept, kept_decoys = grouped_scores(score, held, group_of_held, local)
+    if deal.others is not None:
+        other_kept, other_kept_decoys = grouped_scores(score, deal.others, deal.group, deal.other_decoys)
+        kept = np.concatenate([kept, other_kept])
+        kept_decoys = np.concatenate([kept_decoys, other_kept_decoys])
+    return np.concatenate([kept, kept_decoys])
+
+
+def _summed(
+    train: TrainingPairs,
+    plan: HeldOutPlan,
+    deal: _Deal,
+    done: dict[int, tuple[np.ndarray, dict[str, Tensor] | None]],
+    runtime: Runtime,
+    keep_scorers: bool,
+) -> OutOfFoldScores:
+    """Every job's kept scores added up (over this process's jobs, then over the processes) and
+    averaged: each training pair over its repeats, each other pair over every scorer."""
+    n_others, folds, repeats = deal.n_others, plan.folds, plan.repeats
+    total = np.zeros(len(train) + n_others, dtype=np.float32)
+    decoy_total = np.zeros(len(deal.decoys) + len(deal.other_decoys), dtype=np.float32)
+    scorers: dict[int, dict[str, Tensor]] | None = {} if keep_scorers else None
+    for job in range(runtime.shard.rank, repeats * folds, runtime.shard.world):
+        kept, weights = done[job]
+        held_out = np.flatnonzero(deal.fold[job // folds] == job % folds)
+        rows = local_decoys(deal.decoys, held_out, len(train))[0]
+        if scorers is not None:
+            scorers[job] = weights
+        n_scored = len(held_out) + n_others
+        total[held_out] += kept[: len(held_out)]
+        total[len(train) :] += kept[len(held_out) : n_scored]
+        decoy_total[rows] += kept[n_scored : n_scored + len(rows)]
+        decoy_total[len(deal.decoys) :] += kept[n_scored + len(rows) :]
+    total, decoy_total = np.split(sum_over(runtime.shard, np.concatenate([total, decoy_total])), [len(total)])
+    other_scores = None if deal.others is None else total[len(train) :] / np.float32(repeats * folds)
+    null = null_others = None
+    if SCORE_KINDS[plan.score_kind].decoys:
+        null = decoy_total[: len(deal.decoys)] / np.float32(repeats)
+        null_others = (
+            None if deal.others is None else decoy_total[len(deal.decoys) :] / np.float32(repeats * folds)
+        )
+    return OutOfFoldScores(
+        total[: len(train)] / np.float32(repeats),
+        deal.fold,
+        other_scores,
+        scorers,
+        null,
+        null_others,
+        deal.decoys,
+    )

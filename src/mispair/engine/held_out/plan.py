@@ -1,0 +1,111 @@
+"""What a held-out scoring does, read once from a run's ``division`` section: :class:`HeldOutPlan`
+(the folds, rounds, repeats, score kind and sampling), :class:`Runtime` (where and how it runs:
+device, processes, progress, the fold stash) and :class:`RoundStart` (what one round of
+out-of-fold scorers starts from). Every function of :mod:`mispair.engine.held_out` takes these
+objects instead of a dozen keyword arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mispair.config import DivisionConfig, RunConfig
+from mispair.distributed import SINGLE_PROCESS, Shard
+
+if TYPE_CHECKING:
+    from mispair.engine.held_out.stash import FoldStash
+    from mispair.engine.trainer import Trainer
+
+ScoreKind = Literal["similarity", "contrast", "contrast_structure", "gap_corrected"]
+"""The names of :data:`~mispair.engine.held_out.kinds.SCORE_KINDS` (``division.pair_score``)."""
+
+
+@dataclass(frozen=True)
+class HeldOutPlan:
+    """A run's held-out scoring: ``folds`` (``k``), ``rounds`` (each later round's scorers train on
+    the previous round's clean split at ``p_threshold``), ``repeats`` (partitions into ``k`` folds,
+    the scores averaged), ``score_kind`` (a name of
+    :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`) at temperature ``tau``, ``refine_epochs``
+    (warm-started refinement rounds; None: from scratch), ``scorer_pairs`` (the most pairs a
+    scorer trains on; None: all) and ``reference`` (scorers trained on the truly matched pairs)."""
+
+    folds: int = 5
+    rounds: int = 1
+    repeats: int = 1
+    score_kind: ScoreKind = "similarity"
+    tau: float = 0.05
+    p_threshold: float = 0.5
+    refine_epochs: int | None = None
+    scorer_pairs: int | None = None
+    reference: bool = False
+
+    @classmethod
+    def of(cls, division: DivisionConfig) -> HeldOutPlan:
+        """The plan of a run's ``division`` section."""
+        return cls(
+            folds=division.folds,
+            rounds=division.rounds,
+            repeats=division.repeats,
+            score_kind=division.pair_score,
+            tau=division.tau,
+            p_threshold=division.p_threshold,
+            refine_epochs=division.refine_epochs,
+            scorer_pairs=division.scorer_pairs,
+            reference=division.reference,
+        )
+
+    def but(self, **changes: object) -> HeldOutPlan:
+        """This plan with ``changes`` (a test's or benchmark's variant)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where a held-out scoring runs: ``device``; ``shard`` (in a multi-process run, this rank
+    trains the scorers ``rank, rank + world, ...`` and the scores are summed over the ranks);
+    ``progress`` (a bar over the scorers); ``stash`` (finished scorers kept on disk and read back
+    on resume); ``train_fold`` (trains one scorer's :class:`~mispair.engine.trainer.Trainer`,
+    default ``config.train.epochs`` epochs: a hook for tests, which trains scorers one by one)."""
+
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    shard: Shard = SINGLE_PROCESS
+    progress: bool = False
+    stash: FoldStash | None = None
+    train_fold: Callable[[Trainer], None] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device", torch.device(self.device))
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    """What one round of out-of-fold scorers starts from: its ``index`` (the stash's round),
+    ``trusted [n_pairs]`` bool (the scorers train on the trusted pairs of the other folds only;
+    None: all), ``start`` (each job's initial weights, by job; None: fresh) and whether to
+    ``keep_scorers`` (return this process's trained weights, for a warm-started next round)."""
+
+    index: int = 0
+    trusted: np.ndarray | None = None
+    start: dict[int, dict[str, Tensor]] | None = None
+    keep_scorers: bool = False
+
+
+ON_CPU = Runtime()
+"""One process on the CPU, quiet, nothing stashed."""
+
+FIRST_ROUND = RoundStart()
+"""A round of fresh scorers trained on every pair of the other folds."""
+
+
+def scorer_config(config: RunConfig) -> RunConfig:
+    """The scoring run of ``config``'s division: its data, model and train settings with the
+    ``vse`` recipe, the ``division.scorer_options`` options and ``division.epochs`` epochs at a constant
+    learning rate."""
+    division = config.division
+    train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
+    return replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
