@@ -196,7 +196,6 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         resume=not args.no_resume,
         progress=not args.quiet,
         log=lambda m: print(m, file=sys.stderr),
-    from mispair.audit.writers import parse_bytes
         overwrite=args.overwrite,
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
         fdr=args.fdr,
@@ -206,8 +205,6 @@ def _cmd_audit(args: argparse.Namespace) -> None:
 
 
 def format_audit(summary: dict, out: Path) -> str:
-    files = applied.files or []
-    written = f" as {applied.form} ({', '.join(files[:3])}{', ...' * (len(files) > 3)})" if files else ""
     """The audit's result in a few lines: what was found, how well (when it can tell), where."""
     low, high = (100 * x for x in summary["estimated_mismatched_share_interval"])
     splits = ", ".join(f"{n} {name}" for name, n in summary["pairs_by_split"].items())
@@ -311,6 +308,7 @@ def _cmd_apply(args: argparse.Namespace) -> None:
             f"--decisions {decisions}: no such file; give the decisions.csv the report downloaded"
         )
     from mispair.audit.result import AuditResult
+    from mispair.audit.writers import parse_bytes
 
     applied = AuditResult.load(args.audit).apply(
         args.decisions,
@@ -320,6 +318,8 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         format=args.format,
         shard_bytes=parse_bytes(args.shard_size),
     )
+    files = applied.files or []
+    written = f" as {applied.form} ({', '.join(files[:3])}{', ...' * (len(files) > 3)})" if files else ""
     print(
         f"wrote {applied.folder}{written}: {applied.kept} pairs kept "
         f"({applied.replaced} with a new caption), {applied.removed} removed; images "
@@ -643,18 +643,6 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="mispair")
-    apply.add_argument(
-        "--format",
-        choices=("same", "folder"),
-        default="same",
-        help="same: the collection's own form (a table file, WebDataset shards, an imagefolder, "
-        "COCO JSON); folder: a folder of pictures with captions.csv (default: same)",
-    )
-    apply.add_argument(
-        "--shard-size",
-        metavar="SIZE",
-        help="WebDataset output: shards of at most this size (e.g. 100MB; default: one per input shard)",
-    )
     for add in (
         _train_parser,
         _audit_parser,
@@ -766,6 +754,18 @@ def _apply_parser(sub: Subparsers) -> None:
         type=float,
         help="also drop the undecided pairs of the cut at this estimated false-discovery rate "
         "(their q-value at most this: e.g. 0.05, about 5%% of the dropped pairs matched ones)",
+    )
+    apply.add_argument(
+        "--format",
+        choices=("same", "folder"),
+        default="same",
+        help="same: the collection's own form (a table file, WebDataset shards, an imagefolder, "
+        "COCO JSON); folder: a folder of pictures with captions.csv (default: same)",
+    )
+    apply.add_argument(
+        "--shard-size",
+        metavar="SIZE",
+        help="WebDataset output: shards of at most this size (e.g. 100MB; default: one per input shard)",
     )
     apply.set_defaults(run=_cmd_apply)
 
