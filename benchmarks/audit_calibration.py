@@ -14,10 +14,11 @@ the old mixture estimate beside them, against the truth.
     python benchmarks/audit_calibration.py table > benchmarks/results/calibration/table.md
 
 Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English descriptions),
-``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of them),
-``icons`` (the Adwaita icon theme's distinct names at one size, captioned by their file names:
-"folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s precomputed splits, the swaps
-planted by the audit itself into the training split: ``--plant``).
+``tuxpaint_near`` (the same, each swap within a stamp category: a caption of a similar picture,
+a near miss), ``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of
+them), ``icons`` (the Adwaita icon theme's distinct names at one size, captioned by their file
+names: "folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s precomputed splits, the
+swaps planted by the audit itself into the training split: ``--plant``).
 """
 
 from __future__ import annotations
@@ -79,15 +80,22 @@ def synthetic_collection(folder: Path) -> Path:
     return write_synthetic_dataset(folder, n_train=400, n_dev=50, n_test=50)
 
 
-def write_collection(folder: Path, pairs: list[tuple[Path, str]], rate: float, seed: int) -> np.ndarray:
+def write_collection(
+    folder: Path, pairs: list[tuple[Path, str]], rate: float, seed: int, near: bool = False
+) -> np.ndarray:
     """``pairs`` as a folder (``images/`` + ``captions.csv``) with ``rate`` of the captions swapped
-    in cycles (none stays with its picture); returns each row's truth (True: mismatched)."""
+    in cycles (none stays with its picture); ``near``: each cycle within one folder of the source
+    (a Tux Paint category: a caption of a similar picture, a near miss). Returns each row's truth
+    (True: mismatched)."""
     rng = np.random.default_rng(1000 + seed)
     n = len(pairs)
     shown = np.arange(n)
     swapped = np.sort(rng.choice(n, size=round(rate * n), replace=False)) if rate > 0 else np.zeros(0, int)
-    if len(swapped) > 1:
-        shown[swapped] = swapped[np.roll(rng.permutation(len(swapped)), 1)]
+    folders = np.array([str(path.parent) for path, _ in pairs]) if near else np.zeros(n, dtype=str)
+    for name in np.unique(folders[swapped]):
+        cycle = swapped[folders[swapped] == name]
+        if len(cycle) > 1:
+            shown[cycle] = cycle[np.roll(rng.permutation(len(cycle)), 1)]
     names = []
     (folder / "images").mkdir(parents=True, exist_ok=True)
     for k, (source, _) in enumerate(pairs):
@@ -105,7 +113,7 @@ def write_collection(folder: Path, pairs: list[tuple[Path, str]], rate: float, s
 
 
 def collection_pairs(name: str, folder: Path, args: argparse.Namespace) -> list[tuple[Path, str]]:
-    if name == "tuxpaint":
+    if name in ("tuxpaint", "tuxpaint_near"):
         return tuxpaint_pairs()
     if name == "openclipart":
         return openclipart_pairs(args.openclipart_max)
@@ -176,7 +184,8 @@ def score(args: argparse.Namespace) -> None:
                     found = held_out_scores(collection, None, folder / "audit", plant=rate, seed=seed)
                 else:
                     pairs = collection_pairs(name, WORK / name, args)
-                    truth = write_collection(folder / "collection", pairs, rate, seed)
+                    near = name.endswith("_near")
+                    truth = write_collection(folder / "collection", pairs, rate, seed, near=near)
                     found = held_out_scores(folder / "collection", truth, folder / "audit")
                 np.savez(target, **{k: v for k, v in found.items() if v is not None})
                 everything = np.concatenate([found["truth"], found["truth_others"]])
