@@ -167,3 +167,98 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array)
     return buffer.getvalue()
+
+
+# --- bombs: small on disk, huge once built (issue 50, class 3) -----------------------------------
+
+
+def parquet_row_bomb(path: Path, rows: int = 100_000_000) -> Path:
+    """A Parquet file of ``rows`` rows of one repeated image path and caption: dictionary and
+    run-length encoded, well under a megabyte on disk."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    chunk = 10_000_000
+    schema = pa.schema(
+        [
+            ("image", pa.dictionary(pa.int32(), pa.string())),
+            ("caption", pa.dictionary(pa.int32(), pa.string())),
+        ]
+    )
+    with pq.ParquetWriter(path, schema, use_dictionary=True, compression="zstd") as writer:
+        for start in range(0, rows, chunk):
+            n = min(chunk, rows - start)
+            indices = pa.array(np.zeros(n, dtype=np.int32))
+            column = lambda text: pa.DictionaryArray.from_arrays(indices, pa.array([text]))  # noqa: E731
+            writer.write_table(
+                pa.table({"image": column("a.png"), "caption": column("a caption")}, schema=schema),
+                row_group_size=n,
+            )
+    return path
+
+
+def sparse_tar(folder: Path, members: int = 130, size: int = 49_000_000) -> Path:
+    """A tar shard of ``members`` GNU sparse members, each declaring ``size`` bytes of picture
+    while storing a few: a couple of hundred kilobytes that unpack to gigabytes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shard = folder / "shard-000.tar"
+    with tarfile.open(shard, "w", format=tarfile.GNU_FORMAT) as tar:
+        for k in range(members):
+            info = tarfile.TarInfo(f"{k:05d}.png")
+            info.type = tarfile.GNUTYPE_SPARSE
+            info.sparse = [(0, 0)]
+            info.size = 0
+            header = info.tobuf(tarfile.GNU_FORMAT)
+            tar.fileobj.write(_sparse_header(header, size))
+            tar.offset += len(header)
+            text = tarfile.TarInfo(f"{k:05d}.txt")
+            text.size = 4
+            tar.addfile(text, io.BytesIO(b"a cat"[:4]))
+    return folder
+
+
+def _sparse_header(header: bytes, size: int) -> bytes:
+    """A GNU sparse header (one map entry: ``size`` bytes of which none stored) with a good
+    checksum: the member's real size field at byte 483 (``realsize``)."""
+    block = bytearray(header[:512])
+    block[483:495] = f"{size:011o}\0".encode()  # realsize
+    block[386:398] = b"00000000000\0"  # sparse[0].offset
+    block[398:410] = b"00000000000\0"  # sparse[0].numbytes
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}\0 ".encode()
+    return bytes(block)
+
+
+def duplicate_key_tar(folder: Path) -> Path:
+    """A shard where every key appears twice (two pictures, two captions under one key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "shard-000.tar", "w") as tar:
+        for k, (_, blob, caption) in enumerate(colour_pictures()):
+            for repeat in range(2 if k % 2 else 1):
+                for suffix, data in ((".png", blob), (".txt", f"{caption} {repeat}".encode())):
+                    info = tarfile.TarInfo(f"{k:05d}{suffix}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    return folder
+
+
+def coco_element_bomb(folder: Path, elements: int = 10_000_000) -> Path:
+    """COCO JSON of 20 MB whose one list holds ``elements`` zeros (~27x larger once built)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "captions_train2017.json"
+    path.write_bytes(b'{"images": [], "annotations": [], "x": [' + b"0," * (elements - 1) + b"0]}")
+    return path
+
+
+def image_struct_parquet(path: Path, value: object) -> Path:
+    """A Parquet table whose every image struct's ``bytes`` field is ``value`` (a number, a
+    string, a negative number: anything but bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pictures = colour_pictures()
+    images = [{"bytes": value, "path": name} for name, _, _ in pictures]
+    pq.write_table(pa.table({"image": images, "caption": [c for _, _, c in pictures]}), path)
+    return path

@@ -23,6 +23,7 @@ import yaml
 
 from mispair.errors import ConfigError, DataError
 from mispair.limits import limit, raise_hint
+from mispair.safe_io import open_input
 
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
@@ -138,8 +139,6 @@ def check_npy(path: str | Path, *, bounded: bool = True) -> tuple[tuple[int, ...
     regular file (a FIFO or device refused without blocking), no object dtype, data no larger
     than the file holds and (``bounded``) than ``MAX_ARRAY_BYTES``; else a :class:`DataError`
     naming ``path``."""
-    from mispair.safe_io import open_input
-
     fd = open_input(path, 1 << 62, "a .npy array")
     with os.fdopen(fd, "rb") as handle:
         try:
@@ -164,3 +163,60 @@ def check_npy(path: str | Path, *, bounded: bool = True) -> tuple[tuple[int, ...
             f"{path}: a truncated .npy array (its header declares {declared:,} bytes, it holds {data:,})"
         )
     return shape, dtype
+
+
+PARQUET_BATCH_ROWS = 65_536
+"""Rows decoded at a time, each batch counted before the next (a dictionary-encoded column of a
+few bytes on disk can decode to gigabytes)."""
+
+
+def read_parquet_bounded(path: Path, what: str, *, links: bool = True) -> Any:
+    """The Parquet table ``path`` as a DataFrame, never more than ``MAX_TABLE_ROWS`` rows (from
+    the metadata, before a row is decoded) nor ``MAX_TABLE_DECODED_BYTES`` decoded (counted one
+    batch of :data:`PARQUET_BATCH_ROWS` rows at a time), with unique column names (else a
+    :class:`DataError` naming ``path``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fd = open_input(path, limit("MAX_TABLE_BYTES"), what, hint=raise_hint("MAX_TABLE_BYTES"), links=links)
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            parquet = pq.ParquetFile(handle)
+            check_rows(parquet.metadata.num_rows, path)
+            names = parquet.schema_arrow.names
+            if len(set(names)) != len(names):
+                raise DataError(f"{path}: column names appear twice; a damaged or tampered file")
+            bound, total, batches = limit("MAX_TABLE_DECODED_BYTES"), 0, []
+            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                total += batch.nbytes
+                if total > bound:
+                    raise DataError(
+                        f"{path}: more than {bound:,} bytes once decoded "
+                        f"({raise_hint('MAX_TABLE_DECODED_BYTES')})"
+                    )
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=parquet.schema_arrow).to_pandas()
+        except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise DataError(f"{path}: not a readable Parquet file ({first})") from None
+
+
+def check_rows(rows: int, where: object) -> None:
+    """Refuse a table of more than ``MAX_TABLE_ROWS`` rows (read from its metadata or counted)."""
+    if rows > limit("MAX_TABLE_ROWS"):
+        raise DataError(
+            f"{where}: {rows:,} rows, more than the {limit('MAX_TABLE_ROWS'):,} a table may hold "
+            f"({raise_hint('MAX_TABLE_ROWS')})"
+        )
+
+
+def check_json_elements(data: bytes | str, where: object) -> None:
+    """Refuse JSON text of more than ``MAX_JSON_ELEMENTS`` values, counted on the text before it
+    is parsed (each value costs tens of bytes once built: ``[0,0,...]`` grows ~27x)."""
+    marks = (b",", b"[", b"{") if isinstance(data, bytes) else (",", "[", "{")
+    count = sum(data.count(mark) for mark in marks)  # type: ignore[arg-type]
+    if count > limit("MAX_JSON_ELEMENTS"):
+        raise DataError(
+            f"{where}: about {count:,} JSON values, more than the {limit('MAX_JSON_ELEMENTS'):,} "
+            f"built at once ({raise_hint('MAX_JSON_ELEMENTS')})"
+        )

@@ -3,6 +3,7 @@ each bounded reader refusing its bomb within 10 s and 500 MB, measured in a fres
 (class 3)."""
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,99 @@ def test_a_npy_header_larger_than_its_file_is_truncated_even_when_mapped(tmp_pat
 
     with pytest.raises(DataError, match="truncated"):
         load_npy(npy_header_bomb(tmp_path / "bomb.npy"), mmap=True)
+
+
+# --- each bounded reader refuses its bomb within 10 s and 500 MB (class 3) --------------------
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+import hostile_fixtures as fx  # noqa: E402
+
+
+def read_table(root: Path, cache: Path) -> str:
+    """Code reading the collection at ``root`` as its reader builds the table (no features):
+    exit 2 with the message on a mispair error, else the refused rows' reasons on stderr."""
+    return (
+        "import sys\n"
+        "from mispair.errors import MispairError\n"
+        "from mispair.config import DataConfig\n"
+        "from mispair.data.loading import resolve_source\n"
+        "from mispair.data.readers import reader_of\n"
+        "try:\n"
+        f"    data = resolve_source(DataConfig(root={str(root)!r}, cache_dir={str(cache)!r}))\n"
+        "    table = reader_of(data).table(data)\n"
+        "except MispairError as error:\n"
+        "    print(error, file=sys.stderr)\n"
+        "    sys.exit(2)\n"
+        "print(len(table.pairs), 'kept;', '; '.join(sorted(set(table.refused['reason']))), file=sys.stderr)\n"
+    )
+
+
+def test_a_parquet_file_of_100_million_dictionary_encoded_rows_is_refused(tmp_path):
+    bomb = fx.parquet_row_bomb(tmp_path / "rows.parquet")
+    assert bomb.stat().st_size < 1_000_000
+    within_budget(read_table(bomb, tmp_path / "cache"), "100,000,000 rows, more than the 20,000,000")
+
+
+def test_a_parquet_file_that_decodes_past_its_byte_bound_is_refused(tmp_path):
+    bomb = fx.parquet_row_bomb(tmp_path / "rows.parquet", rows=5_000_000)
+    within_budget(
+        read_table(bomb, tmp_path / "cache"),
+        "bytes once decoded",
+        MISPAIR_LIMIT_MAX_TABLE_DECODED_BYTES="10000000",
+    )
+
+
+def test_a_csv_of_more_lines_than_the_row_bound_is_refused(tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text("image,caption\n" + "a.png,x\n" * 2000)
+    within_budget(read_table(table, tmp_path / "cache"), "2,000 rows", MISPAIR_LIMIT_MAX_TABLE_ROWS="1000")
+
+
+def test_a_tar_of_sparse_members_is_refused_without_unpacking(tmp_path):
+    shards = fx.sparse_tar(tmp_path / "sparse")
+    run = measured(read_table(shards, tmp_path / "cache"), timeout=60)
+    assert "sparse tar member" in run.stderr or "rows refused" in run.stderr, run.stderr[-2000:]
+    assert run.seconds < 10 and run.peak_mb < 500, (run.seconds, run.peak_mb)
+    assert sum(f.stat().st_size for f in (tmp_path / "cache").rglob("*") if f.is_file()) < 1_000_000
+
+
+def test_a_tar_of_more_members_than_the_bound_is_refused(tmp_path):
+    shards = fx.duplicate_key_tar(tmp_path / "many")
+    within_budget(
+        read_table(shards, tmp_path / "cache"), "more than 10 members", MISPAIR_LIMIT_MAX_SHARD_MEMBERS="10"
+    )
+
+
+def test_a_brace_pattern_of_10_to_the_8_names_is_refused_before_expanding(tmp_path):
+    pattern = str(tmp_path / "s{0..9999}-{0..9999}.tar")
+    code = call("mispair.data.readers.webdataset", "shard_paths", pattern)
+    within_budget(
+        code.replace("from mispair", "from pathlib import Path\nfrom mispair", 1).replace(
+            f"shard_paths({pattern!r})", f"shard_paths(Path({pattern!r}))"
+        ),
+        "100,000,000 shards",
+    )
+
+
+def test_coco_json_that_grows_27_times_is_refused_before_parsing(tmp_path):
+    bomb = fx.coco_element_bomb(tmp_path / "coco")
+    within_budget(
+        read_table(bomb, tmp_path / "cache"),
+        "JSON values, more than",
+        MISPAIR_LIMIT_MAX_JSON_ELEMENTS="1000000",
+    )
+
+
+@pytest.mark.parametrize("value", [10**10, -5, "not bytes", [1, 2, 300]])
+def test_an_image_struct_whose_bytes_are_not_bytes_is_a_refused_row(tmp_path, value):
+    table = fx.image_struct_parquet(tmp_path / "t.parquet", value)
+    run = measured(read_table(table, tmp_path / "cache"), timeout=60)
+    assert run.code == 0 and "0 kept" in run.stderr and "not bytes" in run.stderr, run.stderr[-2000:]
+    assert run.seconds < 10 and run.peak_mb < 500, (run.seconds, run.peak_mb)
+    assert not any(f.stat().st_size > 1000 for f in (tmp_path / "cache").rglob("*") if f.is_file())
+
+
+def test_a_repeated_key_in_a_shard_is_a_refused_row_not_a_silent_drop(tmp_path):
+    shards = fx.duplicate_key_tar(tmp_path / "dup")
+    run = measured(read_table(shards, tmp_path / "cache"), timeout=60)
+    assert run.code == 0 and "12 kept" in run.stderr and "appears more than once" in run.stderr, run.stderr

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
-from mispair.safe_io import open_input, read_input
-from mispair.safe_parse import load_json
+from mispair.safe_io import read_input
+from mispair.safe_parse import load_json, read_parquet_bounded
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,7 +116,7 @@ def check_summary(summary: object, path: object) -> dict[str, Any]:
 def read_pairs(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     """``pairs.parquet``: its rows bounded from the metadata, its columns of the types the audit
     writes, one row per pair id, every image id a plain name inside the image root."""
-    return check_pairs(read_parquet_bounded(path, "an audit's pairs"), summary, path)
+    return check_pairs(read_parquet_bounded(path, "an audit's pairs", links=False), summary, path)
 
 
 def check_pairs(frame: pd.DataFrame, summary: dict[str, Any], path: object) -> pd.DataFrame:
@@ -176,47 +176,6 @@ def plain_name(image: str, root: str | Path | None, where: str) -> str:
             "damaged or tampered audit)"
         )
     return name.as_posix()
-
-
-def read_parquet_bounded(path: Path, what: str) -> pd.DataFrame:
-    """The Parquet table ``path`` as a DataFrame, never more than ``MAX_TABLE_ROWS`` rows (from
-    the metadata, before a row is decoded) nor ``MAX_TABLE_DECODED_BYTES`` decoded (counted one
-    row group at a time), with unique column names."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    fd = open_input(path, limit("MAX_TABLE_BYTES"), what, hint=raise_hint("MAX_TABLE_BYTES"), links=False)
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            parquet = pq.ParquetFile(handle)
-            check_rows(parquet.metadata.num_rows, path)
-            names = parquet.schema_arrow.names
-            if len(set(names)) != len(names):
-                raise DataError(f"{path}: column names appear twice; a damaged or tampered file")
-            bound, total, groups = limit("MAX_TABLE_DECODED_BYTES"), 0, []
-            for k in range(parquet.num_row_groups):
-                group = parquet.read_row_group(k)
-                total += group.nbytes
-                if total > bound:
-                    raise DataError(
-                        f"{path}: more than {bound:,} bytes once decoded "
-                        f"({raise_hint('MAX_TABLE_DECODED_BYTES')})"
-                    )
-                groups.append(group)
-            table = pa.concat_tables(groups) if groups else parquet.schema_arrow.empty_table()
-            return table.to_pandas()
-        except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            raise DataError(f"{path}: not a readable Parquet file ({first})") from None
-
-
-def check_rows(rows: int, where: object) -> None:
-    """Refuse a table of more than ``MAX_TABLE_ROWS`` rows (read from its metadata or counted)."""
-    if rows > limit("MAX_TABLE_ROWS"):
-        raise DataError(
-            f"{where}: {rows:,} rows, more than the {limit('MAX_TABLE_ROWS'):,} a table may hold "
-            f"({raise_hint('MAX_TABLE_ROWS')})"
-        )
 
 
 def _text_column(frame: pd.DataFrame, column: str, path: object) -> None:

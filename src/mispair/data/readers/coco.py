@@ -16,6 +16,8 @@ from mispair.data.readers.base import READERS
 from mispair.data.readers.table import CollectionTable, TableReader, checked_table
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
+from mispair.safe_io import read_input
+from mispair.safe_parse import check_json_elements
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +56,9 @@ def _load(path: Path) -> dict[str, Any]:
             f"({raise_hint('MAX_COCO_JSON_BYTES')})"
         )
     try:
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = read_input(path, bound, "a captions JSON", hint=raise_hint("MAX_COCO_JSON_BYTES"))
+        check_json_elements(data, path)  # counted on the text: built, JSON grows ~27x
+        document = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
     except (ValueError, RecursionError):
@@ -99,15 +103,28 @@ def _karpathy(document: dict) -> pd.DataFrame:
     for image in document["images"]:
         if not isinstance(image, dict):
             continue
-        name = "/".join(p for p in (str(image.get("filepath") or ""), str(image.get("filename") or "")) if p)
-        for sentence in image.get("sentences") or []:
+        name = "/".join(p for p in (_text(image.get("filepath")), _text(image.get("filename"))) if p)
+        sentences = image.get("sentences")
+        for sentence in sentences if isinstance(sentences, list) else []:
             if isinstance(sentence, dict):
+                tokens = sentence.get("tokens")
+                words = " ".join(map(_text, tokens)) if isinstance(tokens, list) else _text(tokens)
                 rows.append(
                     {
-                        "pair_id": str(sentence.get("sentid", len(rows))),
+                        "pair_id": _text(sentence.get("sentid", len(rows))),
                         "image": name,
-                        "caption": str(sentence.get("raw") or " ".join(sentence.get("tokens") or [])),
-                        "split": str(image.get("split") or ""),
+                        "caption": _text(sentence.get("raw")) or words,
+                        "split": _text(image.get("split")),
                     }
                 )
     return pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split"])
+
+
+def _text(value: Any) -> str:
+    """A JSON field as text: a string as it is, a number as written, anything else (a list, an
+    object, null) empty, so that a field of the wrong type is a refused row, not a traceback."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return ""

@@ -12,6 +12,7 @@ it has no name (:func:`unpacked_view`).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import itertools
 import json
@@ -26,6 +27,8 @@ from mispair.data.readers.embeddings import EMBEDDING_FIELDS, embedding_cells, v
 from mispair.data.readers.table import CollectionTable, checked_table
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
+from mispair.safe_io import open_input
+from mispair.safe_parse import check_rows, read_parquet_bounded
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,16 +50,14 @@ def read_frame(path: Path) -> pd.DataFrame:
     """The table at ``path`` as read, every cell a string but for image bytes."""
     import pandas as pd
 
-    size = path.stat().st_size
     bound = limit("MAX_TABLE_BYTES")
-    if size > bound:
-        raise DataError(
-            f"{path}: {size:,} bytes, more than the {bound:,} read at once; split it, or "
-            f"{raise_hint('MAX_TABLE_BYTES')}"
-        )
+    os.close(open_input(path, bound, "a table", hint=f"split it, or {raise_hint('MAX_TABLE_BYTES')}"))
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
+            _check_lines(path)
+            # a long caption is read, then cut like every caption (not a refused file)
+            csv.field_size_limit(max(csv.field_size_limit(), limit("MAX_LINE_CHARS")))
             return pd.read_csv(
                 path,
                 sep="\t" if suffix == ".tsv" else ",",
@@ -69,6 +70,8 @@ def read_frame(path: Path) -> pd.DataFrame:
             return _read_jsonl(path)
         if suffix == ".parquet":
             return _read_parquet(path)
+    except RecursionError:
+        raise DataError(f"{path}: nested too deep to read as a table") from None
     except UnicodeDecodeError as exc:
         raise DataError(
             f"{path}: not UTF-8 text (cannot decode byte 0x{exc.object[exc.start]:02x}); save it as UTF-8"
@@ -95,19 +98,28 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             if line.strip():
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
                     row = None
                 if not isinstance(row, dict):
                     raise DataError(f"{path}:{n}: not a JSON object")
+                if len(rows) >= limit("MAX_TABLE_ROWS"):
+                    check_rows(len(rows) + 1, path)
                 rows.append({key: _text(value) for key, value in row.items()})
     return pd.DataFrame(rows)
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
-    import pyarrow.parquet as pq
+    frame = read_parquet_bounded(path, "a table")
+    return frame.astype({name: object for name in frame.columns})
 
-    table = pq.read_table(path)
-    return table.to_pandas(types_mapper=None).astype({name: object for name in table.column_names})
+
+def _check_lines(path: Path) -> None:
+    """Refuse a text table of more than ``MAX_TABLE_ROWS`` lines, counted before it is parsed."""
+    lines = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            lines += chunk.count(b"\n")
+    check_rows(max(lines - 1, 0), path)
 
 
 def _text(value: Any) -> Any:
@@ -167,7 +179,32 @@ def _cell(value: Any) -> str:
 
 
 def _holds_bytes(value: Any) -> bool:
-    return isinstance(value, (bytes, bytearray)) or (isinstance(value, dict) and bool(value.get("bytes")))
+    """The cell is a picture's bytes, or a struct with a ``bytes`` field (of any value: a field
+    of the wrong type is a refused row, see :func:`_image_bytes`)."""
+    if isinstance(value, (bytes, bytearray)):
+        return True
+    blob = value.get("bytes") if isinstance(value, dict) else None
+    if blob is None or (isinstance(blob, (int, float)) and blob == 0):
+        return False
+    return not hasattr(blob, "__len__") or len(blob) > 0
+
+
+def _image_bytes(value: Any) -> bytes | str:
+    """The picture's bytes in the cell, or why there are none: the ``bytes`` field must be bytes
+    (a number would be that many zero bytes, a string or a list is not a picture) and no larger
+    than ``MAX_IMAGE_BYTES``, checked before a copy is made."""
+    blob = value.get("bytes") if isinstance(value, dict) else value
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        return f"image bytes of type {type(blob).__name__}, not bytes"
+    if len(blob) > limit("MAX_IMAGE_BYTES"):
+        return f"image larger than {limit('MAX_IMAGE_BYTES'):,} bytes ({raise_hint('MAX_IMAGE_BYTES')})"
+    return bytes(blob)
+
+
+def _struct_path(value: Any) -> str:
+    """A struct's ``path``, when it is text a file name can be (no NUL, not too long)."""
+    path = value.get("path") if isinstance(value, dict) else None
+    return path if isinstance(path, str) and "\0" not in path and len(path) <= 4096 else ""
 
 
 def _unpack_images(
@@ -184,21 +221,21 @@ def _unpack_images(
     folder = cache_dir / "images"
     names, wanted = [], []
     for k, (pair_id, value, caption) in enumerate(zip(ids, images, captions)):
-        path = value.get("path") if isinstance(value, dict) else None
-        wanted.append(_cell(path) or ("" if named is None else _cell(named.iat[k])))
-        if not _holds_bytes(value):
+        path = _struct_path(value)
+        wanted.append(path or ("" if named is None else _cell(named.iat[k])))
+        blob = _image_bytes(value) if _holds_bytes(value) else "no image bytes in a column of image bytes"
+        if isinstance(blob, str):
             refused.append(
                 {
                     "pair_id": str(pair_id),
-                    "image": _cell(value if not isinstance(value, dict) else value.get("path")),
+                    "image": path if isinstance(value, dict) else _cell(value)[:200],
                     "caption": _cell(caption),
-                    "reason": "no image bytes in a column of image bytes",
+                    "reason": blob,
                 }
             )
             names.append("")
             continue
-        blob = bytes(value["bytes"] if isinstance(value, dict) else value)
-        hint = Path(str(value.get("path") or "")).suffix.lower() if isinstance(value, dict) else ""
+        hint = Path(path).suffix.lower()[:10] if path else ""
         names.append(write_image_bytes(folder, blob, hint))
     root, image_ids = unpacked_view(cache_dir, wanted, names)
     return root, images.__class__(image_ids, index=images.index)

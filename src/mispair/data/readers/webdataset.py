@@ -52,10 +52,27 @@ def expand_braces(pattern: str) -> list[str]:
     return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
 
 
+def expanded_count(pattern: str) -> int:
+    """How many names :func:`expand_braces` makes of ``pattern``, counted without expanding (a
+    group's choices hold no braces, so the count is the product of the groups' sizes)."""
+    count = 1
+    for match in BRACES.finditer(pattern):
+        numbers = re.fullmatch(r"(\d+)\.\.(\d+)", match.group(1))
+        count *= max(int(numbers[2]) - int(numbers[1]) + 1, 0) if numbers else match.group(1).count(",") + 1
+    return count
+
+
 def shard_paths(path: Path) -> list[Path]:
-    """The shards ``path`` names: a tar file, a folder's tar files (sorted) or a brace pattern."""
+    """The shards ``path`` names: a tar file, a folder's tar files (sorted) or a brace pattern
+    (of at most ``MAX_EXPANDED_NAMES`` names, counted before it is expanded)."""
     text = str(path)
     if "{" in text:
+        count, bound = expanded_count(text), limit("MAX_EXPANDED_NAMES")
+        if count > bound:
+            raise DataError(
+                f"{text[:200]}: a brace pattern naming {count:,} shards, more than {bound:,} "
+                f"({raise_hint('MAX_EXPANDED_NAMES')})"
+            )
         return [Path(p) for p in expand_braces(text)]
     if path.is_dir():
         return sorted(path.glob("*.tar"))
@@ -83,12 +100,12 @@ class WebDatasetReader(TableReader):
 
         cache, rows, refused = self.cache_dir(data), [], []
         for shard in self._shards(data):
-            for key, sample in _samples(shard):
-                row = _row(shard, key, sample, data, cache / "images")
+            for key, sample in _samples(shard, cache / "images"):
+                row = _row(shard, key, sample, data)
                 (refused if "reason" in row else rows).append(row)
-        frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split", "named"])
+        frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split", "named"], dtype=object)
         view, ids = unpacked_view(cache, frame["named"].tolist(), frame["image"].tolist())
-        frame = frame.assign(image=ids).drop(columns="named")
+        frame = frame.assign(image=pd.Series(ids, index=frame.index, dtype=object)).drop(columns="named")
         return checked_table(frame, view, str(data.root), trusted_paths=True, refused=refused)
 
     def _shards(self, data: DataConfig) -> list[Path]:
@@ -99,30 +116,65 @@ class WebDatasetReader(TableReader):
         return shards
 
 
-def _samples(shard: Path) -> list[tuple[str, dict[str, bytes | str]]]:
-    """``(key, {suffix: bytes})`` of every sample of a shard, in order (oversized members marked)."""
+STORED = "stored:"
+"""A sample part whose image was written to the cache as it was read (its name follows)."""
+
+
+def _samples(shard: Path, folder: Path) -> list[tuple[str, dict[str, bytes | str]]]:
+    """``(key, {suffix: bytes | why-not})`` of every sample of a shard, in order, streamed: each
+    image member is written to the cache ``folder`` as it is read (``STORED`` + its name), so a
+    shard costs the memory of its captions, not of its pictures. Bounded before anything is
+    read: members (``MAX_SHARD_MEMBERS``), their declared sizes together
+    (``MAX_SHARD_DECODED_BYTES``) and each (``MAX_MEMBER_BYTES``); a sparse member is refused
+    (a few bytes in the tar, gigabytes unpacked), and a key met twice marks its sample."""
     samples: dict[str, dict[str, bytes | str]] = {}
+    members = declared = 0
     try:
         with tarfile.open(shard, "r:") as tar:
-            for member in tar:
+            while (member := tar.next()) is not None:
+                tar.members = []  # streamed: tarfile would keep every member's header
+                members += 1
+                _check_shard(shard, members, declared := declared + max(member.size, 0))
                 if not member.isfile():
                     continue
-                folder, _, base = member.name.rpartition("/")
+                folder_name, _, base = member.name.rpartition("/")
                 stem, dot, suffix = base.partition(".")
                 if not dot:
                     continue
-                key = f"{folder}/{stem}" if folder else stem
-                parts = samples.setdefault(key, {})
-                if member.size > limit("MAX_MEMBER_BYTES"):
-                    parts["." + suffix.lower()] = "too large"
+                key = f"{folder_name}/{stem}" if folder_name else stem
+                parts, suffix = samples.setdefault(key, {}), "." + suffix.lower()
+                if suffix in parts:
+                    parts[".duplicate"] = f"the key {key!r} appears more than once in the shard"
                     continue
-                parts["." + suffix.lower()] = tar.extractfile(member).read()
-    except (tarfile.TarError, OSError) as exc:
+                parts[suffix] = _member(tar, member, suffix, folder)
+    except (tarfile.TarError, OSError, EOFError) as exc:
         raise DataError(f"{shard}: not a readable tar shard ({exc})") from None
     return list(samples.items())
 
 
-def _row(shard: Path, key: str, sample: dict, data: DataConfig, folder: Path) -> dict[str, str]:
+def _check_shard(shard: Path, members: int, declared: int) -> None:
+    if members > limit("MAX_SHARD_MEMBERS"):
+        raise DataError(
+            f"{shard}: more than {limit('MAX_SHARD_MEMBERS'):,} members ({raise_hint('MAX_SHARD_MEMBERS')})"
+        )
+    if declared > limit("MAX_SHARD_DECODED_BYTES"):
+        raise DataError(
+            f"{shard}: its members declare more than {limit('MAX_SHARD_DECODED_BYTES'):,} bytes "
+            f"({raise_hint('MAX_SHARD_DECODED_BYTES')})"
+        )
+
+
+def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, suffix: str, folder: Path) -> bytes | str:
+    """A member's bytes (an image's: written to the cache, its ``STORED`` name), or why not."""
+    if member.issparse():
+        return "a sparse tar member (unpacked, larger than it is stored)"
+    if member.size > limit("MAX_MEMBER_BYTES"):
+        return "too large"
+    blob = tar.extractfile(member).read()  # type: ignore[union-attr]
+    return STORED + write_image_bytes(folder, blob, suffix) if suffix in IMAGE_SUFFIXES else blob
+
+
+def _row(shard: Path, key: str, sample: dict, data: DataConfig) -> dict[str, str]:
     meta = _json(sample.get(".json"))
     caption = sample.get(".txt")
     caption = caption.decode("utf-8", "replace") if isinstance(caption, bytes) else _meta_caption(meta, data)
@@ -133,13 +185,17 @@ def _row(shard: Path, key: str, sample: dict, data: DataConfig, folder: Path) ->
         "caption": caption,
         "split": str(meta.get(data.split_column or "split", "") or ""),
     }
+    if ".duplicate" in sample:
+        return {**row, "reason": sample[".duplicate"]}
     if image_suffix is None:
         return {**row, "reason": "no image in the sample (" + ", ".join(sample) + ")"}
-    if not isinstance(sample[image_suffix], bytes):
+    stored = sample[image_suffix]
+    if stored == "too large":
         bound, hint = limit("MAX_MEMBER_BYTES"), raise_hint("MAX_MEMBER_BYTES")
         return {**row, "reason": f"image larger than {bound:,} bytes ({hint})"}
-    stored = write_image_bytes(folder, sample[image_suffix], image_suffix)
-    return {**row, "image": stored, "named": row["image"]}
+    if not stored.startswith(STORED):
+        return {**row, "reason": stored}
+    return {**row, "image": stored[len(STORED) :], "named": row["image"]}
 
 
 def _json(blob: bytes | str | None) -> dict:
