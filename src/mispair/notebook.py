@@ -79,7 +79,12 @@ def source_path(
         )
     table = dataframe_table(source, columns, base=base)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_parquet(out / INPUT_FILE, index=False)
+    try:
+        table.to_parquet(out / INPUT_FILE, index=False)
+    except (ValueError, TypeError, OverflowError) as exc:  # pyarrow's errors derive from these
+        (out / INPUT_FILE).unlink(missing_ok=True)
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"the DataFrame: a column pyarrow cannot store ({first})") from None
     return out / INPUT_FILE, ["data.folder_allow_outside=true"]
 
 

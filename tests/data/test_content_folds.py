@@ -16,6 +16,7 @@ from mispair.data.content import (
     near_duplicate_edges,
     pooled,
 )
+from mispair.errors import DataError
 
 
 def collection(seed: int, n_images: int = 60, pairs_per_image: int = 2):
@@ -119,7 +120,7 @@ def test_the_folds_are_near_equal_in_pairs_and_vary_with_the_seed():
     assert not np.array_equal(
         content_folds(groups, image_of_caption, 5, 0), content_folds(groups, image_of_caption, 5, 1)
     )
-    with pytest.raises(ValueError, match="at least 2 folds"):
+    with pytest.raises(DataError, match="at least 2 different contents"):
         content_folds(groups, image_of_caption, 1, 0)
 
 

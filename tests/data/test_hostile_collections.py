@@ -164,3 +164,78 @@ def test_a_repeated_key_in_a_shard_is_a_refused_row_not_a_silent_drop(tmp_path):
     shards = fx.duplicate_key_tar(tmp_path / "dup")
     run = measured(read_table(shards, tmp_path / "cache"), timeout=60)
     assert run.code == 0 and "12 kept" in run.stderr and "appears more than once" in run.stderr, run.stderr
+
+
+# --- bad input is one error or a refused row, never a traceback (class 7); nothing silently
+# wrong (class 8) ---------------------------------------------------------------------------------
+
+
+def test_karpathy_json_with_fields_of_the_wrong_types_is_read_without_a_traceback(tmp_path):
+    import json
+
+    from mispair.data.readers.coco import _karpathy
+
+    document = {
+        "images": [
+            {"filename": 5, "filepath": ["x"], "sentences": 7, "split": "train"},
+            {"filename": "a.png", "sentences": [{"raw": 3, "tokens": 9}, {"tokens": ["a", 1, None]}, "x"]},
+            {"filename": "b.png", "sentences": [{"raw": {"x": 1}, "sentid": [1]}]},
+        ]
+    }
+    path = tmp_path / "dataset_coco.json"
+    path.write_text(json.dumps(document))
+    frame = _karpathy(document)
+    assert frame["caption"].tolist() == ["3", "a 1 ", ""] and frame["image"].tolist() == ["a.png"] * 2 + [
+        "b.png"
+    ]
+
+
+def test_deeply_nested_jsonl_is_one_error(tmp_path):
+    from mispair.data.readers.files import read_frame
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"image": "a.png", "caption": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(DataError, match="not a JSON object"):
+        read_frame(path)
+
+
+def test_one_oversized_caption_in_a_tsv_is_cut_not_the_file_refused(tmp_path):
+    from mispair.data.readers.files import read_frame
+
+    path = tmp_path / "t.tsv"
+    path.write_text("image\tcaption\na.png\t" + "x" * 500_000 + "\nb.png\tshort\n")
+    frame = read_frame(path)
+    assert len(frame) == 2 and len(frame["caption"][0]) == 500_000  # the caption bound cuts it later
+
+
+def test_a_struct_path_with_a_nul_is_not_used_as_a_name(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pictures = fx.colour_pictures()
+    images = [{"bytes": blob, "path": f"p\0{k}.png"} for k, (_, blob, _) in enumerate(pictures)]
+    pq.write_table(
+        pa.table({"image": images, "caption": [c for _, _, c in pictures]}), tmp_path / "t.parquet"
+    )
+    run = measured(read_table(tmp_path / "t.parquet", tmp_path / "cache"), timeout=60)
+    assert run.code == 0 and f"{len(pictures)} kept" in run.stderr, run.stderr[-2000:]
+
+
+def test_dataframes_with_duplicate_columns_mixed_types_pil_images_and_bytes_captions():
+    from PIL import Image
+
+    from mispair.data.readers import dataframe_table
+
+    twice = pd.DataFrame([["a.png", "x", "y"]], columns=["image", "caption", "caption"])
+    with pytest.raises(DataError, match="appears more than once"):
+        dataframe_table(twice)
+    mixed = pd.DataFrame({"image": ["a.png", b"\x89PNG"], "caption": ["x", 5]})
+    with pytest.raises(DataError, match="mixes"):
+        dataframe_table(mixed)
+    pil = pd.DataFrame({"image": [Image.new("RGB", (4, 4))], "caption": [b"caf\xc3\xa9"], "id": [1.5]})
+    table = dataframe_table(pil)
+    assert table["image"][0]["bytes"].startswith(b"\x89PNG") and table["caption"][0] == "café"
+    numbers = pd.DataFrame({"image": ["a.png", "b.png"], "caption": ["x", 5]})
+    assert dataframe_table(numbers)["caption"].tolist() == ["x", "5"]
+    with pytest.raises(DataError, match="not UTF-8"):
+        dataframe_table(pd.DataFrame({"image": ["a.png"], "caption": [b"\xff\xfe"]}))

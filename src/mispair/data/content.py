@@ -23,6 +23,7 @@ from scipy.sparse.csgraph import connected_components
 
 from mispair.ann import close_pairs, faiss_installed
 from mispair.data.mapped import row_blocks, rows
+from mispair.errors import DataError
 
 NEAR_DUPLICATE_COSINE = 0.99
 """Two images are near-duplicates at this cosine similarity of their pooled input features."""
@@ -332,7 +333,11 @@ def deal_groups(groups: ContentGroups, pairs_of_group: np.ndarray, folds: int, s
     their key, each to the fold that holds the fewest pairs so far (``pairs_of_group [n_groups]``;
     ties to the lowest fold), so the folds are near-equal in pairs and depend on the content only."""
     if folds < 2:
-        raise ValueError(f"out-of-fold scoring needs at least 2 folds, got {folds}")
+        raise DataError(
+            f"out-of-fold scoring needs pictures of at least 2 different contents, got {folds} "
+            "fold(s): the collection's pictures are all the same picture (or near-duplicates of "
+            "one); score a collection of different pictures"
+        )
     order = sorted(
         range(len(groups)),
         key=lambda g: hashlib.blake2b(f"{seed}:{groups.key[g]}".encode(), digest_size=8).digest(),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,16 +149,22 @@ def _id_problem(row) -> str:
     return ""
 
 
-def check_refusals(table: CollectionTable) -> None:
+def check_refusals(table: CollectionTable, *, warn: bool = True) -> None:
     """More than half of the rows refused: the input is probably not what it seems (an error
-    naming the most common reason)."""
-    if table.rows and len(table.refused) * 2 > table.rows:
-        reasons = table.refused["reason"].value_counts()
-        first = table.refused[table.refused["reason"] == reasons.index[0]].iloc[0]
-        raise DataError(
-            f"{table.where}: {len(table.refused)} of {table.rows} rows refused, most for: "
-            f"{reasons.index[0]} (e.g. pair {first['pair_id']}: {first['image']!r})"
-        )
+    naming the most common reason); fewer: one warning saying so (a row is never dropped without
+    a word)."""
+    if not table.rows or not len(table.refused):
+        return
+    reasons = table.refused["reason"].value_counts()
+    first = table.refused[table.refused["reason"] == reasons.index[0]].iloc[0]
+    line = (
+        f"{table.where}: {len(table.refused)} of {table.rows} rows refused, most for: "
+        f"{reasons.index[0]} (e.g. pair {first['pair_id']}: {first['image']!r})"
+    )
+    if len(table.refused) * 2 > table.rows:
+        raise DataError(line)
+    if warn:
+        warnings.warn(f"{line}; the other rows are used", stacklevel=2)
 
 
 @dataclass
@@ -275,15 +282,15 @@ def _extracted(
     """The table without the rows whose picture cannot be read, the features of its images, and
     the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
-    check_refusals(table)
+    check_refusals(table, warn=False)
     images = list(dict.fromkeys(table.pairs["image"]))
     features, valid = image_features(table.image_root, images, cache_dir, data, old_caches)
     if not valid.all():
         unreadable = {image for image, ok in zip(images, valid) if not ok}
         table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
-        check_refusals(table)
         features = features[valid]
         images = [image for image, ok in zip(images, valid) if ok]
+    check_refusals(table)
     return table, features, images
 
 
