@@ -121,16 +121,44 @@ def extract_grid_features(
     with progress_bar(
         total=len(keys), initial=done, desc="features", unit="img", disable=not progress
     ) as bar:
+        for k in claim_order(len(paths), *process_rank()):  # several processes: this one's share first
+            if not paths[k].is_file():
+                stop = min(starts[k] + chunk_size, len(keys))
+                _save_chunk(paths[k], *runner.run(load, range(starts[k], stop), bar))
         for start, path in zip(starts, paths):
             if not path.is_file():
                 stop = min(start + chunk_size, len(keys))
                 _save_chunk(path, *runner.run(load, range(start, stop), bar))
             chunks.append(_load_chunk(path))
-    if prune:
+    if prune and process_rank()[1] == 1:  # (another process may be writing a chunk of its own)
         _prune(cache_dir, {cache_dir / n for n in names})
     if not chunks:
         return np.zeros((0, 0, 0), dtype=np.float16), np.zeros(0, dtype=bool)
     return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+
+
+def process_rank() -> tuple[int, int]:
+    """``(rank, world)`` of this process among those torchrun started (``RANK``, ``WORLD_SIZE``;
+    ``(0, 1)`` outside torchrun), on one machine or several sharing the cache folder."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+    return (rank, world) if 0 <= rank < world else (0, 1)
+
+
+def claim_order(n: int, rank: int, world: int) -> list[int]:
+    """The chunks process ``rank`` of ``world`` computes before it reads them all: its own block
+    of the ``n`` chunks first, then the other blocks each from its end, so that a process done
+    early helps the others where they are not yet (a chunk another process wrote meanwhile is
+    skipped; one computed twice is the same file). Empty for one process: it computes each
+    missing chunk as it reads it, as it always did. Needs no collective: the processes meet only
+    in the shared cache folder, so a process that reads alone never waits."""
+    if world <= 1:
+        return []
+    blocks = [range(n * r // world, n * (r + 1) // world) for r in range(world)]
+    others = [k for r in range(1, world) for k in reversed(blocks[(rank + r) % world])]
+    return [*blocks[rank], *others]
 
 
 def _found(cache_dir: Path, read_also: Sequence[Path], name: str) -> Path:

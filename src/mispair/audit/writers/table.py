@@ -9,7 +9,8 @@ column. Nothing is decoded that need not be:
   input's Arrow schema (its metadata included) and compression; image bytes are copied as Arrow
   buffers, never decoded or re-encoded. A row group larger than :data:`ROW_GROUP_BYTES` once
   decoded is read in batches of about that size, each written as a row group of its own, so the
-  memory stays bounded whatever the input's row groups.
+  memory stays bounded by the input's pages (Parquet's unit of reading: a page is decompressed
+  whole) rather than its row groups; the output's pages hold about a megabyte.
 - **CSV / TSV** are read record by record (:mod:`csv`, as pandas reads them); a kept record is
   written as the exact text it was read from, a replaced one written again with the new caption.
 - **JSON lines** are read line by line; a kept line is written as it was, a replaced one is its
@@ -61,7 +62,8 @@ def _parquet(source: Path, target: Path, columns: Columns, decided: Decided, off
     names = columns.resolve(schema.names, str(source))
     caption = schema.get_field_index(names.caption)
     written = Written(files=[target.name])
-    with new_file(target) as handle, pq.ParquetWriter(handle, schema, compression=_compression(meta)) as out:
+    options = {"compression": _compression(meta), "write_batch_size": _batch_rows(meta)}
+    with new_file(target) as handle, pq.ParquetWriter(handle, schema, **options) as out:
         for group in range(meta.num_row_groups):
             info = meta.row_group(group)
             rows = max(1, info.num_rows * ROW_GROUP_BYTES // max(1, info.total_byte_size))
@@ -90,6 +92,15 @@ def _parquet(source: Path, target: Path, columns: Columns, decided: Decided, off
                 if part.num_rows:
                     out.write_table(part, row_group_size=part.num_rows)
     return written
+
+
+def _batch_rows(meta) -> int:
+    """Rows per write batch such that a data page holds about a megabyte (Parquet cuts pages only
+    between batches: 1,024 rows of 100 KB pictures would be one 100 MB page, read whole)."""
+    if not meta.num_row_groups or not meta.row_group(0).num_rows:
+        return 1024
+    row = meta.row_group(0).total_byte_size // meta.row_group(0).num_rows
+    return max(1, min(1024, (1 << 20) // max(1, row)))
 
 
 def _compression(meta) -> str:
