@@ -190,7 +190,7 @@ def parquet_row_bomb(path: Path, rows: int = 100_000_000) -> Path:
         for start in range(0, rows, chunk):
             n = min(chunk, rows - start)
             indices = pa.array(np.zeros(n, dtype=np.int32))
-            column = lambda text: pa.DictionaryArray.from_arrays(indices, pa.array([text]))  # noqa: E731
+            column = lambda text, i=indices: pa.DictionaryArray.from_arrays(i, pa.array([text]))  # noqa: E731
             writer.write_table(
                 pa.table({"image": column("a.png"), "caption": column("a caption")}, schema=schema),
                 row_group_size=n,
@@ -261,4 +261,57 @@ def image_struct_parquet(path: Path, value: object) -> Path:
     pictures = colour_pictures()
     images = [{"bytes": value, "path": name} for name, _, _ in pictures]
     pq.write_table(pa.table({"image": images, "caption": [c for _, _, c in pictures]}), path)
+    return path
+
+
+# --- audit folders someone else wrote (issue 50, classes 1, 2, 6) ---------------------------------
+
+
+def fake_audit(
+    base: Path, *, pair_ids: list[str] | None = None, image_of=None, summary: dict | None = None
+) -> Path:
+    """A collection of six picture files and an audit folder of it, written without training
+    (apply reads only ``summary.json`` and ``pairs.parquet``); ``image_of(k)`` replaces pair
+    ``k``'s image id, ``summary`` fields replace the summary's. Returns the audit folder."""
+    import pandas as pd
+
+    collection, audit = base / "collection", base / "audit"
+    (collection / "pics").mkdir(parents=True, exist_ok=True)
+    audit.mkdir(parents=True, exist_ok=True)
+    n = 6
+    ids = pair_ids or [str(k) for k in range(n)]
+    images = [f"pics/{k}.png" for k in range(n)]
+    for name in images:
+        (collection / name).write_bytes(png((10, 20, 30)))
+    pairs = pd.DataFrame(
+        {
+            "pair_id": ids,
+            "image_id": [image_of(k) if image_of and image_of(k) else images[k] for k in range(n)],
+            "caption": [f"caption {k}" for k in range(n)],
+            "mismatch_probability": [0.1 * k for k in range(n)],
+        }
+    )
+    pairs.to_parquet(audit / "pairs.parquet", index=False)
+    values = {"collection": str(collection), "image_root": str(collection), "threshold": 0.5, "pairs": n}
+    (audit / "summary.json").write_text(json.dumps({**values, **(summary or {})}))
+    return audit
+
+
+def decisions_file(path: Path, rows: list[tuple[str, str, str]] = (("1", "drop", ""),)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["pair_id", "decision", "caption"])
+        writer.writerows(rows)
+    return path
+
+
+def npy_header_bomb(path: Path, elements: int = 9_250_000_000) -> Path:
+    """A ``.npy`` of 128 bytes whose header declares ``elements`` float32 (37 GB)."""
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, np.float32))
+    header["shape"] = (elements // 32, 32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        handle.write(b"\0" * 64)
     return path

@@ -42,7 +42,7 @@ DEFAULTS: dict[str, int] = {
     "MAX_SHARD_MEMBERS": 1_000_000,  # members of one WebDataset tar shard
     "MAX_SHARD_DECODED_BYTES": 20_000_000_000,  # the members' declared sizes in one shard, summed
     "MAX_EXPANDED_NAMES": 100_000,  # shard names one brace pattern expands to
-    "MAX_JSON_ELEMENTS": 50_000_000,  # values (objects, arrays, strings, numbers) of a captions JSON
+    "MAX_JSON_ELEMENTS": 30_000_000,  # values (objects, arrays, strings, numbers) of a captions JSON
     "MAX_ARRAY_BYTES": 2_000_000_000,  # one .npy array, from its header before it is read
     "MAX_IMAGE_BYTES": 50_000_000,  # one picture's bytes in a table cell (written to the cache)
     # JSON files a run folder or an index holds

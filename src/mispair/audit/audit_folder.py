@@ -135,6 +135,8 @@ def check_pairs(frame: pd.DataFrame, summary: dict[str, Any], path: object) -> p
     for column in ("mismatch_probability", "q_value"):
         if column in frame.columns:
             _probability_column(frame, column, path)
+    if "split" not in frame.columns:  # an older or hand-made audit: no split named
+        frame["split"] = ""
     twice = frame["pair_id"][frame["pair_id"].duplicated()]
     if len(twice):
         raise DataError(f"{path}: pair {twice.iloc[0]!r} appears more than once; a damaged or tampered audit")
