@@ -76,7 +76,7 @@ def test_every_pair_of_every_split_is_ranked_by_its_held_out_score(audited):
     assert np.all(np.diff(ranked) >= 0)  # the most suspect (lowest score) first
     place = {pair_id: k for k, pair_id in enumerate(expected_ids)}
     assert np.allclose(ranked, score[[place[i] for i in ids]], atol=1e-5)
-    assert json.loads((out / "summary.json").read_text()) == summary
+    assert json.loads((out / "summary.json").read_text()) == summary.to_dict()
     assert list(result.pairs["pair_id"]) == ids and len(result.pairs) == 800  # the DataFrame is the CSV
 
 
@@ -233,6 +233,15 @@ def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     assert f'data-audit-id="{summary["audit_id"]}"' in page and f"decisions-{summary['audit_id']}.csv" in page
     assert "detection AUC" in page and f"{summary['detection']['auc']:.3f}" in page
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
+    calibration = saved["calibration"]  # the headline and the trust section read the decoys
+    assert calibration["method"] == "decoys" and calibration["decoys"] > len(rows)
+    share = 100 * saved["estimated_mismatched_share"]
+    assert f"About {share:.0f}% of the {saved['pairs']} pairs are as unrelated as a caption taken" in page
+    assert f"an estimated {100 * calibration['estimated_false_drop_share']:.0f}% of them are correct" in page
+    assert f"they come from {calibration['decoys']} decoy pairs" in page
+    assert "An extra check, on swaps:" in page  # the planted swaps' self-check, after the decoys'
+    rest = [float(r["mismatch_probability"]) for r in rows[20:]]  # the pairs the page leaves out
+    assert data["rest"]["n"] == len(rest) and abs(data["rest"]["sum_p"] - sum(rest)) < 1e-4
 
 
 def test_keep_returns_the_rows_below_the_threshold(audited):
