@@ -22,6 +22,7 @@ from mispair.safe_io import FORMULA_STARTS, spreadsheet_text
 from tests.audit.test_apply_hostile import N, fake_audit, save
 
 HOSTILE = [f'{start}HYPERLINK("http://x")' for start in FORMULA_STARTS]
+HOSTILE += ["\r=1+1", "a\n=1+1", "a\r=1+1"]  # a line break inside a cell must not start a row
 REPORT_JS = Path(__file__).parents[1] / "src" / "mispair" / "audit" / "report.js"
 
 

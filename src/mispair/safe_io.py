@@ -190,8 +190,11 @@ def write_csv(frame: object, handle: object, *, line_end: str = "\r\n") -> None:
     every text cell and column name spreadsheet-safe, :data:`CSV_ROWS` rows at a time: the one
     writer of the CSV files a person opens (``pairs.csv``, ``refused.csv``, ``keep.csv``,
     ``removed.csv``, ``--export-pairs``)."""
+    import csv
     import io
 
+    # a CR or LF inside a cell is quoted only when the line end holds it: else quote every text
+    quoting = csv.QUOTE_MINIMAL if {"\r", "\n"} <= set(line_end) else csv.QUOTE_NONNUMERIC
     text = io.TextIOWrapper(handle, encoding="utf-8", newline="")  # type: ignore[arg-type]
     columns = [spreadsheet_safe(str(c)) for c in frame.columns]  # type: ignore[attr-defined]
     for start in range(0, max(len(frame), 1), CSV_ROWS):  # type: ignore[arg-type]
@@ -199,6 +202,12 @@ def write_csv(frame: object, handle: object, *, line_end: str = "\r\n") -> None:
         for column in safe.columns:
             if safe[column].dtype == object or str(safe[column].dtype).startswith(("string", "str")):
                 safe[column] = safe[column].map(spreadsheet_safe)
-        safe.to_csv(text, index=False, header=columns if start == 0 else False, lineterminator=line_end)
+        safe.to_csv(
+            text,
+            index=False,
+            header=columns if start == 0 else False,
+            lineterminator=line_end,
+            quoting=quoting,
+        )
     text.flush()
     text.detach()  # the handle stays open for its owner

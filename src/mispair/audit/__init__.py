@@ -22,8 +22,32 @@ def __getattr__(name: str) -> Any:  # the engine is imported on first use, not w
     if name == "audit_collection":
         from mispair.audit.run import audit_collection
 
-        return audit_collection
+        return _no_folder_left(audit_collection)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _no_folder_left(run: Any) -> Any:
+    """``run`` (called with the collection and the output folder first), removing the output
+    folder again when the call made it and stopped at a mistake in the input (a
+    :class:`~mispair.errors.MispairError`): a refused collection leaves no half-written run
+    folder. An interrupted audit keeps its folder, to resume."""
+    import functools
+    import shutil
+    from pathlib import Path
+
+    from mispair.errors import MispairError
+
+    @functools.wraps(run)
+    def audit_collection(root: Any, out: Any, *args: Any, **kwargs: Any) -> Any:
+        made = not Path(out).exists()
+        try:
+            return run(root, out, *args, **kwargs)
+        except MispairError:
+            if made and Path(out).is_dir() and not Path(out).is_symlink():
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+
+    return audit_collection
 
 
 class _CallableModule(types.ModuleType):
