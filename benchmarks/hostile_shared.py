@@ -438,11 +438,7 @@ def _injection(tmp: Path, Case, mispair, audit: list[str]) -> list:
         def check() -> bool:
             for path in paths:
                 with path.open(encoding="utf-8", newline="") as handle:
-                    if any(
-                        cell.startswith(("=", "+", "-", "@", "\t", "\r"))
-                        for row in csv.reader(handle)
-                        for cell in row
-                    ):
+                    if any(_formula(cell) for row in csv.reader(handle) for cell in row):
                         return False
             return True
 
@@ -454,7 +450,7 @@ def _injection(tmp: Path, Case, mispair, audit: list[str]) -> list:
 
     def formula_folder() -> None:
         (tmp / "j50-coll").mkdir(exist_ok=True)
-        pictures = fx.colour_pictures(12)
+        pictures = fx.colour_pictures(30)
         for name, blob, _ in pictures:
             (tmp / "j50-coll" / name).write_bytes(blob)
         with (tmp / "j50-coll" / "captions.csv").open("w", newline="", encoding="utf-8") as handle:
@@ -491,6 +487,15 @@ def _injection(tmp: Path, Case, mispair, audit: list[str]) -> list:
             absent=tmp / "j50-esc",
         ),
     ]
+
+
+def _formula(cell: str) -> bool:
+    """A cell a spreadsheet would run: it starts with a formula character and is not a number."""
+    try:
+        float(cell)
+        return False
+    except ValueError:
+        return cell.startswith(("=", "+", "-", "@", "\t", "\r"))
 
 
 # --- 50.7 bad input is one line, not a traceback --------------------------------------------------
@@ -588,7 +593,7 @@ def _silent(tmp: Path, f, Case, mispair, small: list[str]) -> list:
             mispair("train", tmp / "s50-dup", *small, "--out", tmp / "s50-dup-run", "--quiet"),
             "warn",
             "appears more than once",
-            setup=lambda: fx.duplicate_key_tar(tmp / "s50-dup"),
+            setup=lambda: fx.duplicate_key_tar(tmp / "s50-dup", 60),
         ),
         Case(
             kind,
