@@ -220,3 +220,22 @@ def check_json_elements(data: bytes | str, where: object) -> None:
             f"{where}: about {count:,} JSON values, more than the {limit('MAX_JSON_ELEMENTS'):,} "
             f"built at once ({raise_hint('MAX_JSON_ELEMENTS')})"
         )
+
+
+def check_npz(path: str | Path) -> None:
+    """Refuse, before anything is inflated, an ``.npz`` that is not a regular file or whose
+    arrays declare more than ``MAX_ARRAY_BYTES`` each once unpacked (a cache file someone else
+    may have written: a FIFO, a link to a device, a zip bomb)."""
+    os.close(open_input(path, 1 << 62, "an .npz cache file"))
+    bound = limit("MAX_ARRAY_BYTES")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise DataError(f"{path}: not a readable .npz file ({exc}); delete it") from None
+    for member in members:
+        if member.file_size > bound:
+            raise DataError(
+                f"{path}: {member.filename} unpacks to {member.file_size:,} bytes, more than the "
+                f"{bound:,} read at once ({raise_hint('MAX_ARRAY_BYTES')}); delete the file"
+            )

@@ -239,3 +239,21 @@ def test_dataframes_with_duplicate_columns_mixed_types_pil_images_and_bytes_capt
     assert dataframe_table(numbers)["caption"].tolist() == ["x", "5"]
     with pytest.raises(DataError, match="not UTF-8"):
         dataframe_table(pd.DataFrame({"image": ["a.png"], "caption": [b"\xff\xfe"]}))
+
+
+def test_cache_files_are_checked_before_they_are_read(tmp_path, monkeypatch):
+    import zipfile
+
+    from mispair.safe_parse import check_npy, check_npz
+
+    os.mkfifo(tmp_path / "chunk.npz")
+    with pytest.raises(DataError, match="not a regular file"):
+        check_npz(tmp_path / "chunk.npz")
+    (tmp_path / "zero.npy").symlink_to("/dev/zero")
+    with pytest.raises(DataError, match="not a regular file"):
+        check_npy(tmp_path / "zero.npy")
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("features.npy", b"\0" * 30_000_000)
+    monkeypatch.setenv("MISPAIR_LIMIT_MAX_ARRAY_BYTES", "1000000")
+    with pytest.raises(DataError, match="unpacks to 30,000,000 bytes"):
+        check_npz(tmp_path / "bomb.npz")

@@ -269,6 +269,9 @@ def _save_chunk(path: Path, features: np.ndarray, valid: np.ndarray) -> None:
 
 
 def _load_chunk(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    from mispair.safe_parse import check_npz
+
+    check_npz(path)  # a regular file whose arrays fit their bound, checked before inflating
     with np.load(path, allow_pickle=False) as data:
         return data["features"], data["valid"]
 

@@ -53,6 +53,9 @@ def caption_vectors(
     before = [p for p in [path, *(Path(f) / "captions" / file for f in read_also)] if p is not None]
     found = next((p for p in before if p.is_file()), None)
     if found is not None:
+        from mispair.safe_parse import check_npy
+
+        check_npy(found)  # a cache file is checked like any input: regular, header within bounds
         return np.load(found, allow_pickle=False)
     parts = [encoder.encode(captions[s : s + batch_size]) for s in range(0, len(captions), batch_size)]
     vectors = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 1), dtype=np.float32)
