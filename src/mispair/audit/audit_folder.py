@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -85,10 +86,11 @@ def read_summary(path: Path) -> dict[str, Any]:
     return check_summary(load_json(data, path), path)
 
 
-def check_summary(summary: object, path: object) -> dict[str, Any]:
-    """``summary`` when it is an audit summary whose fields of :data:`SUMMARY_TYPES` have their
-    types (``path`` names it in the error)."""
-    if not isinstance(summary, dict):
+def check_summary(summary: Any, path: object) -> Any:
+    """``summary`` (a mapping: the JSON object, or a typed summary read through the same keys)
+    when it is an audit summary whose fields of :data:`SUMMARY_TYPES` have their types (``path``
+    names it in the error)."""
+    if not isinstance(summary, Mapping):
         raise DataError(f"{path}: not an audit summary (a JSON object); audit the collection again")
     for name in REQUIRED:
         if name not in summary:
