@@ -18,10 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from mispair.audit import audit_collection
+from mispair.audit.apply import apply_decisions
 from mispair.audit.result import AuditResult
 from mispair.audit.writers import parse_bytes
 from mispair.audit.writers.keep_lists import datacomp_uids
 from mispair.cli import main
+from mispair.errors import DataError
 from tests.data.readers_forms import write_form
 from tests.tiny import TINY_AUDIT_SCHEDULE
 
@@ -313,3 +315,51 @@ def _reads_back_and_audits(path: Path, pairs: int, new: dict, options: list[str]
     )
     assert len(result.pairs) == pairs == result.summary["pairs_scored"]
     assert set(new.values()) <= set(result.pairs["caption"])
+
+
+def test_an_imagefolder_with_split_folders_comes_back_with_its_split_folders(tmp_path):
+    folder = write_form("imagefolder-jsonl", tmp_path / "split")
+    rows = [json.loads(x) for x in (folder / "metadata.jsonl").read_text().splitlines()]
+    (folder / "metadata.jsonl").unlink()
+    for split in ("train", "test"):  # the same pictures, the metadata in each split's folder
+        (folder / split / "files").mkdir(parents=True)
+        chosen = [r for r in rows if (r["split"] == "test") == (split == "test")]
+        for name in dict.fromkeys(r["file_name"] for r in chosen):
+            os.link(folder / name, folder / split / name)
+        lines = [json.dumps({"file_name": r["file_name"], "text": r["text"]}) for r in chosen]
+        (folder / split / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    audit = audit_collection(folder, tmp_path / "audit", overrides=TINY, progress=False, log=lambda _: None)
+    decisions = decisions_of(audit)
+    audit.apply(decisions, tmp_path / "clean")
+    new = dict(zip(decisions["pair_id"], decisions["caption"]))
+    dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
+    source = [
+        (split, json.loads(x))
+        for split in ("train", "test")
+        for x in (folder / split / "metadata.jsonl").read_text().splitlines()
+    ]  # pair ids: the row numbers across the split files, train first
+    for split in ("train", "test"):
+        written = [
+            json.loads(x) for x in (tmp_path / "clean" / split / "metadata.jsonl").read_text().splitlines()
+        ]
+        expected = [
+            {**r, "text": new[str(k)] if new.get(str(k)) else r["text"]}
+            for k, (s, r) in enumerate(source)
+            if s == split and str(k) not in dropped
+        ]
+        assert written == expected
+        assert all((tmp_path / "clean" / split / r["file_name"]).is_file() for r in written)
+    assert not (tmp_path / "clean" / "metadata.jsonl").exists()
+
+
+def test_a_table_named_like_apply_s_reports_is_refused_before_anything_is_written(audits, tmp_path):
+    path, audit_dir, result = audits["table-csv"]
+    renamed = path.with_name("keep.csv")
+    renamed.write_bytes(path.read_bytes())
+    summary = {**json.loads((audit_dir / "summary.json").read_text()), "collection": str(renamed)}
+    try:
+        with pytest.raises(DataError, match="named like a file apply writes"):
+            apply_decisions(result.pairs, summary, decisions_of(result), tmp_path / "clean")
+    finally:
+        renamed.unlink()
+    assert not (tmp_path / "clean").exists()

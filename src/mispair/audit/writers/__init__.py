@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mispair.audit.writers.base import Decided, WriteRequest, Written
+from mispair.audit.writers.base import Decided, WriteRequest, Written, own_name
 from mispair.audit.writers.coco import write_coco
 from mispair.audit.writers.imagefolder import is_imagefolder, write_imagefolder
 from mispair.audit.writers.keep_lists import KEEP_LISTS, write_keep_lists
 from mispair.audit.writers.table import write_table_file
 from mispair.audit.writers.webdataset import write_shards
 from mispair.data.readers.columns import Columns
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 
 __all__ = [
     "FORMATS",
@@ -45,6 +45,7 @@ COLUMN_KEYS = ("image_column", "caption_column", "id_column", "split_column")
 
 
 def _write_table(request: WriteRequest, folder: Path) -> Written:
+    own_name(request.collection)
     written = write_table_file(
         request.collection, folder / request.collection.name, request.columns, request.decided
     )
@@ -83,6 +84,8 @@ def collection_form(summary: dict[str, Any], format: str = "same") -> Collection
     columns = Columns(**{key.removesuffix("_column"): data.get(key) for key in COLUMN_KEYS})
     pictures = not _under_cache(summary.get("image_root"))
     source = data.get("source")
+    if source in ("table", "coco") and collection.is_file():
+        own_name(collection)  # before anything is written
     if source == "table" and collection.is_file():
         return CollectionForm("table", _write_table, pictures, False, columns)
     if source == "webdataset":
@@ -96,7 +99,6 @@ def collection_form(summary: dict[str, Any], format: str = "same") -> Collection
 
 def _run_data(summary: dict[str, Any]) -> dict[str, Any] | None:
     """The ``data`` section of the audit's run config, its column options strings or None."""
-    from mispair.errors import DataError
     from mispair.limits import limit
     from mispair.safe_io import read_input
     from mispair.safe_parse import load_json

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mispair.data.readers.columns import Columns
+from mispair.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,19 @@ class Written:
         return self
 
 
+APPLY_NAMES = ("keep.csv", "removed.csv", "keep_keys.txt", "uids.npy", ".mispair-output")
+"""What apply writes beside every cleaned collection."""
+
+
+def own_name(collection: Path) -> None:
+    """A collection file named like one of apply's reports would be overwritten by it: refused."""
+    if collection.name in APPLY_NAMES:
+        raise DataError(
+            f"{collection}: the collection's file is named like a file apply writes beside it "
+            f"({', '.join(APPLY_NAMES)}); rename it and audit again, or give --format folder"
+        )
+
+
 def cell_text(value: object) -> str:
     """A table cell as the readers make it text (None and NaN empty; numbers as ``str``)."""
     if value is None or (isinstance(value, float) and value != value):
@@ -81,8 +95,6 @@ def new_file(path: Path, mode: str = "wb", **options):
     replaced; a link, a folder or anything else (planted in an output folder) is refused, and the
     file is created exclusively (no link is followed)."""
     import os
-
-    from mispair.errors import DataError
 
     for folder in [path.parent, *path.parent.parents]:
         if folder.is_symlink():

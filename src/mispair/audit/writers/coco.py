@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from mispair.audit.writers.base import Decided, WriteRequest, Written, new_file
+from mispair.audit.writers.base import Decided, WriteRequest, Written, new_file, own_name
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
 
@@ -23,6 +23,7 @@ from mispair.limits import limit, raise_hint
 def write_coco(request: WriteRequest, folder: Path) -> Written:
     """The captions JSON with the decisions applied, as ``folder/<its name>``, and its pictures."""
     source = request.collection
+    own_name(source)
     document = _load(source)
     if "annotations" in document:
         written = _coco(document, request.decided)
