@@ -34,25 +34,25 @@ def cells_of(assignments: np.ndarray) -> np.ndarray:
 
 def decoy_pairs(cell: np.ndarray, group: np.ndarray, per_pair: int, seed: int) -> np.ndarray:
     """``[m, 2]`` decoys ``(caption, other)``: caption ``caption`` shown with the picture of pair
-    ``other`` (both indices into the pairs), up to ``per_pair`` for each caption, drawn without
-    replacement (``seed``) among the pairs of its ``cell [n]`` whose content ``group [n]`` differs
-    from its own; sorted by caption."""
-    cell, group = np.asarray(cell), np.asarray(group)
+    ``other`` (both indices into the pairs), at most ``per_pair`` for each caption, all of its
+    ``cell [n]`` and of another content ``group [n]``, sorted. Each cell's pairs are put in a
+    random cyclic order (``seed``) and a caption is shown with the pictures of the ``per_pair``
+    pairs after it (those of its own group left out): distinct for each caption, every picture
+    shown about as often as every caption, drawn for a million pairs in about a second."""
+    cell, group = np.asarray(cell, dtype=np.int64), np.asarray(group)
     rng = np.random.default_rng(seed)
-    order = np.argsort(cell, kind="stable")
-    bounds = np.flatnonzero(np.diff(cell[order])) + 1
-    chosen: list[np.ndarray] = []
-    for members in np.split(order, bounds):
-        if len(members) < 2 or len(np.unique(group[members])) < 2:
-            continue
-        for caption in members:
-            others = members[group[members] != group[caption]]
-            take = rng.choice(others, size=min(per_pair, len(others)), replace=False)
-            chosen.append(np.stack([np.full(len(take), caption), take], axis=1))
-    if not chosen:
-        return np.zeros((0, 2), dtype=np.int64)
-    decoys = np.concatenate(chosen).astype(np.int64)
-    return decoys[np.argsort(decoys[:, 0], kind="stable")]
+    order = np.lexsort((rng.random(len(cell)), cell))  # each cell's pairs, in a random order
+    counts = np.bincount(cell)
+    size = counts[cell[order]]
+    start = (np.cumsum(counts) - counts)[cell[order]]
+    position = np.arange(len(cell)) - start
+    chosen = []
+    for shift in range(1, per_pair + 1):
+        other = order[start + (position + shift) % size]
+        keep = (size > shift) & (group[order] != group[other])  # another pair, of another group
+        chosen.append(np.stack([order[keep], other[keep]], axis=1))
+    decoys = np.concatenate(chosen).astype(np.int64) if chosen else np.zeros((0, 2), dtype=np.int64)
+    return decoys[np.lexsort((decoys[:, 1], decoys[:, 0]))]
 
 
 def local_decoys(decoys: np.ndarray, members: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
