@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from mispair.cli import format_metrics, main
+from mispair.cli import main
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs
 from mispair.data.noise import NoiseRecord, inject_noise
 from mispair.data.precomp import read_precomp
 from mispair.data.synthetic import make_synthetic
 from mispair.engine.assembly import load_run_data
+from mispair.engine.metrics import format_metrics
 from mispair.engine.trained import TrainedRun
 from mispair.methods import list_recipes
 from mispair.nn.heads import list_heads
@@ -321,8 +322,14 @@ def _audit_summary(**changes):
     return summary | changes
 
 
+def format_audit(summary: dict, out: Path) -> str:
+    """The lines ``mispair audit`` prints for ``summary`` (as ``summary.json`` holds it)."""
+    from mispair.audit.summary import AuditSummary
+
+    return "\n".join(AuditSummary.from_dict(summary).lines(out))
+
+
 def test_the_audit_says_what_its_share_rests_on():
-    from mispair.cli import format_audit
 
     unchecked = format_audit(_audit_summary(), Path("out"))
     assert "errs high" in unchecked and "--plant" in unchecked
@@ -337,8 +344,6 @@ def test_the_audit_says_what_its_share_rests_on():
 
 
 def test_the_audit_says_how_clean_the_pairs_it_leaves_are():
-    from mispair.cli import format_audit
-
     detection = {"auc": 0.9, "average_precision": 0.8, "precision": 0.7, "recall": 0.75,
                  "kept_precision": 0.834, "kept_recall": 0.91}  # fmt: skip
     text = format_audit(_audit_summary(detection=detection, truth="the planted mismatches"), Path("o"))

@@ -17,6 +17,7 @@ import pytest
 
 from mispair.audit.apply import read_decisions
 from mispair.audit.result import AuditResult
+from mispair.audit.summary import AuditSummary
 from mispair.errors import DataError
 from mispair.safe_io import FORMULA_STARTS, spreadsheet_text
 from tests.audit.test_apply_hostile import N, fake_audit, save
@@ -41,7 +42,7 @@ def test_every_csv_writer_neutralises_formulas(tmp_path):
     pairs = pairs.assign(pair_id=ids, caption=[HOSTILE[k % len(HOSTILE)] for k in range(N)])
     save(audit, pairs, summary)
     refused = pd.DataFrame({"pair_id": HOSTILE, "reason": HOSTILE})
-    AuditResult(pairs, summary, "", refused).save(tmp_path / "saved")
+    AuditResult(pairs, AuditSummary.from_dict(summary), "", refused).save(tmp_path / "saved")
     for name in ("pairs.csv", "refused.csv"):
         written = cells(tmp_path / "saved" / name)
         no_formula(written)

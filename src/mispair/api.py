@@ -23,6 +23,7 @@ from mispair.notebook import as_before_on_failure, keyword_overrides, quiet_unle
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mispair.engine.run import TrainSummary
     from mispair.search.model import SearchModel
 
 
@@ -95,7 +96,7 @@ class TrainedModel:
     dot product of an image's and a caption's is the models' mean cosine similarity)."""
 
     checkpoint: Path
-    summary: dict[str, Any]
+    summary: TrainSummary
     _model: SearchModel | None = field(default=None, repr=False)
 
     @property

@@ -44,26 +44,6 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
 --caption-column.
 """
 
-_METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
-
-
-def format_metrics(metrics: dict[str, float], title: str = "") -> str:
-    """A one-table summary of retrieval metrics (and equivalent-caption ones when present)."""
-    head = "       " + " ".join(f"{k.replace('_', ' '):>8}" for k in _METRIC_ORDER)
-    lines = [title, head] if title else [head]
-    for prefix, label in (("", "strict"), ("eq_", "equiv.")):
-        if f"{prefix}rsum" in metrics:
-            row = " ".join(f"{metrics[prefix + k]:8.1f}" for k in _METRIC_ORDER)
-            lines.append(f"{label:>6} {row}")
-    ranks = [
-        f"{name} i2t {metrics[f'i2t_{name}']:.{places}f} t2i {metrics[f't2i_{name}']:.{places}f}"
-        for name, places in (("medr", 0), ("meanr", 1))
-        if f"i2t_{name}" in metrics and f"t2i_{name}" in metrics
-    ]
-    lines.append("; ".join(ranks) or "medr, meanr: beyond the top-k lists")
-    return "\n".join(lines)
-
-
 CONFIG_SUFFIXES = (".yaml", ".yml")
 OVERWRITE_HELP = (
     "write into a non-empty --out that mispair did not create (only mispair's own files there are replaced)"
@@ -131,11 +111,10 @@ def _cmd_train(args: argparse.Namespace) -> None:
     )
     if not distributed.is_main_process():
         return
-    print(
-        format_metrics(
-            summary["test"], f"test ({config.output_dir / 'best.pt'}, best epoch {summary['best_epoch'] + 1})"
-        )
-    )
+    from mispair.engine.metrics import format_metrics
+
+    title = f"test ({config.output_dir / 'best.pt'}, best epoch {summary.best_epoch + 1})"
+    print(format_metrics(summary.test, title))
     if export is not None:
         _export_pairs(config, export)
 
@@ -201,99 +180,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         fdr=args.fdr,
     )
     if result is not None:  # rank 0 (or the only process) ranked the pairs and wrote the report
-        print(format_audit(result.summary, Path(args.out)))
-
-
-def format_audit(summary: dict, out: Path) -> str:
-    """The audit's result in a few lines: what was found, how well (when it can tell), where."""
-    low, high = (100 * x for x in summary["estimated_mismatched_share_interval"])
-    splits = ", ".join(f"{n} {name}" for name, n in summary["pairs_by_split"].items())
-    calibration = summary.get("calibration") or {}
-    lines = [
-        f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of {summary['collection_name']} "
-        f"({splits}): {summary['suspected']} suspected, estimated mismatched share "
-        f"{100 * summary['estimated_mismatched_share']:.1f}% ({low:.1f}–{high:.1f}%)"
-    ]
-    if calibration.get("method") == "decoys":
-        share = 100 * summary["estimated_mismatched_share"]
-        lines[0] = (
-            f"audited {summary['pairs_scored']} of {summary['pairs']} pairs of "
-            f"{summary['collection_name']} ({splits}): about {share:.0f}% of the pairs "
-            f"({calibration['level']:.0%} interval {low:.0f}–{high:.0f}%) are as unrelated as a "
-            f"caption taken from another picture; {summary['suspected']} suspected at an estimated "
-            f"false-discovery rate of {calibration['estimated_false_drop_share']:.0%} (--fdr "
-            f"{calibration['fdr']:g}), leaving an estimated "
-            f"{calibration['estimated_kept_mismatched_share']:.0%} mismatched among the rest"
-        )
-        lines.append(f"trust: {calibration['note']} ({calibration['decoys']} decoy pairs)")
-    refused = summary.get("pairs_refused", 0)
-    if refused:
-        lines.append(
-            f"refused {refused} of {summary['pairs_read']} rows that could not be read (reasons "
-            f"in {out / 'refused.csv'})"
-        )
-    if summary.get("split_note"):
-        lines.append(f"note: {summary['split_note']}")
-    duplicates = summary.get("duplicates") or {}
-    counted = ("images_with_near_duplicate", "pairs_with_caption_on_other_images", "leaks")
-    if any(duplicates.get(key) for key in counted):
-        lines.append(
-            f"duplicates: {duplicates['images_with_near_duplicate']} images with a near-duplicate, "
-            f"{duplicates['pairs_with_caption_on_other_images']} pairs whose caption is on other "
-            f"images, {duplicates['leaks']} dev/test pairs repeating a training pair "
-            "(columns duplicate_image_of, same_caption_images, leak)"
-        )
-    detection, check = summary["detection"], summary.get("self_check")
-    if detection:
-        lines.append(
-            f"against {summary['truth']}: detection AUC {detection['auc']:.3f}, average "
-            f"precision {detection['average_precision']:.3f}, suspected set precision "
-            f"{detection['precision']:.2f} recall {detection['recall']:.2f}"
-        )
-    if detection and "kept_precision" in detection:  # an audit written before it was measured has none
-        lines[-1] += (
-            f"; the pairs left unsuspected are {detection['kept_precision']:.0%} truly matched "
-            f"(keeping {detection['kept_recall']:.0%} of the matched pairs)"
-        )
-    raw = (summary.get("raw_score") or {}).get("detection")
-    if raw and detection:
-        lines.append(
-            f"the raw cosine of the given vectors (the usual CLIP-score filter) on the same "
-            f"pairs: detection AUC {raw['auc']:.3f}, average precision "
-            f"{raw['average_precision']:.3f} (the audit's: {detection['auc']:.3f}, "
-            f"{detection['average_precision']:.3f})"
-        )
-    if check and check.get("consistent", True):
-        lines.append(
-            f"self-check: the ranking's AUC on this collection's mismatches is about "
-            f"{check['estimated_auc']:.3f} (measured {check['measured_auc']:.3f} on the planted "
-            f"swaps, corrected for the about {100 * check['originals_mismatched_share']:.0f}% of "
-            f"your own pairs that the planted swaps show to be mismatched)"
-        )
-    elif check:
-        lines.append(
-            f"self-check: the ranking's AUC on this collection's mismatches is at least "
-            f"{check['measured_auc']:.3f} (measured on the planted swaps); the mismatched share is "
-            f"overstated here: the planted swaps allow at most {100 * check['share_upper_bound']:.0f}% "
-            f"of your own pairs to be mismatched, yet {100 * check['originals_mismatched_share']:.0f}% "
-            "score like them (correct pairs the model finds hard do too): read the mismatch "
-            "probabilities as a ranking, not as odds"
-        )
-    elif not detection and calibration.get("method") != "decoys":
-        lines.append(
-            "note: the estimated share comes from a mixture fitted to the held-out scores and errs "
-            "high where many correct pairs score low; `--plant 0.1` checks the ranking and the share "
-            "on swaps the audit plants itself"
-        )
-    lines.append(format_metrics(summary["retrieval"]["test"], "retrieval on the test split (this run)"))
-    clean = summary["retrieval"]["clean_run_test"]
-    if clean:
-        lines.append(format_metrics(clean, "the same run without the planted noise"))
-    lines.append(
-        f"wrote {out / 'report.html'} (open it to review the pairs), {out / 'pairs.csv'}, "
-        f"{out / 'summary.json'}"
-    )
-    return "\n".join(lines)
+        print("\n".join(result.summary.lines(Path(args.out))))
 
 
 def _cmd_apply(args: argparse.Namespace) -> None:
@@ -348,6 +235,8 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:
+        from mispair.engine.metrics import format_metrics
+
         print(format_metrics(metrics, f"{' + '.join(args.checkpoint)} on {args.split or 'test'}"))
 
 
@@ -369,6 +258,8 @@ def _eval_index(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(metrics, indent=2))
     else:
+        from mispair.engine.metrics import format_metrics
+
         title = f"{args.checkpoint[0]} on {args.index} ({index.spec.describe()}, {lists})"
         print(format_metrics(metrics, title))
 
@@ -516,16 +407,6 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
             kwargs["runtime"] = require_runtime(args.encoder_runtime, "--encoder-runtime")
         out = PREPARERS[args.dataset](**kwargs, **options, progress=not args.quiet)
     print(f"prepared {args.dataset} in {out}")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _ranged(name: str):

@@ -4,6 +4,7 @@ one-line error that writes nothing."""
 
 import hashlib
 import os
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -223,7 +224,7 @@ def test_a_previous_cleaned_collection_is_replaced_only_with_overwrite(audited, 
 
 def test_a_collection_without_image_files_is_refused(audited, tmp_path):
     _, _, result = audited
-    summary = {**result.summary, "image_root": None}
+    summary = replace(result.summary, image_root=None)
     with pytest.raises(DataError, match="no image file"):
         AuditResult(result.pairs, summary, "").apply(some_decisions(result.pairs), tmp_path / "clean")
     assert not (tmp_path / "clean").exists()
@@ -255,7 +256,7 @@ def test_a_planted_swap_is_undone_in_the_cleaned_collection(audited, tmp_path):
     pairs["true_image_id"] = pairs["image_id"]
     pairs.loc[swapped, "image_id"] = pairs.loc[swapped[::-1], "image_id"].to_numpy()  # as an audit plants
     none = pd.DataFrame(columns=["pair_id", "decision", "caption"])
-    applied = AuditResult(pairs, {**result.summary, "planted": 0.4}, "").apply(none, tmp_path / "a")
+    applied = AuditResult(pairs, replace(result.summary, planted=0.4), "").apply(none, tmp_path / "a")
     written = pd.read_csv(applied.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
     assert written.to_dict() == dict(zip(pairs["pair_id"], pairs["true_image_id"]))
 

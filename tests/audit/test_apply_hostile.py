@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from mispair.audit.result import AuditResult, write_parquet
+from mispair.audit.summary import AuditSummary
 from mispair.cli import main
 from mispair.errors import DataError
 from tests.cli_errors import one_line_error
@@ -174,7 +175,7 @@ def test_numeric_pair_ids_and_an_older_summary_are_read(setup, capsys):
 def test_an_absolute_id_inside_the_image_root_is_its_relative_name(setup):
     tmp, collection, _audit, pairs, summary, decisions = setup
     pairs = pairs.assign(image_id=[str(collection / i) for i in pairs["image_id"]])
-    applied = AuditResult(pairs, summary, "").apply(decisions, tmp / "clean")
+    applied = AuditResult(pairs, AuditSummary.from_dict(summary), "").apply(decisions, tmp / "clean")
     assert applied.kept == N - 1 and (tmp / "clean" / "pics" / "0.png").is_file()
 
 

@@ -145,7 +145,7 @@ def tiny_runs(rank: int, folder: Path, recipes: tuple[str, ...], kill: bool) -> 
         summary = train_run(
             tiny_config(recipe, folder / recipe), progress=False, log=lambda m: None, timeout=TIMEOUT
         )
-        found[recipe] = {"summary": summary, **SEEN}
+        found[recipe] = {"summary": summary.to_dict(), **SEEN}
         if rank == 0:
             found[recipe]["log"] = log_rows(folder / recipe)
     (folder / f"rank{rank}.json").write_text(json.dumps(found), encoding="utf-8")
@@ -200,7 +200,7 @@ def resumed(rank: int, folder: Path) -> None:
     """The tiny ``l2rm`` run in ``folder`` resumed on two processes (``resumed{rank}.json``)."""
     _record_training()
     summary = train_run(tiny_config("l2rm", folder), progress=False, log=lambda m: None, timeout=TIMEOUT)
-    (folder.parent / f"resumed{rank}.json").write_text(json.dumps({"summary": summary, **SEEN}))
+    (folder.parent / f"resumed{rank}.json").write_text(json.dumps({"summary": summary.to_dict(), **SEEN}))
 
 
 # ------------------------------------------------------------------------------- tests

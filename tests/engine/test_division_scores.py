@@ -407,3 +407,21 @@ def test_a_reference_division_without_planted_noise_is_a_one_line_error():
     train = TrainingPairs(data.train, data.train_tokens, data.train.image_of_caption)
     with pytest.raises(ConfigError, match=r"^division\.reference: needs a training split with planted noise"):
         division_scores(config, data, train, Runtime())
+
+
+def test_the_score_kinds_a_config_names_are_the_table_the_check_reads(tmp_path):
+    """``division.pair_score``'s values are :data:`SCORE_KINDS`' names; a name outside the table
+    is a one-line error before anything is written."""
+    from typing import get_args
+
+    from mispair.config import DivisionConfig
+    from mispair.engine.checks import check_run_config
+    from mispair.engine.held_out import SCORE_KINDS, ScoreKind
+
+    field_type = DivisionConfig.__dataclass_fields__["pair_score"].type
+    assert set(get_args(ScoreKind)) == set(SCORE_KINDS)
+    assert "contrast" in field_type and "gap_corrected" in field_type
+    config = load_config(None, [*TINY, "train.epochs=1"])
+    config.division.pair_score = "telepathy"
+    with pytest.raises(ConfigError, match=r"^division\.pair_score: 'telepathy' is not a held-out score kind"):
+        check_run_config(config)

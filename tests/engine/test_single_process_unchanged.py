@@ -32,7 +32,7 @@ ONE_QUERY = 1.0 + 1e-9
 
 def run(recipe: str, out: Path) -> dict:
     config = tiny_config(recipe, out)
-    summary = train_run(config, progress=False, log=lambda m: None)
+    summary = train_run(config, progress=False, log=lambda m: None).to_dict()
     planted = summary.pop("planted_noise", None)  # recorded since; not a number of the run
     assert planted == (
         None

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class Duplicates:
     leak: np.ndarray
     threshold: float
 
-    def summary(self, image_of_caption: np.ndarray) -> dict[str, float | int | str]:
+    def summary(self, image_of_caption: np.ndarray) -> dict[str, Any]:
         """The counts ``summary.json`` holds under ``duplicates``."""
         return {
             "method": "cosine similarity of the mean-pooled image features",

@@ -50,7 +50,7 @@ def audit(
     ``$MISPAIR_CACHE`` or ``~/.cache/mispair``), and any config section as a mapping, e.g.
     ``train={"epochs": 5}`` (the same as the override ``train.epochs=5``). ``progress=False``
     writes nothing to standard output or error (warnings are kept in
-    ``result.summary["warnings"]``).
+    ``result.summary.warnings``).
     """
     new = out is None
     out = Path(tempfile.mkdtemp(prefix="mispair-audit-")) if out is None else Path(out)
@@ -71,5 +71,5 @@ def audit(
             log=print if progress else silent,
         )
     if caught:
-        result.summary["warnings"] = caught
+        result.summary.warnings = caught
     return result

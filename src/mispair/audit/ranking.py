@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
@@ -95,9 +95,10 @@ def best_matches(
 
 
 def faiss_applies(run: TrainedRun) -> bool:
-    """True when :func:`vector_matches` gives the head's best matches: a cosine head, FAISS
-    installed."""
-    return run.config.model.head == "cosine" and importlib.util.find_spec("faiss") is not None
+    """True when :func:`vector_matches` gives the head's best matches: a head whose similarity an
+    inner-product index reproduces (``vector_search``, e.g. ``cosine``), FAISS installed."""
+    searchable = all(getattr(model.similarity, "vector_search", False) for model in run.models)
+    return searchable and importlib.util.find_spec("faiss") is not None
 
 
 def vector_matches(
@@ -334,7 +335,7 @@ class DetectionCurves:
     roc: tuple[list[float], list[float]]
     pr: tuple[list[float], list[float]]
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         return {
             "auc": self.auc,
             "average_precision": self.average_precision,

@@ -20,9 +20,19 @@ from mispair.errors import ConfigError
 
 def aligned(data: DataConfig) -> bool:
     """Whether the run's image and caption vectors share one space (their cosine means something):
-    declared (``data.embeddings_aligned``), or both from one open_clip model."""
-    towers = data.image_encoder == data.caption_encoder == "open_clip"
-    return data.embeddings_aligned or (towers and data.image_encoder_options == data.caption_encoder_options)
+    declared (``data.embeddings_aligned``), or from a caption encoder that ``shares_space_with``
+    the run's image encoder (an open_clip model's two towers), with the same options."""
+    if data.embeddings_aligned:
+        return True
+    if not data.caption_encoder or data.image_encoder_options != data.caption_encoder_options:
+        return False
+    from mispair.data.caption_encoders import CAPTION_ENCODERS
+
+    try:
+        encoder = CAPTION_ENCODERS.get(data.caption_encoder)
+    except ConfigError:  # an unknown name is refused where the vectors are read
+        return False
+    return getattr(encoder, "shares_space_with", None) == data.image_encoder
 
 
 def check_aligned(data: DataConfig, pairs: PairSet) -> None:

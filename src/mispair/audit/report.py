@@ -26,6 +26,8 @@ from mispair.division import Division
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mispair.audit.summary import AuditSummary
+
 METRIC_KEYS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
 
 
@@ -52,7 +54,7 @@ class ReviewPage:
 
 def review_page(
     table: pd.DataFrame,
-    summary: dict[str, Any],
+    summary: AuditSummary,
     plots: list[Plot],
     division: Division,
     retrieval: list[tuple[str, dict[str, float]]],
@@ -64,15 +66,16 @@ def review_page(
 ) -> ReviewPage:
     """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
     all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
-    sets ``summary["audit_id"]`` (:func:`~mispair.audit.result.audit_id`)."""
+    ``summary`` carries the table's ``audit_id`` (:func:`~mispair.audit.result.audit_id`)."""
     shown = table if top is None else table.head(top)
     thumbnails = write_thumbnails(report_images(shown), pictures, folder, progress=progress)
-    summary["audit_id"] = audit_id(table)
+    audit = audit_id(table)
     rest = table.iloc[len(shown) :]
-    data = page_data(shown, thumbnails, audit=summary["audit_id"], threshold=summary["threshold"], rest=rest)
+    data = page_data(shown, thumbnails, audit=audit, threshold=summary.threshold, rest=rest)
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
+    fields = {**summary.to_dict(), "audit_id": audit}
     page = render_report(
-        summary, plots, division, retrieval, shown=len(shown), has_why="why" in table, duplicates=duplicates
+        fields, plots, division, retrieval, shown=len(shown), has_why="why" in table, duplicates=duplicates
     )
     return ReviewPage(page, data, folder / THUMBS)
 

@@ -8,9 +8,10 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from mispair.atomic import atomic_text, atomic_write
+from mispair.audit.summary import AuditSummary
 from mispair.audit.thumbs import THUMBS
 from mispair.errors import ConfigError
 from mispair.safe_io import CSV_ROWS
@@ -39,9 +40,9 @@ class AuditResult:
             (``suggested_caption_1..3``, ``suggested_image_id_1..3`` with their scores),
             ``duplicate_image_of``, ``same_caption_images``, ``leak``, ``why`` (in words), and the
             truth when the audit planted swaps.
-        summary: what ``summary.json`` holds (counts, the estimated mismatched share with its
-            interval, the self-check, retrieval figures, ``duplicates``, ``audit_id``, the
-            ``image_root`` where its image files lie).
+        summary: what ``summary.json`` holds, typed (:class:`~mispair.audit.summary.AuditSummary`:
+            counts, the estimated mismatched share with its interval, the self-check, retrieval
+            figures, ``duplicates``, ``audit_id``, the ``image_root`` where its image files lie).
         report: the ``report.html`` page.
         refused: the input rows that could not be read, each with its ``reason``.
         page_data: the report's ``pairs.js`` (:mod:`mispair.audit.page_data`).
@@ -50,7 +51,7 @@ class AuditResult:
     """
 
     pairs: pd.DataFrame
-    summary: dict[str, Any]
+    summary: AuditSummary
     report: str
     refused: pd.DataFrame | None = field(default=None)
     page_data: str = ""
@@ -59,7 +60,7 @@ class AuditResult:
     def keep(self, max_mismatch: float | None = None) -> pd.DataFrame:
         """The rows to keep: mismatch probability below ``max_mismatch`` (default: the audit's
         threshold, the rows not suspected)."""
-        limit = self.summary["threshold"] if max_mismatch is None else max_mismatch
+        limit = self.summary.threshold if max_mismatch is None else max_mismatch
         if not 0 <= limit <= 1:
             raise ConfigError(f"max_mismatch: a probability in [0, 1], got {limit}")
         return self.pairs[self.pairs["mismatch_probability"] < limit]
@@ -86,8 +87,8 @@ class AuditResult:
         atomic_text(folder / "report.html", self.report)
         if timings is not None:
             timings.lap("report")
-            self.summary["timings"] = timings.to_dict()
-        atomic_text(folder / "summary.json", json.dumps(self.summary, indent=2) + "\n")
+            self.summary.timings = timings.to_dict()
+        atomic_text(folder / "summary.json", json.dumps(self.summary.to_dict(), indent=2) + "\n")
         return folder
 
     @classmethod
@@ -99,7 +100,7 @@ class AuditResult:
 
         read = read_audit_folder(folder)
         pairs, summary, page, rejected = read.pairs, read.summary, read.report, read.refused
-        return cls(pairs, summary, page, rejected)
+        return cls(pairs, AuditSummary.from_dict(summary), page, rejected)
 
     def apply(
         self,
@@ -124,7 +125,7 @@ class AuditResult:
 
         return apply_decisions(
             self.pairs,
-            self.summary,
+            self.summary.to_dict(),
             decisions,
             out,
             threshold=threshold,

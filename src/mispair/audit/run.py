@@ -28,7 +28,15 @@ from mispair.audit.ranking import (
 from mispair.audit.raw_score import aligned, check_aligned, detection, raw_similarity
 from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
-from mispair.audit.selfcheck import Share, mismatched_share, self_check
+from mispair.audit.selfcheck import mismatched_share, self_check
+from mispair.audit.summary import (
+    AuditSummary,
+    CalibrationPart,
+    Detection,
+    DuplicateCounts,
+    RawScore,
+    Retrieval,
+)
 from mispair.audit.thumbs import THUMBS
 from mispair.config import DataConfig, RunConfig, from_dict
 from mispair.data.batching import TrainingPairs
@@ -40,7 +48,7 @@ from mispair.division.calibration import Calibration, Stratum, calibrate
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
 from mispair.engine.checks import check_run_config
-from mispair.engine.run import train_run
+from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
 from mispair.output_folder import check_folder, claim_folder, holding
@@ -126,10 +134,11 @@ def audit_collection(
     with holding(out) if main else contextlib.nullcontext():  # a second audit into the folder refuses
         if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
             check_aligned(config.data, load_split(config.data, config.data.train_split))
-        summary, clean, run = _train(config, out, clean_run, resume, progress, log, timings, timeout)
+        outcome, clean = _train(config, out, clean_run, resume, progress, log, timings, timeout)
+        trained, run, clean_test = outcome.summary, outcome.best, None if clean is None else clean.test
         if not main:
             return None
-        audited = audited_pairs(run, progress=progress)
+        audited = audited_pairs(run, progress=progress, outcome=outcome)
         check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
         pictures = _pictures(audited.image_ids, config.data, images)
         reader = reader_of(config.data)
@@ -164,33 +173,30 @@ def audit_collection(
         if raw is not None:
             table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
         refused = reader.refused(config.data)
-        share = mismatched_share(audited.score) if calibration is None else None
-        result = _summary(run, root, config, audited, mismatch, threshold, plant, summary, clean, share)
-        result.update(calibration_summary(calibration, mismatch >= threshold, fdr))
+        retrieval = Retrieval(trained.test, clean_test)
+        result = _summary(root, config, audited, mismatch, threshold, plant, retrieval)
+        shares = calibration_summary(calibration, audited.score, mismatch >= threshold, fdr)
+        result.estimated_mismatched_share, result.estimated_mismatched_share_interval = shares[:2]
+        result.calibration = shares[2]
         n_refused = 0 if refused is None else len(refused)
-        result.update(
-            pairs_read=len(audited.pairs) + n_refused,
-            pairs_refused=n_refused,
-            split_note=reader.split_note(config.data),
-            audit_id=audit_id(table),
-            image_root=None if files is None else str(files),
-            pictures=None if pictures is None else str(pictures),
-            duplicates=duplicates.summary(audited.pairs.image_of_caption),
-            map=points.method,
-        )
+        result.pairs_read, result.pairs_refused = len(audited.pairs) + n_refused, n_refused
+        result.split_note, result.audit_id = reader.split_note(config.data), audit_id(table)
+        result.image_root = None if files is None else str(files)
+        result.pictures = None if pictures is None else str(pictures)
+        result.duplicates = DuplicateCounts(**duplicates.summary(audited.pairs.image_of_caption))
+        result.map = points.method
         truth = audited.truly_mismatched
         plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
-        if truth is not None and 0 < truth.sum() < len(truth):
-            curves = detection_curves(audited.score, 1.0 - mismatch, truth, threshold=threshold)
-            result["detection"] = curves.summary()
+        known = truth if truth is not None and 0 < truth.sum() < len(truth) else None
+        if known is not None:
+            curves = detection_curves(audited.score, 1.0 - mismatch, known, threshold=threshold)
+            result.detection = Detection(**curves.summary())
             plots += curve_plots(curves)
         if raw is not None:
-            known = truth is not None and 0 < truth.sum() < len(truth)
-            result["raw_score"] = {
-                "column": "raw_similarity",
-                "detection": detection(raw, truth) if known else None,
-            }
-        retrieval = [("this run", summary["test"])] + ([("clean run", clean["test"])] if clean else [])
+            result.raw_score = RawScore(
+                "raw_similarity", **(detection(raw, known) if known is not None else {})
+            )
+        tables = [("this run", trained.test)] + ([("clean run", clean_test)] if clean_test else [])
         timings.lap("ranking")
         if top is None and len(table) > REPORT_PAIRS:
             log(
@@ -199,9 +205,9 @@ def audit_collection(
             )
             top = REPORT_PAIRS
         report = review_page(
-            table, result, plots, division, retrieval, pictures, out, top=top, progress=progress
+            table, result, plots, division, tables, pictures, out, top=top, progress=progress
         )
-        result["seconds"] = round(time.time() - started, 1)
+        result.seconds = round(time.time() - started, 1)
         audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
         claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
         audit.save(out, timings=timings)
@@ -245,12 +251,19 @@ class AuditedPairs:
         return ids if ids is not None else [str(i) for i in range(self.pairs.pairs.n_images)]
 
 
-def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
-    """:class:`AuditedPairs` of a trained audit run (its division scored the other splits)."""
-    scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
+def audited_pairs(
+    run: TrainedRun, *, progress: bool = False, outcome: RunOutcome | None = None
+) -> AuditedPairs:
+    """:class:`AuditedPairs` of a trained audit run (its division scored the other splits): from
+    the ``outcome`` of the run that just trained it (its scores and splits as the run had them,
+    nothing read again), else from the run's folder (``pair_scores.npz``, its collection)."""
+    if outcome is None:
+        scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
+        others = other_splits(run.config, run.data)
+    else:
+        scores, others = outcome.scores, outcome.others
     if scores is None:
         raise ConfigError("the audit's run made no held-out scores (set division.scored_by)")
-    others = other_splits(run.config, run.data)
     parts = [run.train] if others is None else [run.train, others]
     everything = TrainingPairs.join(parts)
     run.prepare_texts(everything.tokens, progress=progress)
@@ -266,9 +279,11 @@ def audited_pairs(run: TrainedRun, *, progress: bool = False) -> AuditedPairs:
         split += [data.test_split] * (len(others) - run.data.dev.n_captions)
     score = scores.train if others is None else np.concatenate([scores.train, scores.others])
     noise, n_others = run.data.noise, len(everything) - len(run.train)
-    null = None
-    if scores.null is not None and (others is None or scores.null_others is not None):
-        null = (scores.null,) if others is None else (scores.null, scores.null_others)
+    null: tuple[np.ndarray, ...] | None = None
+    if scores.null is not None and others is None:
+        null = (scores.null,)
+    elif scores.null is not None and scores.null_others is not None:
+        null = (scores.null, scores.null_others)
     truth = true_image = None
     if noise is not None:
         truth = np.concatenate([noise.is_noisy, np.zeros(n_others, dtype=bool)])
@@ -298,7 +313,7 @@ def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
     return ids
 
 
-TrainedRuns = tuple[dict[str, Any], dict[str, Any] | None, TrainedRun]
+TrainedRuns = tuple[RunOutcome, TrainSummary | None]
 
 
 def _train(
@@ -312,19 +327,21 @@ def _train(
     timeout: float,
 ) -> TrainedRuns:
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
-    read: (its summary, the clean run's or None, the trained run loaded), their parts lapped in
-    ``timings``."""
+    read: (its outcome, with its best checkpoint opened once, and the clean run's summary or None),
+    their parts lapped in ``timings``."""
     noisy = config.data.noise.rate > 0 or config.data.noise.file
     if clean_run and not noisy:
         log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
-    summary = train_run(config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout)
+    outcome = train_outcome(
+        config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout
+    )
     clean = None
     if clean_run and noisy:
         clean_config = _without_noise(config, out)
         clean = train_run(
             clean_config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout
         )
-    return summary, clean, TrainedRun.best_of(config)
+    return outcome, clean
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:
@@ -411,7 +428,7 @@ def pair_table(
         )
         for k, c, score, pair, twin_id in reasons
     ]
-    if audited.truly_mismatched is not None:
+    if audited.truly_mismatched is not None and audited.true_image is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
     return pd.DataFrame(columns)
@@ -487,31 +504,30 @@ def verdict(probability: float) -> str:
     return f"{words} (mismatch probability {probability:.2f})"
 
 
-def calibration_summary(calibration: Calibration | None, suspected: np.ndarray, fdr: float) -> dict[str, Any]:
+def calibration_summary(
+    calibration: Calibration | None, score: np.ndarray, suspected: np.ndarray, fdr: float
+) -> tuple[float, tuple[float, float], CalibrationPart]:
     """The summary's calibrated numbers: the share of pairs as unrelated as a caption taken
-    from another picture with its interval (from the decoys; without decoys, the old mixture
-    estimate, marked so), and the estimated error rates of dropping the suspected pairs."""
+    from another picture with its interval (from the decoys; without decoys, the mixture's
+    estimate over the held-out ``score``, marked so), and how they were made, with the estimated
+    error rates of dropping the ``suspected`` pairs."""
     if calibration is None:
-        return {"calibration": {"method": "mixture", "note": MIXTURE_NOTE}}
+        share = mismatched_share(score)
+        return share.estimate, (share.low, share.high), CalibrationPart("mixture", MIXTURE_NOTE)
     false_drops, kept_mismatched = calibration.drop_errors(suspected)
-    return {
-        "estimated_mismatched_share": round(calibration.share, 6),
-        "estimated_mismatched_share_interval": [
-            round(calibration.share_low, 6),
-            round(calibration.share_high, 6),
-        ],
-        "calibration": {
-            "method": "decoys",
-            "decoys": calibration.decoys,
-            "level": calibration.level,
-            "lambda": calibration.lam,
-            "separation_auc": round(calibration.separation_auc, 6),
-            "fdr": fdr,
-            "estimated_false_drop_share": round(false_drops, 6),
-            "estimated_kept_mismatched_share": round(kept_mismatched, 6),
-            "note": separation_note(calibration),
-        },
-    }
+    part = CalibrationPart(
+        "decoys",
+        separation_note(calibration),
+        decoys=calibration.decoys,
+        level=calibration.level,
+        lam=calibration.lam,
+        separation_auc=round(calibration.separation_auc, 6),
+        fdr=fdr,
+        estimated_false_drop_share=round(false_drops, 6),
+        estimated_kept_mismatched_share=round(kept_mismatched, 6),
+    )
+    interval = (round(calibration.share_low, 6), round(calibration.share_high, 6))
+    return round(calibration.share, 6), interval, part
 
 
 MIXTURE_NOTE = (
@@ -538,46 +554,41 @@ def separation_note(calibration: Calibration) -> str:
 
 
 def _summary(
-    run: TrainedRun,
     root: Path,
     config: RunConfig,
     audited: AuditedPairs,
     mismatch: np.ndarray,
     threshold: float,
     plant: float | None,
-    summary: dict[str, Any],
-    clean: dict[str, Any] | None,
-    share: Share | None,
-) -> dict[str, Any]:
+    retrieval: Retrieval,
+) -> AuditSummary:
+    """The summary's counts and run, before the calibration and the parts are added."""
     truth = None
     if audited.truly_mismatched is not None:
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
     check = None
     if plant is not None and audited.truly_mismatched is not None and audited.truly_mismatched.sum() > 0:
-        check = self_check(audited.score, audited.truly_mismatched).to_dict()
+        check = self_check(audited.score, audited.truly_mismatched)
     splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
-    return {
-        "collection": str(root.resolve()),
-        "collection_name": root.resolve().name,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "recipe": config.recipe,
-        "run": str(config.output_dir),
-        "pairs": len(audited.pairs),
-        "pairs_scored": int(np.isfinite(audited.score).sum()),
-        "pairs_by_split": splits,
-        "images": audited.pairs.pairs.n_images,
-        "estimated_mismatched_share": None if share is None else share.estimate,
-        "estimated_mismatched_share_interval": None if share is None else [share.low, share.high],
-        "suspected": int((mismatch >= threshold).sum()),
-        "threshold": round(threshold, 6),
-        "division": {"scores": config.division.scored_by},
-        "retrieval": {"test": summary["test"], "clean_run_test": clean["test"] if clean else None},
-        "truth": truth,
-        "planted": plant,
-        "self_check": check,
-        "detection": None,
-        "files": [name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],
-    }
+    return AuditSummary(
+        collection=str(root.resolve()),
+        threshold=round(threshold, 6),
+        collection_name=root.resolve().name,
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        recipe=config.recipe,
+        run=str(config.output_dir),
+        pairs=len(audited.pairs),
+        pairs_scored=int(np.isfinite(audited.score).sum()),
+        pairs_by_split=splits,
+        images=audited.pairs.pairs.n_images,
+        suspected=int((mismatch >= threshold).sum()),
+        scored_by=config.division.scored_by,
+        retrieval=retrieval,
+        truth=truth,
+        planted=plant,
+        self_check=check,
+        files=[name for name in OUTPUTS if name != "pairs.parquet" or _has_parquet()],
+    )
 
 
 def _has_parquet() -> bool:

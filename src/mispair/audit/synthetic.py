@@ -10,8 +10,9 @@ import numpy as np
 from mispair.audit.page_data import MAP_COLUMNS
 from mispair.audit.ranking import score_division
 from mispair.audit.report import METRIC_KEYS, review_page
-from mispair.audit.result import AuditResult
+from mispair.audit.result import AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share
+from mispair.audit.summary import AuditSummary
 
 COLOURS = {
     "red": (220, 30, 30),
@@ -51,26 +52,23 @@ def synthetic_audit(
     table["mismatch_probability"] = mismatch.round(6)
     table["suspected"] = mismatch >= 0.5
     share = mismatched_share(score, resamples=10)
-    summary = {
-        "collection": str(pictures),
-        "collection_name": "synthetic",
-        "created": "synthetic",
-        "recipe": "none",
-        "pairs": pairs,
-        "images": images,
-        "estimated_mismatched_share": share.estimate,
-        "estimated_mismatched_share_interval": [share.low, share.high],
-        "suspected": int(table["suspected"].sum()),
-        "threshold": 0.5,
-        "division": {"scores": "random"},
-        "truth": None,
-        "planted": None,
-        "self_check": None,
-        "detection": None,
-        "map": "pca" if suggestions > 1 else None,
-        "image_root": str(pictures),
-        "split_note": "synthetic",
-    }
+    summary = AuditSummary(
+        collection=str(pictures),
+        threshold=0.5,
+        collection_name="synthetic",
+        created="synthetic",
+        recipe="none",
+        pairs=pairs,
+        images=images,
+        estimated_mismatched_share=share.estimate,
+        estimated_mismatched_share_interval=(share.low, share.high),
+        suspected=int(table["suspected"].sum()),
+        scored_by="random",
+        map="pca" if suggestions > 1 else None,
+        image_root=str(pictures),
+        split_note="synthetic",
+        audit_id=audit_id(table),
+    )
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
     report = review_page(table, summary, [], division, retrieval, pictures, out, top=top, progress=progress)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mispair.data.mapped import row_blocks, rows, stacked
+from mispair.data.mapped import row_blocks, stacked
 from mispair.errors import DataError
 
 
@@ -116,26 +116,6 @@ class PairSet:
         for block, part in row_blocks(self.images, chunk, np.float32):
             pooled[block, 0] = part.mean(axis=1)
         return replace(self, images=pooled)
-
-    def subset_images(self, image_indices: np.ndarray, name: str | None = None) -> PairSet:
-        """The images at ``image_indices`` with all their captions, in that image order."""
-        image_indices = np.asarray(image_indices, dtype=np.int64)
-        new_index = np.full(self.n_images, -1, dtype=np.int64)
-        new_index[image_indices] = np.arange(len(image_indices))
-        order = np.argsort(new_index[self.image_of_caption], kind="stable")
-        keep = order[new_index[self.image_of_caption[order]] >= 0]
-        return PairSet(
-            images=rows(self.images, image_indices),
-            captions=[self.captions[k] for k in keep],
-            image_of_caption=new_index[self.image_of_caption[keep]],
-            name=name or self.name,
-            image_ids=None if self.image_ids is None else [self.image_ids[i] for i in image_indices],
-            image_meta={k: [v[i] for i in image_indices] for k, v in self.image_meta.items()},
-            caption_tokens=None if self.caption_tokens is None else [self.caption_tokens[k] for k in keep],
-            vocab_size=self.vocab_size,
-            pair_ids=None if self.pair_ids is None else [self.pair_ids[k] for k in keep],
-            text_features=None if self.text_features is None else self.text_features[keep],
-        )
 
 
 def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:

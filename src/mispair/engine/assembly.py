@@ -130,12 +130,18 @@ def planted_noise_note(config: RunConfig, data: RunData) -> str | None:
     )
 
 
-def other_splits(config: RunConfig, data: RunData) -> TrainingPairs | None:
+def test_pairs(config: RunConfig) -> PairSet:
+    """The configured test split, as the model reads it."""
+    return model_pairs(config.model, load_split(config.data, config.data.test_split))
+
+
+def other_splits(config: RunConfig, data: RunData, test: PairSet | None = None) -> TrainingPairs | None:
     """The dev and test pairs as one set (tokenized as the run tokenizes), when the run's
-    division scores them too (``division.score_other_splits``), else None."""
+    division scores them too (``division.score_other_splits``), else None; ``test``: the test
+    split when it was read already."""
     if not config.division.score_other_splits:
         return None
-    test = model_pairs(config.model, load_split(config.data, config.data.test_split))
+    test = test_pairs(config) if test is None else test
     return TrainingPairs.join(
         [TrainingPairs(data.dev, data.dev_tokens), TrainingPairs(test, encode_captions(test, data.tokenizer))]
     )
@@ -156,8 +162,13 @@ def concrete_precision(
     captions a second), said in the log; else ``float32``."""
     if model.text_precision != "auto":
         return model
-    frozen_minilm = model.text_encoder == "minilm" and not model.text_trainable_layers
-    if frozen_minilm and data.encoder_runtime == "torch" and cpu_computes_bfloat16():
+    in_bfloat16 = getattr(text_encoder_class(model.text_encoder), "bfloat16_when_frozen", False)
+    if (
+        in_bfloat16
+        and not model.text_trainable_layers
+        and data.encoder_runtime == "torch"
+        and cpu_computes_bfloat16()
+    ):
         log(
             "text features: MiniLM in bfloat16, which this CPU computes natively "
             "(model.text_precision=float32 to turn it off)"

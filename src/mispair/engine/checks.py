@@ -10,6 +10,7 @@ import torch
 
 from mispair.config import RunConfig
 from mispair.engine.assembly import RunData, check_model_inputs
+from mispair.engine.held_out.kinds import SCORE_KINDS
 from mispair.errors import ConfigError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.heads import create_head, head_options
@@ -19,7 +20,8 @@ from mispair.options import build_dataclass
 
 def check_run_config(config: RunConfig) -> Any:
     """Every free-form option of ``config`` checked against its type before anything is written:
-    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), and that
+    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), the
+    held-out score kind (a name of :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`), and that
     ``data.encoder_runtime`` can run here; returns the recipe's options."""
     if config.data.encoder_runtime == "onnx" and config.model.text_precision == "bfloat16":
         raise ConfigError(
@@ -31,6 +33,11 @@ def check_run_config(config: RunConfig) -> Any:
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)
     build_dataclass(get_recipe("vse").Options, config.division.scorer_options, "division.scorer_options")
+    if config.division.pair_score not in SCORE_KINDS:
+        raise ConfigError(
+            f"division.pair_score: {config.division.pair_score!r} is not a held-out score kind "
+            f"({', '.join(SCORE_KINDS)})"
+        )
     if recipe_cls.needs_pair_scores and config.division.scored_by == "in_sample":
         raise ConfigError(
             f"recipe {config.recipe}: needs held-out pair scores (division.scored_by: out_of_fold or early)"

@@ -12,7 +12,7 @@ from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.noise import NoiseRecord
 from mispair.distributed import Shard
-from mispair.division.scores import PAIR_SCORES_FILE
+from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import RunData
 from mispair.engine.held_out import Runtime, division_scores
 from mispair.methods.base import RecipeContext
@@ -28,11 +28,12 @@ def recipe_context(
     out_dir: Path,
     progress: bool,
     shard: Shard,
-) -> RecipeContext:
+) -> tuple[RecipeContext, DivisionScores | None]:
+    """The recipe's context and the run's held-out scores (None for an in-sample division)."""
     cache = out_dir / PAIR_SCORES_FILE
     runtime = Runtime(device, shard, progress)
     scores = division_scores(config, data, train, runtime, cache=cache, others=others)
-    return RecipeContext(
+    context = RecipeContext(
         train=train.sharded(shard),
         batch_size=config.train.batch_size,
         epochs=config.train.epochs,
@@ -43,3 +44,4 @@ def recipe_context(
         pair_scores=None if scores is None else scores.train,
         p_threshold=config.division.p_threshold,
     )
+    return context, scores

@@ -97,6 +97,21 @@ def evaluate_checkpoint(
     if data_root:
         config.data.root, config.data.source = data_root, "auto"
     pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
+    return evaluate_runs(runs, pairs, folds=folds, device=dev, progress=progress, shard=shard)
+
+
+def evaluate_runs(
+    runs: Sequence[TrainedRun],
+    pairs: PairSet,
+    *,
+    folds: int | None = None,
+    device: torch.device,
+    progress: bool = False,
+    shard: Shard = SINGLE_PROCESS,
+) -> dict[str, float]:
+    """Retrieval metrics of trained runs already open (their similarities averaged) on ``pairs``
+    (as the model reads them), on ``device``; ``folds``: default the config's ``test_folds``."""
+    config = runs[0].config
     for run in runs:
         run.check_inputs(pairs)
     tokens = runs[0].tokens(pairs)
@@ -111,7 +126,7 @@ def evaluate_checkpoint(
         tokens,
         folds=folds or config.data.test_folds,
         batch_size=config.train.eval_batch_size,
-        device=dev,
+        device=device,
         progress=progress,
         shard=shard,
     )

@@ -249,3 +249,23 @@ def _ranks(scores: np.ndarray, correct: np.ndarray) -> np.ndarray:
     scoring at least as high. ``scores``/``correct``: ``[n_queries, n_candidates]``."""
     best = np.where(correct, scores, -np.inf).max(axis=1, keepdims=True)
     return ((scores >= best) & ~correct).sum(axis=1)
+
+
+METRIC_ORDER = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
+
+
+def format_metrics(metrics: dict[str, float], title: str = "") -> str:
+    """A one-table summary of retrieval metrics (and equivalent-caption ones when present)."""
+    head = "       " + " ".join(f"{k.replace('_', ' '):>8}" for k in METRIC_ORDER)
+    lines = [title, head] if title else [head]
+    for prefix, label in (("", "strict"), ("eq_", "equiv.")):
+        if f"{prefix}rsum" in metrics:
+            row = " ".join(f"{metrics[prefix + k]:8.1f}" for k in METRIC_ORDER)
+            lines.append(f"{label:>6} {row}")
+    ranks = [
+        f"{name} i2t {metrics[f'i2t_{name}']:.{places}f} t2i {metrics[f't2i_{name}']:.{places}f}"
+        for name, places in (("medr", 0), ("meanr", 1))
+        if f"i2t_{name}" in metrics and f"t2i_{name}" in metrics
+    ]
+    lines.append("; ".join(ranks) or "medr, meanr: beyond the top-k lists")
+    return "\n".join(lines)

@@ -315,8 +315,15 @@ class TrainedRun:
 
     @cached_property
     def data(self) -> RunData:
-        """The run's training and dev data, read again from its collection as it trained on them."""
+        """The run's training and dev data, read again from its collection as it trained on them
+        (unless the run that trained it handed them over: :meth:`trained_on`)."""
         return load_run_data(self.config)
+
+    def trained_on(self, data: RunData) -> TrainedRun:
+        """This run, with ``data`` (read by the run that just trained it, from the same config) as
+        its :attr:`data`: a run opened right after training reads its collection no second time."""
+        self.__dict__["data"] = data
+        return self
 
     @cached_property
     def train(self) -> TrainingPairs:

@@ -105,6 +105,7 @@ class Recipe:
     name: ClassVar[str] = ""
     n_models: ClassVar[int] = 1
     needs_pair_scores: ClassVar[bool] = False  # the run's division must give held-out scores
+    side_by_side: ClassVar[bool] = False  # its single model may be trained with others in one batched step
 
     @dataclass
     class Options:

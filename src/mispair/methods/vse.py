@@ -21,6 +21,7 @@ class VSE(Recipe):
     """
 
     name = "vse"
+    side_by_side = True  # with InfoNCE (mean): the step engine/held_out/side_by_side.py batches
 
     @dataclass
     class Options:

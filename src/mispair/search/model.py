@@ -22,6 +22,7 @@ from mispair.errors import DataError
 from mispair.nn.allpairs import all_pair_similarities
 from mispair.nn.embedding import Fragments, l2_normalize
 from mispair.nn.model import RetrievalModel
+from mispair.nn.text import text_encoder_class
 from mispair.progress import progress_bar
 
 
@@ -157,7 +158,7 @@ class SearchModel:
         text is a one-line error."""
         if not all(text.strip() for text in texts):
             raise DataError("the query text is empty")
-        if self.config.model.text_encoder != "precomputed":
+        if not getattr(text_encoder_class(self.config.model.text_encoder), "given_vectors", False):
             return [self.tokenizer.encode(text) for text in texts]
         data = self.config.data
         if data.caption_encoder:  # the run's own caption encoder (an open_clip text tower, ...)

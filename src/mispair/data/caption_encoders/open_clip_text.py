@@ -21,6 +21,8 @@ KEY = "data.caption_encoder_options"
 
 @register_caption_encoder("open_clip")
 class OpenClipText:
+    shares_space_with = "open_clip"  # its vectors lie in this image encoder's space (same options)
+
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         path = weights_file(options, KEY)

@@ -22,6 +22,7 @@ from mispair.encoding import encode_split, evaluating, pair_similarities
 from mispair.engine.held_out.contrast import contrast_with_decoys
 from mispair.engine.held_out.plan import ScoreKind
 from mispair.nn.allpairs import all_pair_similarities
+from mispair.nn.embedding import Fragments
 from mispair.nn.model import RetrievalModel
 
 NO_SCORES = np.zeros(0, dtype=np.float32)
@@ -71,8 +72,8 @@ class _Fold:
     """A fold's pairs encoded once: its images' and captions' sides, each pair's image ``paired``
     (an index into ``n_images``), and the pooled embeddings of each pair's two sides."""
 
-    image_side: object
-    text_side: object
+    image_side: Fragments
+    text_side: Fragments
     paired: np.ndarray
     n_images: int
     pair_images: Tensor

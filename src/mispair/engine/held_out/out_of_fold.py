@@ -201,7 +201,7 @@ def _scored(
     local = local_decoys(deal.decoys, held_out, len(train))[1]
     group_of_held = contrast_groups(deal.content, held, run.config.train.seed)
     kept, kept_decoys = grouped_scores(score, held, group_of_held, local)
-    if deal.others is not None:
+    if deal.others is not None and deal.group is not None:
         other_kept, other_kept_decoys = grouped_scores(score, deal.others, deal.group, deal.other_decoys)
         kept = np.concatenate([kept, other_kept])
         kept_decoys = np.concatenate([kept_decoys, other_kept_decoys])
@@ -226,7 +226,7 @@ def _summed(
         kept, weights = done[job]
         held_out = np.flatnonzero(deal.fold[job // folds] == job % folds)
         rows = local_decoys(deal.decoys, held_out, len(train))[0]
-        if scorers is not None:
+        if scorers is not None and weights is not None:  # kept scorers always have their weights
             scorers[job] = weights
         n_scored = len(held_out) + n_others
         total[held_out] += kept[: len(held_out)]

@@ -5,8 +5,10 @@ on every pair, each pair's similarity averaged over its first epochs)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
+from torch import Tensor
 
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
@@ -43,7 +45,8 @@ def refined_out_of_fold_scores(
     from the previous round's scorer of that fold (trained on the other folds only: the fold stays
     unseen) and trains ``refine_epochs`` epochs on the new clean split instead of ``config``'s
     epochs from scratch."""
-    trusted, start = None, None
+    trusted: np.ndarray | None = None
+    start: dict[int, dict[str, Tensor]] | None = None
     content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
     warm = plan.refine_epochs is not None and plan.rounds > 1
     refining = replace(config, train=replace(config.train, epochs=plan.refine_epochs or config.train.epochs))
@@ -58,12 +61,13 @@ def refined_out_of_fold_scores(
             round_start=RoundStart(round_index, trusted, start, warm and round_index < plan.rounds - 1),
             content=content,
         )
-        start = scores.scorers
-        trusted = from_main(
-            runtime.shard,
-            lambda score=scores.score: clean_split(score, plan.p_threshold, TRAINING_MIXTURE),
-        )
+        start, trusted = scores.scorers, from_main(runtime.shard, partial(_clean, scores.score, plan))
     return scores
+
+
+def _clean(score: np.ndarray, plan: HeldOutPlan) -> np.ndarray:
+    """The next round's trusted pairs: the clean split of the held-out mixture."""
+    return clean_split(score, plan.p_threshold, TRAINING_MIXTURE)
 
 
 def early_epoch_scores(

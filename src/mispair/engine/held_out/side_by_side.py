@@ -78,11 +78,12 @@ class SideBySideSpec:
 
 def side_by_side_spec(config: RunConfig, model: RetrievalModel) -> SideBySideSpec | None:
     """The spec of ``config``'s scorer runs when :func:`train_side_by_side` trains them exactly as
-    the trainer would, else None: the ``vse`` recipe with InfoNCE averaged over the batch, Adam,
+    the trainer would, else None: a recipe that can be trained ``side_by_side`` (``vse``) with
+    InfoNCE averaged over the batch, Adam,
     the ``cosine`` head on the projected mean image feature (no MLP) and a frozen per-caption text
     vector (a text encoder that ``reads_caption_vectors``), and no other trainable tensor."""
     recipe = get_recipe(config.recipe)
-    if recipe.name != "vse" or recipe.n_models != 1 or config.train.optimizer != "adam":
+    if not recipe.side_by_side or recipe.n_models != 1 or config.train.optimizer != "adam":
         return None
     options = build_options(recipe, config.method)
     if options.loss != "infonce" or options.reduction != "mean":

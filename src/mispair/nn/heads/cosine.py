@@ -13,6 +13,7 @@ class CosineHead(nn.Module):
     """``S_ij = cos(pooled image i, pooled caption j)``, ``[Bi, Bt]`` in [-1, 1]."""
 
     needs_fragments = False  # reads the pooled embeddings only
+    vector_search = True  # a dot product of unit vectors: an inner-product index finds its best matches
 
     def __init__(self, embed_dim: int) -> None:
         super().__init__()

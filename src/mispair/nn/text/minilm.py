@@ -185,6 +185,7 @@ class MiniLMTextEncoder(nn.Module):
     """
 
     tokenizer = "minilm"
+    bfloat16_when_frozen = True  # frozen, its states may be computed in bfloat16 (model.text_precision)
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ class PrecomputedTextEncoder(nn.Module):
 
     tokenizer = "precomputed"
     reads_caption_vectors = True  # pooled = l2n(fc(the caption's vector))
+    given_vectors = True  # its inputs are vectors given with the collection, not a tokenizer's ids
 
     def __init__(self, text_dim: int, embed_dim: int = 1024) -> None:
         super().__init__()

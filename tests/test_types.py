@@ -1,0 +1,64 @@
+"""The type checker CI runs (``mypy``, configured in pyproject.toml) catches a wrong type at the
+seams between the layers: a device where the held-out scoring's :class:`Runtime` goes, a dict
+where the audit's typed summary goes, a float read as text."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WRONG = """
+from mispair.audit.summary import AuditSummary
+from mispair.engine.held_out import division_scores
+from mispair.engine.run import TrainSummary
+
+
+def score(config, data, train) -> None:
+    division_scores(config, data, train, "cpu")
+
+
+def lines(summary: AuditSummary, trained: TrainSummary) -> str:
+    AuditSummary.lines({"threshold": 0.5}, "out")
+    return summary.threshold + trained.best_epoch
+"""
+RIGHT = """
+from pathlib import Path
+
+from mispair.audit.summary import AuditSummary
+from mispair.engine.held_out import Runtime, division_scores
+
+
+def score(config, data, train) -> None:
+    division_scores(config, data, train, Runtime())
+
+
+def lines(summary: AuditSummary) -> list[str]:
+    return summary.lines(Path("out"))
+"""
+
+
+def mypy(tmp_path: Path, source: str) -> str:
+    path = tmp_path / "seam.py"
+    path.write_text(source)
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--no-error-summary",
+    ]
+    done = subprocess.run([*command, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return done.stdout + done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+def test_the_type_checker_catches_a_wrong_type_at_the_seams(tmp_path):
+    wrong = mypy(tmp_path, WRONG)
+    assert 'Argument 4 to "division_scores" has incompatible type "str"; expected "Runtime"' in wrong, wrong
+    assert 'Argument 1 to "lines" of "AuditSummary" has incompatible type "dict[str, float]"' in wrong, wrong
+    assert "Incompatible return value type" in wrong, wrong
+    assert mypy(tmp_path, RIGHT) == ""
