@@ -130,7 +130,8 @@ def test_the_audit_and_apply_show_the_webdataset_keys(tmp_path):
     assert "shard-000/0000000.png" in strings and not any(DIGEST.search(s) for s in strings)
     first = result.pairs["pair_id"].iloc[0]
     decisions = pd.DataFrame({"pair_id": [first], "decision": ["drop"], "caption": [""]})
-    applied = apply_decisions(result.pairs, result.summary.to_dict(), decisions, tmp_path / "clean")
+    clean = tmp_path / "clean"  # as a folder: the keys as the pictures' names (its own form: shards)
+    applied = apply_decisions(result.pairs, result.summary.to_dict(), decisions, clean, format="folder")
     written = pd.read_csv(applied.folder / "captions.csv", dtype=str)
     assert len(written) == len(rows()) - 1
     assert all((applied.folder / i).is_file() for i in written["image"])
