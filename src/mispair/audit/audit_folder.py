@@ -73,7 +73,7 @@ def read_audit_folder(folder: str | Path) -> AuditFolder:
         )
     summary = read_summary(summary_path)
     pairs = read_pairs(pairs_path, summary)
-    report = _optional_text(folder / "report.html", "MAX_SUMMARY_BYTES")
+    report = _optional_text(folder / "report.html", "MAX_TABLE_BYTES")
     refused = _refused(folder / "refused.csv")
     return AuditFolder(pairs, summary, report, refused)
 
