@@ -51,6 +51,7 @@ def _assert_one_line_error(capsys, code, pattern, out):
 def test_rows_that_do_not_read_are_refused_with_their_reason(tmp_path, capsys):
     data = _collection(tmp_path / "c", [*_good_rows(), ("missing.npy", "gone"), ("im1.npy", "")])
     assert _audit(data, tmp_path / "out") == 0
+    assert "refused.csv" in json.loads((tmp_path / "out" / "summary.json").read_text())["files"]
     refused = pd.read_csv(tmp_path / "out" / "refused.csv", dtype=str, keep_default_na=False)
     assert refused.to_dict("records") == [
         {"pair_id": "9", "image": "im1.npy", "caption": "", "reason": "empty caption"},

@@ -240,6 +240,8 @@ def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     assert f"an estimated {100 * calibration['estimated_false_drop_share']:.0f}% of them are correct" in page
     assert f"they come from {calibration['decoys']} decoy pairs" in page
     assert "An extra check, on swaps:" in page  # the planted swaps' self-check, after the decoys'
+    assert all((out / name).is_file() for name in saved["files"])  # it lists what it wrote, no more
+    assert "refused.csv" not in saved["files"] and not (out / "refused.csv").exists()
     rest = [float(r["mismatch_probability"]) for r in rows[20:]]  # the pairs the page leaves out
     assert data["rest"]["n"] == len(rest) and abs(data["rest"]["sum_p"] - sum(rest)) < 1e-4
 

@@ -79,8 +79,10 @@ class AuditResult:
             (folder / name).unlink(missing_ok=True)
         atomic_write(folder / "pairs.csv", lambda handle: write_csv(self.pairs, handle))
         atomic_write(folder / "pairs.parquet", lambda handle: write_parquet(self.pairs, handle))
-        if self.refused is not None and len(self.refused):
+        wrote_refused = self.refused is not None and len(self.refused) > 0
+        if wrote_refused:
             atomic_write(folder / "refused.csv", lambda handle: write_csv(self.refused, handle))
+        self.summary.files = [name for name in self.summary.files if name != "refused.csv" or wrote_refused]
         if self.thumbs is not None and self.thumbs.is_dir() and self.thumbs != folder / THUMBS:
             shutil.copytree(self.thumbs, folder / THUMBS, dirs_exist_ok=True)
         atomic_text(folder / "pairs.js", self.page_data)
