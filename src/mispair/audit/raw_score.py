@@ -10,7 +10,6 @@ robust model adds over the raw score.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import average_precision_score, roc_auc_score
 
 from mispair.config import DataConfig
 from mispair.data.batching import TrainingPairs
@@ -62,12 +61,3 @@ def raw_similarity(pairs: TrainingPairs) -> np.ndarray:
     dot = (images * texts).sum(axis=1)
     norms = np.linalg.norm(images, axis=1) * np.linalg.norm(texts, axis=1)
     return dot / np.maximum(norms, 1e-12)
-
-
-def detection(score: np.ndarray, truly_mismatched: np.ndarray) -> dict[str, float]:
-    """AUC and average precision of ``score`` (low = suspect) against the known mismatches."""
-    suspicion = -np.asarray(score, dtype=np.float64)
-    return {
-        "auc": float(roc_auc_score(truly_mismatched, suspicion)),
-        "average_precision": float(average_precision_score(truly_mismatched, suspicion)),
-    }

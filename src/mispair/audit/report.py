@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.audit.page_data import page_data
-from mispair.audit.ranking import DetectionCurves
 from mispair.audit.result import audit_id
 from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
+from mispair.division.detection import DetectionCurves
 
 if TYPE_CHECKING:
     import pandas as pd

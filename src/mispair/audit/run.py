@@ -20,12 +20,11 @@ from mispair.audit.duplicates import Duplicates, find_duplicates
 from mispair.audit.ranking import (
     BestMatches,
     best_matches,
-    detection_curves,
     others,
     score_division,
     suspicion_order,
 )
-from mispair.audit.raw_score import aligned, check_aligned, detection, raw_similarity
+from mispair.audit.raw_score import aligned, check_aligned, raw_similarity
 from mispair.audit.report import curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
@@ -45,6 +44,7 @@ from mispair.data.readers import reader_of
 from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import min_max_normalize
 from mispair.division.calibration import Calibration, Stratum, calibrate
+from mispair.division.detection import detection_curves, ranking_detection
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
 from mispair.engine.checks import check_run_config
@@ -194,7 +194,7 @@ def audit_collection(
             plots += curve_plots(curves)
         if raw is not None:
             result.raw_score = RawScore(
-                "raw_similarity", **(detection(raw, known) if known is not None else {})
+                "raw_similarity", **(ranking_detection(raw, known) if known is not None else {})
             )
         tables = [("this run", trained.test)] + ([("clean run", clean_test)] if clean_test else [])
         timings.lap("ranking")

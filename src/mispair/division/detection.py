@@ -1,9 +1,20 @@
-"""How well a division finds the truly mismatched pairs: NCR's and L2RM's detection scores."""
+"""How well a division finds the truly mismatched pairs: NCR's and L2RM's detection scores of a
+clean split, and the audit's of a ranking (its AUC and average precision, and the curves of
+:func:`detection_curves`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
-from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
+from sklearn.metrics import (
+    average_precision_score,
+    precision_recall_curve,
+    precision_recall_fscore_support,
+    roc_auc_score,
+    roc_curve,
+)
 
 
 def detection_metrics(
@@ -45,3 +56,81 @@ def detection_metrics(
         "f1": float(f1),
         "clean_fraction": float(predicted.mean()),
     }
+
+
+def ranking_detection(score: np.ndarray, truly_mismatched: np.ndarray) -> dict[str, float]:
+    """AUC and average precision of ``score`` (low = suspect) against the known mismatches."""
+    suspicion = -np.asarray(score, dtype=np.float64)
+    return {
+        "auc": float(roc_auc_score(truly_mismatched, suspicion)),
+        "average_precision": float(average_precision_score(truly_mismatched, suspicion)),
+    }
+
+
+@dataclass
+class DetectionCurves:
+    """How well the ranking finds the known mismatched pairs (positives: mismatched).
+
+    ``auc``: ROC-AUC of the suspicion; ``average_precision``; ``precision``/``recall`` of the
+    suspected set (mismatch probability ≥ the threshold); ``kept_precision``: the share of the pairs
+    left unsuspected (what a user keeps) that are truly matched, ``kept_recall``: the share of the
+    truly matched pairs left unsuspected; ``roc`` (fpr, tpr) and ``pr`` (recall, precision)
+    curves, thinned to at most 200 points for the report.
+    """
+
+    auc: float
+    average_precision: float
+    precision: float
+    recall: float
+    kept_precision: float
+    kept_recall: float
+    suspected: int
+    mismatched: int
+    pairs: int
+    roc: tuple[list[float], list[float]]
+    pr: tuple[list[float], list[float]]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "auc": self.auc,
+            "average_precision": self.average_precision,
+            "precision": self.precision,
+            "recall": self.recall,
+            "kept_precision": self.kept_precision,
+            "kept_recall": self.kept_recall,
+            "suspected": self.suspected,
+            "mismatched": self.mismatched,
+            "pairs": self.pairs,
+        }
+
+
+def detection_curves(
+    score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray, *, threshold: float = 0.5
+) -> DetectionCurves:
+    """Score the ranking (low ``score`` = suspect) and the suspected set (mismatch probability
+    ``1 − clean_prob`` at least ``threshold``) against ``is_noisy [n_pairs]`` (True = truly
+    mismatched; both classes must be present)."""
+    suspicion = -np.asarray(score, dtype=np.float64)
+    fpr, tpr, _ = roc_curve(is_noisy, suspicion)
+    precision, recall, _ = precision_recall_curve(is_noisy, suspicion)
+    suspected = 1.0 - clean_prob >= threshold
+    hits = int((suspected & is_noisy).sum())
+    kept_matched = int((~suspected & ~is_noisy).sum())
+    return DetectionCurves(
+        auc=float(roc_auc_score(is_noisy, suspicion)),
+        average_precision=float(average_precision_score(is_noisy, suspicion)),
+        precision=hits / max(int(suspected.sum()), 1),
+        recall=hits / max(int(is_noisy.sum()), 1),
+        kept_precision=kept_matched / max(int((~suspected).sum()), 1),
+        kept_recall=kept_matched / max(int((~is_noisy).sum()), 1),
+        suspected=int(suspected.sum()),
+        mismatched=int(is_noisy.sum()),
+        pairs=len(is_noisy),
+        roc=_thin(fpr, tpr),
+        pr=_thin(recall, precision),
+    )
+
+
+def _thin(x: np.ndarray, y: np.ndarray, points: int = 200) -> tuple[list[float], list[float]]:
+    keep = np.unique(np.linspace(0, len(x) - 1, min(points, len(x))).round().astype(int))
+    return x[keep].round(5).tolist(), y[keep].round(5).tolist()
