@@ -116,9 +116,10 @@ def detection_curves(
     suspected = 1.0 - clean_prob >= threshold
     hits = int((suspected & is_noisy).sum())
     kept_matched = int((~suspected & ~is_noisy).sum())
+    ranking = ranking_detection(score, is_noisy)
     return DetectionCurves(
-        auc=float(roc_auc_score(is_noisy, suspicion)),
-        average_precision=float(average_precision_score(is_noisy, suspicion)),
+        auc=ranking["auc"],
+        average_precision=ranking["average_precision"],
         precision=hits / max(int(suspected.sum()), 1),
         recall=hits / max(int(is_noisy.sum()), 1),
         kept_precision=kept_matched / max(int((~suspected).sum()), 1),
