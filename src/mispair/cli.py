@@ -202,6 +202,7 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         args.out,
         threshold=args.threshold,
         fdr=args.fdr,
+        overwrite=args.overwrite,
         format=args.format,
         shard_bytes=parse_bytes(args.shard_size),
     )
@@ -647,6 +648,12 @@ def _apply_parser(sub: Subparsers) -> None:
         "--shard-size",
         metavar="SIZE",
         help="WebDataset output: shards of at most this size (e.g. 100MB; default: one per input shard)",
+    )
+    apply.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an existing --out: an earlier cleaned collection holding only apply's "
+        "files is replaced; any other folder gets apply's files, nothing else there touched",
     )
     apply.set_defaults(run=_cmd_apply)
 

@@ -141,6 +141,8 @@ def check_npy(path: str | Path, *, bounded: bool = True) -> tuple[tuple[int, ...
     naming ``path``."""
     fd = open_input(path, 1 << 62, "a .npy array")
     with os.fdopen(fd, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            raise DataError(f"{path}: empty file, not a .npy array")
         try:
             version = np.lib.format.read_magic(handle)
             if version == (1, 0):

@@ -55,26 +55,25 @@ def contrast_with_decoys(
     rows = sims if callable(sims) else (lambda start, stop: sims[start:stop])
     n_captions = len(image_of_caption)
     decoys = torch.zeros((0, 2), dtype=torch.int64) if decoys is None else decoys
-    column_lse = torch.full((n_captions,), float("-inf"))
-    column_lse_others = torch.full((n_captions,), float("-inf"))
+    column_lse_others = torch.full((n_captions,), float("-inf"))  # each caption's images but its own
     positive, others = torch.zeros(n_captions), torch.zeros(n_captions)
     image_lse_others = torch.zeros(n_images)
     shown = torch.zeros(len(decoys))
     for start in range(0, n_images, chunk):
         logits = rows(start, min(start + chunk, n_images)) / tau
         image = torch.arange(start, start + logits.shape[0])
-        column_lse = torch.logaddexp(column_lse, torch.logsumexp(logits, dim=0))
         same_image = image_of_caption[None, :] == image[:, None]
         masked = logits.masked_fill(same_image, float("-inf"))
+        column_lse_others = torch.logaddexp(column_lse_others, torch.logsumexp(masked, dim=0))
         other_lse = torch.logsumexp(masked, dim=1)
         mine = torch.nonzero((image_of_caption >= start) & (image_of_caption < image[-1] + 1)).squeeze(1)
         local = image_of_caption[mine] - start
         positive[mine], others[mine] = logits[local, mine], other_lse[local]
         if len(decoys):
-            column_lse_others = torch.logaddexp(column_lse_others, torch.logsumexp(masked, dim=0))
             image_lse_others[start : start + logits.shape[0]] = other_lse
             here = torch.nonzero((decoys[:, 1] >= start) & (decoys[:, 1] <= image[-1])).squeeze(1)
             shown[here] = logits[decoys[here, 1] - start, decoys[here, 0]]
+    column_lse = torch.logaddexp(column_lse_others, positive)  # every image: the others and its own
     caption_to_image = positive - column_lse
     image_to_caption = positive - torch.logaddexp(others, positive)
     decoy_scores = torch.zeros(0)
