@@ -116,7 +116,7 @@ def open_input(path: str | Path, max_bytes: int, what: str, *, hint: str = "", l
     try:
         fd = os.open(path, _READ_FLAGS | (0 if links else os.O_NOFOLLOW))
     except FileNotFoundError:
-        raise DataError(f"{path}: not found (cannot read {what})") from None
+        raise DataError(f"{path}: cannot read {what}: not found") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise DataError(
