@@ -53,3 +53,12 @@ def sgr_checkpoint(collection, tmp_path_factory):
     out = tmp_path_factory.mktemp("sgr")
     _train(collection, out, *SGR)
     return out / "best.pt"
+
+
+@pytest.fixture(scope="package")
+def test_split_index(collection, cosine_checkpoint, tmp_path_factory):
+    """``mispair index`` of the collection's test split under the cosine run (flat, exact)."""
+    out = tmp_path_factory.mktemp("test-split") / "syn.index"
+    code, _, err = run_cli("index", cosine_checkpoint, collection, "--out", out, "--split", "test", "--quiet")
+    assert code == 0, err
+    return out

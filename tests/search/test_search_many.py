@@ -21,11 +21,8 @@ ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e"
 
 
 @pytest.fixture(scope="module")
-def index_dir(collection, cosine_checkpoint, tmp_path_factory):
-    out = tmp_path_factory.mktemp("many") / "syn.index"
-    code, _, err = run_cli("index", cosine_checkpoint, collection, "--out", out, "--split", "test", "--quiet")
-    assert code == 0, err
-    return out
+def index_dir(test_split_index):
+    return test_split_index
 
 
 @pytest.fixture(scope="module")

@@ -31,11 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def index_dir(collection, cosine_checkpoint, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve") / "syn.index"
-    code, _, err = run_cli("index", cosine_checkpoint, collection, "--out", out, "--split", "test", "--quiet")
-    assert code == 0, err
-    return out
+def index_dir(test_split_index):
+    return test_split_index
 
 
 @pytest.fixture(scope="module")
