@@ -119,14 +119,6 @@ class ModelConfig:
     image_pooling: Literal["fragments", "features"] = "fragments"
     head_options: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        frozen_minilm = self.text_encoder == "minilm" and not self.text_trainable_layers
-        if self.text_precision == "bfloat16" and not frozen_minilm:
-            raise ConfigError(
-                f"model.text_precision={self.text_precision}: only the frozen MiniLM runs in it "
-                "(model.text_encoder=minilm, model.text_trainable_layers=0)"
-            )
-
 
 OPTIMIZERS = ("adam", "adamw")
 

@@ -345,10 +345,11 @@ def test_bfloat16_states_are_cached_apart_and_close_to_float32s(tmp_path, minilm
 )
 def test_a_precision_the_encoder_cannot_run_is_one_line(overrides, message):
     from mispair.config import load_config
+    from mispair.engine.checks import check_run_config
     from mispair.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=message) as caught:
-        load_config(None, overrides)
+    with pytest.raises(ConfigError, match=message) as caught:  # before a run writes anything
+        check_run_config(load_config(None, overrides))
     assert "\n" not in str(caught.value)
 
 

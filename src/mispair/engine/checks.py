@@ -8,27 +8,42 @@ from typing import Any
 
 import torch
 
-from mispair.config import RunConfig
+from mispair.config import ModelConfig, RunConfig
 from mispair.engine.assembly import RunData, check_model_inputs
 from mispair.engine.held_out.kinds import SCORE_KINDS
 from mispair.errors import ConfigError
 from mispair.methods.base import build_options, get_recipe
 from mispair.nn.heads import create_head, head_options
+from mispair.nn.text import text_encoder_class
 from mispair.onnx_runtime import require_runtime
 from mispair.options import build_dataclass
 
 
+def check_text_precision(model: ModelConfig) -> None:
+    """``model.text_precision: bfloat16`` only for a text encoder that can compute its states in
+    it (``bfloat16_when_frozen``: the frozen MiniLM), frozen (no trainable layers)."""
+    encoder = text_encoder_class(model.text_encoder)
+    frozen = getattr(encoder, "bfloat16_when_frozen", False) and not model.text_trainable_layers
+    if model.text_precision == "bfloat16" and not frozen:
+        raise ConfigError(
+            f"model.text_precision={model.text_precision}: only the frozen MiniLM runs in it "
+            "(model.text_encoder=minilm, model.text_trainable_layers=0)"
+        )
+
+
 def check_run_config(config: RunConfig) -> Any:
     """Every free-form option of ``config`` checked against its type before anything is written:
-    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), the
-    held-out score kind (a name of :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`), and that
-    ``data.encoder_runtime`` can run here; returns the recipe's options."""
+    the recipe's (``method``), the head's and the scorers' (``division.scorer_options``), the text
+    encoder's precision (:func:`check_text_precision`), the held-out score kind (a name of
+    :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`), and that ``data.encoder_runtime`` can
+    run here; returns the recipe's options."""
     if config.data.encoder_runtime == "onnx" and config.model.text_precision == "bfloat16":
         raise ConfigError(
             f"model.text_precision={config.model.text_precision} runs in PyTorch: "
             "use data.encoder_runtime=torch"
         )
     require_runtime(config.data.encoder_runtime)
+    check_text_precision(config.model)
     recipe_cls = get_recipe(config.recipe)
     options = build_options(recipe_cls, config.method)
     head_options(config.model.head, config.model.head_options)
