@@ -32,8 +32,9 @@ import torch
 from torch import Tensor
 
 from mispair.data.batching import Batch
+from mispair.distributed import from_main
 from mispair.division import co_divide, fit_bmm, fit_gmm, fit_vbgmm
-from mispair.division.scores import division_log
+from mispair.division.scores import TRAINING_MIXTURE, division_log, mixture_clean_probability
 from mispair.encoding import evaluating
 from mispair.losses import (
     PairLoss,
@@ -95,6 +96,11 @@ class CoTraining(Recipe):
         ctx = self.context
         size = self.options.division_batch_size or ctx.eval_batch_size
         seed = child_seed(ctx.seed, "division", epoch)
+        if ctx.pair_scores is not None and self.options.mixture == "gmm":  # held-out scores: their mixture
+            scores = ctx.pair_scores
+            held_out = from_main(ctx.shard, lambda: mixture_clean_probability(scores, TRAINING_MIXTURE))
+            self.clean_prob = np.tile(held_out, (len(self.models), 1))
+            return self.detection_log(self.clean_prob)
         losses = division_losses(self.models, ctx, batch_size=size, seed=seed)
         self.clean_prob = clean_probability(losses, MIXTURES[self.options.mixture], ctx)
         return self.detection_log(self.clean_prob)
