@@ -235,6 +235,7 @@ def test_the_report_shows_the_top_suspects_and_the_summary(audited):
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
     calibration = saved["calibration"]  # the headline and the trust section read the decoys
     assert calibration["method"] == "decoys" and calibration["decoys"] > len(rows)
+    assert calibration["share_upper_bound"] >= saved["estimated_mismatched_share_interval"][0]
     share = 100 * saved["estimated_mismatched_share"]
     assert f"About {share:.0f}% of the {saved['pairs']} pairs are as unrelated as a caption taken" in page
     assert f"an estimated {100 * calibration['estimated_false_drop_share']:.0f}% of them are correct" in page

@@ -74,6 +74,7 @@ def test_the_share_and_its_interval_find_a_known_share():
         found = calibrate([Stratum(score, null)])
         assert abs(found.share - mismatched.mean()) < 0.03
         assert found.share_low <= mismatched.mean() <= found.share_high
+        assert found.share_bound == min(share_bound(found.null_quantile, 0.05), 1.0) >= mismatched.mean()
 
 
 def test_the_probabilities_are_calibrated_and_the_fdr_holds_on_a_simulation():

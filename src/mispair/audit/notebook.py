@@ -32,6 +32,7 @@ def audit(
     config: str | Path | None = None,
     overrides: Sequence[str] = (),
     progress: bool = True,
+    fdr: float = 0.1,
     **options: Any,
 ) -> AuditResult:
     """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, or
@@ -41,7 +42,8 @@ def audit(
     A DataFrame's relative picture paths are resolved against ``image_root`` when given (a
     folder), else against the working folder (``os.getcwd()``); a path source's against its own
     folder, or ``image_root``. The DataFrame is saved as ``out/input.parquet``; an audit that
-    fails leaves ``out`` as it was (removed when the call made it).
+    fails leaves ``out`` as it was (removed when the call made it). ``fdr``: the suspected pairs
+    are the cut at this estimated false-discovery rate (``mispair audit --fdr``).
 
     ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``,
     ``image_root``, ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned``
@@ -69,6 +71,7 @@ def audit(
             clean_run=clean_run,
             progress=progress,
             log=print if progress else silent,
+            fdr=fdr,
         )
     if caught:
         result.summary.warnings = caught

@@ -522,6 +522,7 @@ def calibration_summary(
         level=calibration.level,
         lam=calibration.lam,
         separation_auc=round(calibration.separation_auc, 6),
+        share_upper_bound=round(calibration.share_bound, 6),
         fdr=fdr,
         estimated_false_drop_share=round(false_drops, 6),
         estimated_kept_mismatched_share=round(kept_mismatched, 6),

@@ -89,7 +89,9 @@ class CalibrationPart:
     """How the share and the probabilities were made: ``method`` ``decoys`` (calibrated by decoy
     pairs: the interval ``level``, the decoys' count and mixing ``lam``bda, the estimated AUC
     between pairs and decoys, the ``fdr`` asked for and the estimated error rates of the drop) or
-    ``mixture`` (a two-component mixture, not calibrated); ``note``: what to trust, in words."""
+    ``mixture`` (a two-component mixture, not calibrated); ``share_upper_bound``: the best-bin
+    upper confidence bound on the share (:func:`~mispair.division.calibration.share_bound`);
+    ``note``: what to trust, in words."""
 
     method: str
     note: str
@@ -100,6 +102,7 @@ class CalibrationPart:
     fdr: float | None = None
     estimated_false_drop_share: float | None = None
     estimated_kept_mismatched_share: float | None = None
+    share_upper_bound: float | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -110,9 +113,10 @@ class CalibrationPart:
             return {"method": self.method, "note": self.note}
         named = asdict(self)
         named["lambda"] = named.pop("lam")
-        order = ("method", "decoys", "level", "lambda", "separation_auc", "fdr")
+        order = ("method", "decoys", "level", "lambda", "separation_auc", "share_upper_bound", "fdr")
         rest = ("estimated_false_drop_share", "estimated_kept_mismatched_share", "note")
-        return {k: named[k] for k in (*order, *rest)}
+        written = (*order, *rest)  # the bound only where the audit computed one (not before it existed)
+        return {k: named[k] for k in written if k != "share_upper_bound" or named[k] is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> CalibrationPart:

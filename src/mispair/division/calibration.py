@@ -16,7 +16,8 @@ scored by every scorer).
   its upper end is the estimate's, its lower end the least over ``λ ≤`` :data:`LAMBDA` (a smaller
   ``λ`` errs high less), so a collection with no mismatched pair can read 0.
   :func:`share_bound` is the best-bin upper confidence bound (Garg et al., NeurIPS 2021:
-  ``π ≤ G(λ)/λ`` for every ``λ``, a binomial upper limit on ``G``), for benchmarks.
+  ``π ≤ G(λ)/λ`` for every ``λ``, a binomial upper limit on ``G``), reported beside the interval
+  (``summary.json`` ``calibration.share_upper_bound``).
 - **The mismatch probability** of a pair is the local false-discovery rate ``π f₀(s) / f(s) =
   π / g(u)`` (Efron 2001), ``g`` the density of ``u`` fitted non-decreasing (Grenander: the
   slopes of the greatest convex minorant of the empirical ``G``), so it never rises with the
@@ -84,6 +85,9 @@ class Calibration:
     decoys: int
     separation_auc: float
     lam: float
+    share_bound: float
+    """:func:`share_bound` at ``1 − level``: an upper confidence bound that needs no assumption
+    on how the matched pairs score (only that mismatched pairs score like the decoys)."""
 
     def suspected(self, fdr: float) -> np.ndarray:
         """``[n]`` bool: the pairs an estimated false-discovery rate of ``fdr`` drops."""
@@ -205,6 +209,7 @@ def calibrate(
         decoys=len(null),
         separation_auc=_separation(real, null, share),
         lam=float(LAMBDAS[best]),
+        share_bound=min(share_bound(u, 1 - level), 1.0),
     )
 
 
