@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import numpy as np
@@ -39,6 +40,19 @@ def node_command(collection, out, node: int, port: int, run_id: str) -> list[str
     ]  # fmt: skip
 
 
+def _wait_for_listener(port: int, agent: subprocess.Popen, seconds: float = 120.0) -> None:
+    """Wait until the first node's agent hosts the rendezvous store on ``port``, as on a cluster,
+    where only the machine named by ``--rdzv_endpoint`` can host it (on one machine both agents
+    match 127.0.0.1, and whichever binds first would host it)."""
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop and agent.poll() is None:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the first node's agent never listened on port {port}")
+
+
 @pytest.fixture(scope="module")
 def audits(tmp_path_factory):
     root = tmp_path_factory.mktemp("nodes")
@@ -59,11 +73,16 @@ def audits(tmp_path_factory):
             nodes.append(
                 subprocess.Popen(command, stdout=stdout, stderr=stderr, cwd=root, env={**os.environ, **env})
             )
+        if node == 0:
+            _wait_for_listener(port, nodes[0])
     for node in nodes:
         node.wait(timeout=600)
     outputs = [(out.read_text(), err.read_text()) for out, err in logs]
-    for node, (_, err) in zip(nodes, outputs):
-        assert node.returncode == 0, err[-3000:]
+    failed = [
+        f"node {n} (exit {p.returncode}):\n{err[-2500:]}"
+        for n, (p, (_, err)) in enumerate(zip(nodes, outputs))
+    ]
+    assert all(node.returncode == 0 for node in nodes), "\n".join(failed)
     return root / "one", root / "two", outputs
 
 

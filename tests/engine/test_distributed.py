@@ -138,19 +138,22 @@ def tiny_runs(rank: int, folder: Path, recipes: tuple[str, ...], kill: bool) -> 
     ``l2rm`` run again in ``folder/killed`` with process 1 killed (SIGKILL) as its third epoch
     begins (what process 0 was told goes to ``killed.json``)."""
     _one_group()
-    found = {"global": global_parts(Shard(rank, 2))}
-    _record_training()
-    for recipe in recipes:
-        SEEN.clear()
-        summary = train_run(
-            tiny_config(recipe, folder / recipe), progress=False, log=lambda m: None, timeout=TIMEOUT
-        )
-        found[recipe] = {"summary": summary.to_dict(), **SEEN}
-        if rank == 0:
-            found[recipe]["log"] = log_rows(folder / recipe)
-    (folder / f"rank{rank}.json").write_text(json.dumps(found), encoding="utf-8")
-    if kill:
-        killed_at_third_epoch(rank, folder / "killed")
+    try:
+        found = {"global": global_parts(Shard(rank, 2))}
+        _record_training()
+        for recipe in recipes:
+            SEEN.clear()
+            summary = train_run(
+                tiny_config(recipe, folder / recipe), progress=False, log=lambda m: None, timeout=TIMEOUT
+            )
+            found[recipe] = {"summary": summary.to_dict(), **SEEN}
+            if rank == 0:
+                found[recipe]["log"] = log_rows(folder / recipe)
+        (folder / f"rank{rank}.json").write_text(json.dumps(found), encoding="utf-8")
+        if kill:
+            killed_at_third_epoch(rank, folder / "killed")
+    finally:  # a group left open, broken by the killed process, can abort this one at exit
+        dist.destroy_process_group()
 
 
 def _small_problem():
