@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.atlas import embedding_map, map_columns
+from mispair.audit.atlas import MapPoints, embedding_map, map_columns
 from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.duplicates import Duplicates, find_duplicates
 from mispair.audit.ranking import (
@@ -25,7 +25,7 @@ from mispair.audit.ranking import (
     suspicion_order,
 )
 from mispair.audit.raw_score import aligned, check_aligned, raw_similarity
-from mispair.audit.report import curve_plots, review_page, score_plot
+from mispair.audit.report import Plot, ReviewPage, curve_plots, review_page, score_plot
 from mispair.audit.result import OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.audit.summary import (
@@ -42,7 +42,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
-from mispair.division import min_max_normalize
+from mispair.division import Division, min_max_normalize
 from mispair.division.calibration import Calibration, Stratum, calibrate
 from mispair.division.detection import detection_curves, ranking_detection
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
@@ -57,6 +57,8 @@ from mispair.timings import Timings
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mispair.data.readers import Reader
 
 AUDIT_PARTS = ("reading", "division", "training", "ranking", "map", "report")
 """The parts of an audit timed in ``summary.json``'s ``timings`` (seconds, with their ``total``):
@@ -119,99 +121,271 @@ def audit_collection(
     rank 0 alone then ranks the pairs and writes the report, and returns the result; the other
     processes return None.
     """
-    root, out, started, timings = Path(data), Path(out), time.time(), Timings()
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
-    if top is not None and top < 0:
-        raise ConfigError(f"--top: at least 0, got {top}")
-    if not 0 < fdr < 1:
-        raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {fdr}")
-    config = audit_config(root, out, config_path=config_path, overrides=overrides, plant=plant, seed=seed)
-    check_run_config(config)  # every option checked before the folder is touched
-    main = is_main_process()
+    started, timings = time.time(), Timings()
+    options = AuditOptions(
+        plant, seed, clean_run, images, top, resume, progress, log, overwrite, timeout, fdr
+    )
+    request = AuditRequest.checked(Path(data), Path(out), options, config_path, overrides, started)
+    main, out = is_main_process(), request.out
     if main:
         check_folder(out, AUDIT_OUTPUTS, overwrite=overwrite)  # nothing written until the input is read
     with holding(out) if main else contextlib.nullcontext():  # a second audit into the folder refuses
-        if aligned(config.data):  # before training: vectors that cannot be compared are a mistake
-            check_aligned(config.data, load_split(config.data, config.data.train_split))
-        outcome, clean = _train(config, out, clean_run, resume, progress, log, timings, timeout)
-        trained, run, clean_test = outcome.summary, outcome.best, None if clean is None else clean.test
+        _check_vectors(request.config.data)
+        outcome, clean = _train(request, timings)
         if not main:
             return None
-        audited = audited_pairs(run, progress=progress, outcome=outcome)
-        check_finite(audited.score, "held-out pair scores", out / "run")  # before any result is written
-        pictures = _pictures(audited.image_ids, config.data, images)
-        reader = reader_of(config.data)
-        files = pictures or picture_root(audited.image_ids, reader.picture_dirs(config.data), features=True)
-        timings.lap("reading")
-        log(f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption")
-        division = score_division(audited.score)  # the score plot's mixture, and the numbers without decoys
+        audit = _audit(request, outcome, clean, timings)
+    return audit
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How an audit runs: :func:`audit_collection`'s keyword arguments but the run's config."""
+
+    plant: float | None = None
+    seed: int = 0
+    clean_run: bool = False
+    images: str | Path | None = None
+    top: int | None = None
+    resume: bool = True
+    progress: bool = True
+    log: Callable[[str], None] = print
+    overwrite: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    fdr: float = DEFAULT_FDR
+
+    def check(self, out: Path) -> None:
+        """A one-line :class:`ConfigError` for an option no audit into ``out`` can take."""
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: exists and is not a folder; give a folder for the audit's files")
+        if self.top is not None and self.top < 0:
+            raise ConfigError(f"--top: at least 0, got {self.top}")
+        if not 0 < self.fdr < 1:
+            raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {self.fdr}")
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """An audit, checked before anything is written: the collection at ``root``, the folder
+    ``out``, the audit run's ``config``, the ``options`` and when it ``started``."""
+
+    root: Path
+    out: Path
+    config: RunConfig
+    options: AuditOptions
+    started: float
+
+    @classmethod
+    def checked(
+        cls,
+        root: Path,
+        out: Path,
+        options: AuditOptions,
+        config_path: str | None,
+        overrides: Sequence[str],
+        started: float,
+    ) -> AuditRequest:
+        """The request, its options and every config option checked before the folder is touched."""
+        options.check(out)
+        config = audit_config(
+            root, out, config_path=config_path, overrides=overrides, plant=options.plant, seed=options.seed
+        )
+        check_run_config(config)
+        return cls(root, out, config, options, started)
+
+
+def _check_vectors(data: DataConfig) -> None:
+    """Before training: aligned vectors that cannot be compared are a mistake."""
+    if aligned(data):
+        check_aligned(data, load_split(data, data.train_split))
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The numbers a pair is suspected by: the score plot's mixture (``division``, also the
+    numbers without decoys), the ``calibration`` (None without decoys), each pair's
+    ``mismatch`` probability and the ``threshold`` from which it is suspected."""
+
+    division: Division
+    calibration: Calibration | None
+    mismatch: np.ndarray
+    threshold: float
+
+    @classmethod
+    def of(cls, audited: AuditedPairs, p_threshold: float, fdr: float) -> Verdicts:
+        """Calibrated by the decoys at a false-discovery rate ``fdr``, else the mixture's at the
+        division's ``p_threshold``."""
+        division = score_division(audited.score)
         calibration = audited.calibration()
         if calibration is None:
-            mismatch = 1.0 - division.clean_prob
-            threshold = 1.0 - config.division.p_threshold
-        else:
-            mismatch, threshold = calibration.mismatch_probability, calibration.threshold(fdr)
-        matches = best_matches(run, pairs=audited.pairs, suspected=mismatch >= threshold, progress=progress)
-        duplicates = find_duplicates(
-            audited.pairs.pairs.images,
-            audited.pairs.pairs.captions,
-            audited.pairs.image_of_caption,
-            audited.split,
-            train_split=config.data.train_split,
-        )
-        timings.lap("ranking")
-        points = embedding_map(run, audited.pairs, seed=seed)
-        run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
-        timings.lap("map")
-        q_value = None if calibration is None else calibration.q_value
-        table = pair_table(audited, mismatch, threshold, matches, duplicates, q_value)  # not beside MiniLM
-        order = suspicion_order(audited.score)
-        table = table.assign(**map_columns(points, audited.pairs.image_of_caption, order))
-        timings.lap("ranking")
-        raw = raw_similarity(audited.pairs) if aligned(config.data) else None
-        if raw is not None:
-            table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
-        refused = reader.refused(config.data)
-        retrieval = Retrieval(trained.test, clean_test)
-        result = _summary(root, config, audited, mismatch, threshold, plant, retrieval)
-        shares = calibration_summary(calibration, audited.score, mismatch >= threshold, fdr)
-        result.estimated_mismatched_share, result.estimated_mismatched_share_interval = shares[:2]
-        result.calibration = shares[2]
-        n_refused = 0 if refused is None else len(refused)
-        result.pairs_read, result.pairs_refused = len(audited.pairs) + n_refused, n_refused
-        result.split_note, result.audit_id = reader.split_note(config.data), audit_id(table)
-        result.image_root = None if files is None else str(files)
-        result.pictures = None if pictures is None else str(pictures)
-        result.duplicates = DuplicateCounts(**duplicates.summary(audited.pairs.image_of_caption))
-        result.map = points.method
-        truth = audited.truly_mismatched
-        plots = [score_plot(min_max_normalize(-audited.score), division, truth)]
-        known = truth if truth is not None and 0 < truth.sum() < len(truth) else None
-        if known is not None:
-            curves = detection_curves(audited.score, 1.0 - mismatch, known, threshold=threshold)
-            result.detection = Detection(**curves.summary())
-            plots += curve_plots(curves)
-        if raw is not None:
-            result.raw_score = RawScore(
-                "raw_similarity", **(ranking_detection(raw, known) if known is not None else {})
-            )
-        tables = [("this run", trained.test)] + ([("clean run", clean_test)] if clean_test else [])
-        timings.lap("ranking")
-        if top is None and len(table) > REPORT_PAIRS:
-            log(
-                f"audit: the report shows the {REPORT_PAIRS:,} most suspect of {len(table):,} pairs "
-                "(--top N for another number); pairs.csv holds every pair"
-            )
-            top = REPORT_PAIRS
-        report = review_page(
-            table, result, plots, division, tables, pictures, out, top=top, progress=progress
-        )
-        result.seconds = round(time.time() - started, 1)
-        audit = AuditResult(table, result, report.page, refused, page_data=report.data, thumbs=report.thumbs)
-        claim_folder(out, "audit", AUDIT_OUTPUTS, overwrite=overwrite)
-        audit.save(out, timings=timings)
+            return cls(division, None, 1.0 - division.clean_prob, 1.0 - p_threshold)
+        return cls(division, calibration, calibration.mismatch_probability, calibration.threshold(fdr))
+
+    @property
+    def suspected(self) -> np.ndarray:
+        return self.mismatch >= self.threshold
+
+    @property
+    def q_value(self) -> np.ndarray | None:
+        return None if self.calibration is None else self.calibration.q_value
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where an audit's collection came from: its ``reader``, the folder of its ``pictures``
+    (None: none found), the ``files`` its images are read from and the rows it ``refused``."""
+
+    reader: Reader
+    pictures: Path | None
+    files: Path | None
+    refused: pd.DataFrame | None
+
+    @classmethod
+    def of(cls, audited: AuditedPairs, data: DataConfig, images: str | Path | None) -> Sources:
+        pictures = _pictures(audited.image_ids, data, images)
+        reader = reader_of(data)
+        files = pictures or picture_root(audited.image_ids, reader.picture_dirs(data), features=True)
+        return cls(reader, pictures, files, reader.refused(data))
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """An audit's pairs ranked: the ``audited`` pairs, their ``verdicts``, each image's and
+    caption's best ``matches``, the ``duplicates`` and the map's ``points``."""
+
+    audited: AuditedPairs
+    verdicts: Verdicts
+    matches: BestMatches
+    duplicates: Duplicates
+    points: MapPoints
+
+
+def _audit(
+    request: AuditRequest, outcome: RunOutcome, clean: TrainSummary | None, timings: Timings
+) -> AuditResult:
+    """Rank 0's audit of the trained run's ``outcome``: rank, summarize, write, each part lapped."""
+    options, run = request.options, outcome.best
+    audited = audited_pairs(run, progress=options.progress, outcome=outcome)
+    check_finite(audited.score, "held-out pair scores", request.out / "run")  # before any result is written
+    sources = Sources.of(audited, request.config.data, options.images)
+    timings.lap("reading")
+    options.log(
+        f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption"
+    )
+    ranked = _ranked(request, run, audited, timings)
+    table = _table(ranked)  # not beside MiniLM
+    timings.lap("ranking")
+    raw = _with_raw_similarity(table, audited, request.config.data)
+    retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
+    result = _audit_summary(request, ranked, sources, table, retrieval)
+    plots = _plots(result, ranked, raw)
+    timings.lap("ranking")
+    report = _report(request, table, result, plots, ranked.verdicts.division, sources.pictures, retrieval)
+    result.seconds = round(time.time() - request.started, 1)
+    audit = AuditResult(
+        table, result, report.page, sources.refused, page_data=report.data, thumbs=report.thumbs
+    )
+    claim_folder(request.out, "audit", AUDIT_OUTPUTS, overwrite=options.overwrite)
+    audit.save(request.out, timings=timings)
     return audit
+
+
+def _ranked(request: AuditRequest, run: TrainedRun, audited: AuditedPairs, timings: Timings) -> Ranked:
+    """The verdicts, best matches and duplicates (lapped as ranking), then the map (lapped)."""
+    options = request.options
+    verdicts = Verdicts.of(audited, request.config.division.p_threshold, options.fdr)
+    matches = best_matches(run, pairs=audited.pairs, suspected=verdicts.suspected, progress=options.progress)
+    duplicates = find_duplicates(
+        audited.pairs.pairs.images,
+        audited.pairs.pairs.captions,
+        audited.pairs.image_of_caption,
+        audited.split,
+        train_split=request.config.data.train_split,
+    )
+    timings.lap("ranking")
+    points = embedding_map(run, audited.pairs, seed=options.seed)
+    run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
+    timings.lap("map")
+    return Ranked(audited, verdicts, matches, duplicates, points)
+
+
+def _table(ranked: Ranked) -> pd.DataFrame:
+    """``pairs.csv``'s rows (:func:`pair_table`) with each pair's place on the map."""
+    audited, verdicts = ranked.audited, ranked.verdicts
+    table = pair_table(
+        audited, verdicts.mismatch, verdicts.threshold, ranked.matches, ranked.duplicates, verdicts.q_value
+    )
+    order = suspicion_order(audited.score)
+    return table.assign(**map_columns(ranked.points, audited.pairs.image_of_caption, order))
+
+
+def _with_raw_similarity(table: pd.DataFrame, audited: AuditedPairs, data: DataConfig) -> np.ndarray | None:
+    """The pairs' raw similarity of aligned vectors (None where they are not), added to ``table``."""
+    raw = raw_similarity(audited.pairs) if aligned(data) else None
+    if raw is not None:
+        table["raw_similarity"] = table["pair_id"].map(dict(zip(audited.pair_id, raw.round(6))))
+    return raw
+
+
+def _audit_summary(
+    request: AuditRequest, ranked: Ranked, sources: Sources, table: pd.DataFrame, retrieval: Retrieval
+) -> AuditSummary:
+    """The summary: counts and run, calibrated numbers, what was read and refused, the parts."""
+    audited, verdicts, data = ranked.audited, ranked.verdicts, request.config.data
+    result = _summary(request, audited, verdicts, retrieval)
+    shares = calibration_summary(verdicts.calibration, audited.score, verdicts.suspected, request.options.fdr)
+    result.estimated_mismatched_share, result.estimated_mismatched_share_interval = shares[:2]
+    result.calibration = shares[2]
+    n_refused = 0 if sources.refused is None else len(sources.refused)
+    result.pairs_read, result.pairs_refused = len(audited.pairs) + n_refused, n_refused
+    result.split_note, result.audit_id = sources.reader.split_note(data), audit_id(table)
+    result.image_root = None if sources.files is None else str(sources.files)
+    result.pictures = None if sources.pictures is None else str(sources.pictures)
+    result.duplicates = DuplicateCounts(**ranked.duplicates.summary(audited.pairs.image_of_caption))
+    result.map = ranked.points.method
+    return result
+
+
+def _plots(result: AuditSummary, ranked: Ranked, raw: np.ndarray | None) -> list[Plot]:
+    """The report's plots: the scores with their mixture and, where the truth is known, the
+    detection curves (their numbers, and the raw similarity's, added to ``result``)."""
+    audited, verdicts = ranked.audited, ranked.verdicts
+    truth = audited.truly_mismatched
+    plots = [score_plot(min_max_normalize(-audited.score), verdicts.division, truth)]
+    known = truth if truth is not None and 0 < truth.sum() < len(truth) else None
+    if known is not None:
+        curves = detection_curves(audited.score, 1.0 - verdicts.mismatch, known, threshold=verdicts.threshold)
+        result.detection = Detection(**curves.summary())
+        plots += curve_plots(curves)
+    if raw is not None:
+        result.raw_score = RawScore(
+            "raw_similarity", **(ranking_detection(raw, known) if known is not None else {})
+        )
+    return plots
+
+
+def _report(
+    request: AuditRequest,
+    table: pd.DataFrame,
+    result: AuditSummary,
+    plots: list[Plot],
+    division: Division,
+    pictures: Path | None,
+    retrieval: Retrieval,
+) -> ReviewPage:
+    """The review page of the ``top`` most suspect pairs (default: up to :data:`REPORT_PAIRS`)."""
+    options, top = request.options, request.options.top
+    if top is None and len(table) > REPORT_PAIRS:
+        options.log(
+            f"audit: the report shows the {REPORT_PAIRS:,} most suspect of {len(table):,} pairs "
+            "(--top N for another number); pairs.csv holds every pair"
+        )
+        top = REPORT_PAIRS
+    tables = [("this run", retrieval.test)]
+    tables += [("clean run", retrieval.clean_run_test)] if retrieval.clean_run_test else []
+    return review_page(
+        table, result, plots, division, tables, pictures, request.out, top=top, progress=options.progress
+    )
 
 
 @dataclass
@@ -316,30 +490,22 @@ def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
 TrainedRuns = tuple[RunOutcome, TrainSummary | None]
 
 
-def _train(
-    config: RunConfig,
-    out: Path,
-    clean_run: bool,
-    resume: bool,
-    progress: bool,
-    log: Callable[[str], None],
-    timings: Timings,
-    timeout: float,
-) -> TrainedRuns:
+def _train(request: AuditRequest, timings: Timings) -> TrainedRuns:
     """The audit's run (and its clean twin) trained or resumed, after every split's pictures were
     read: (its outcome, with its best checkpoint opened once, and the clean run's summary or None),
     their parts lapped in ``timings``."""
+    config, o = request.config, request.options
     noisy = config.data.noise.rate > 0 or config.data.noise.file
-    if clean_run and not noisy:
-        log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
+    if o.clean_run and not noisy:
+        o.log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
     outcome = train_outcome(
-        config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout
+        config, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout
     )
     clean = None
-    if clean_run and noisy:
-        clean_config = _without_noise(config, out)
+    if o.clean_run and noisy:
+        clean_config = _without_noise(config, request.out)
         clean = train_run(
-            clean_config, resume=resume, progress=progress, log=log, timings=timings, timeout=timeout
+            clean_config, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout
         )
     return outcome, clean
 
@@ -379,17 +545,13 @@ def pair_table(
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
-    paired = audited.pairs.image_of_caption
     order = suspicion_order(audited.score)
-    best_captions, caption_scores = others(
-        matches.captions[paired[order]], matches.caption_scores[paired[order]], order
-    )
-    best_images, image_scores = others(matches.images[order], matches.image_scores[order], paired[order])
+    suggested = Suggestions.of(audited, matches, order)
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],
         "rank": np.arange(1, len(order) + 1),
         "split": audited.split[order],
-        "image_id": [ids[paired[k]] for k in order],
+        "image_id": [ids[i] for i in audited.pairs.image_of_caption[order]],
         "caption": [captions[k] for k in order],
         "mismatch_probability": mismatch[order].round(6),
         "suspected": mismatch[order] >= threshold,
@@ -397,41 +559,88 @@ def pair_table(
         "held_out_score": audited.score[order].round(6),
         "pair_similarity": matches.pair_score[order].round(6),
     }
-    for n in range(best_captions.shape[1]):
-        columns[f"suggested_caption_{n + 1}"] = [captions[c] if c >= 0 else "" for c in best_captions[:, n]]
-        columns[f"suggested_caption_score_{n + 1}"] = caption_scores[:, n].round(6)
-    for n in range(best_images.shape[1]):
-        columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in best_images[:, n]]
-        columns[f"suggested_image_score_{n + 1}"] = image_scores[:, n].round(6)
-    twin = duplicates.duplicate_of[paired[order]]
-    columns["duplicate_image_of"] = [ids[i] if i >= 0 else "" for i in twin]
-    columns["same_caption_images"] = duplicates.same_caption_images[order]
-    columns["leak"] = duplicates.leak[order]
+    columns.update(suggested.columns(audited))
+    columns.update(_duplicate_columns(audited, duplicates, order))
+    probability = None if q_value is None else mismatch
+    columns["why"] = _reasons(audited, order, matches, duplicates, suggested, probability)
+    if audited.truly_mismatched is not None and audited.true_image is not None:
+        columns["truly_mismatched"] = audited.truly_mismatched[order]
+        columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
+    return pd.DataFrame(columns)
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """In the table's ``order``: the best other captions of each pair's image (``captions``,
+    ``[n, SUGGESTIONS]`` indices, -1: none) with their ``caption_scores``, and the best other
+    images of its caption (``images``) with their ``image_scores``."""
+
+    captions: np.ndarray
+    caption_scores: np.ndarray
+    images: np.ndarray
+    image_scores: np.ndarray
+
+    @classmethod
+    def of(cls, audited: AuditedPairs, matches: BestMatches, order: np.ndarray) -> Suggestions:
+        paired = audited.pairs.image_of_caption[order]
+        captions, caption_scores = others(matches.captions[paired], matches.caption_scores[paired], order)
+        images, image_scores = others(matches.images[order], matches.image_scores[order], paired)
+        return cls(captions, caption_scores, images, image_scores)
+
+    def columns(self, audited: AuditedPairs) -> dict[str, Any]:
+        """``suggested_caption_{n}`` and its score, then ``suggested_image_id_{n}`` and its score."""
+        ids, captions = audited.image_ids, audited.pairs.pairs.captions
+        columns: dict[str, Any] = {}
+        for n in range(self.captions.shape[1]):
+            columns[f"suggested_caption_{n + 1}"] = [
+                captions[c] if c >= 0 else "" for c in self.captions[:, n]
+            ]
+            columns[f"suggested_caption_score_{n + 1}"] = self.caption_scores[:, n].round(6)
+        for n in range(self.images.shape[1]):
+            columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in self.images[:, n]]
+            columns[f"suggested_image_score_{n + 1}"] = self.image_scores[:, n].round(6)
+        return columns
+
+
+def _duplicate_columns(audited: AuditedPairs, duplicates: Duplicates, order: np.ndarray) -> dict[str, Any]:
+    """``duplicate_image_of`` (the first near-duplicate's image id or ""), ``same_caption_images``
+    and ``leak``, in the table's ``order``."""
+    ids, twin = audited.image_ids, duplicates.duplicate_of[audited.pairs.image_of_caption[order]]
+    return {
+        "duplicate_image_of": [ids[i] if i >= 0 else "" for i in twin],
+        "same_caption_images": duplicates.same_caption_images[order],
+        "leak": duplicates.leak[order],
+    }
+
+
+def _reasons(
+    audited: AuditedPairs,
+    order: np.ndarray,
+    matches: BestMatches,
+    duplicates: Duplicates,
+    suggested: Suggestions,
+    probability: np.ndarray | None,
+) -> list[str]:
+    """:func:`why` of each pair, in the table's ``order``."""
+    ids, captions = audited.image_ids, audited.pairs.pairs.captions
+    twins = duplicates.duplicate_of[audited.pairs.image_of_caption[order]]
     reasons = zip(
-        order,
-        best_captions[:, 0],
-        caption_scores[:, 0],
-        matches.pair_score[order],
-        columns["duplicate_image_of"],
+        order, suggested.captions[:, 0], suggested.caption_scores[:, 0], matches.pair_score[order], twins
     )
-    columns["why"] = [
+    return [
         why(
             int(matches.better_images[k]),
             captions[c] if c >= 0 else None,
             score > pair,
             at_least=matches.better_cap is not None and matches.better_images[k] >= matches.better_cap,
             among_suspects=matches.suspects_only,
-            duplicate_of=twin_id,
+            duplicate_of=ids[twin] if twin >= 0 else "",
             same_caption=int(duplicates.same_caption_images[k]),
             leak=bool(duplicates.leak[k]),
-            probability=None if q_value is None else float(mismatch[k]),
+            probability=None if probability is None else float(probability[k]),
         )
-        for k, c, score, pair, twin_id in reasons
+        for k, c, score, pair, twin in reasons
     ]
-    if audited.truly_mismatched is not None and audited.true_image is not None:
-        columns["truly_mismatched"] = audited.truly_mismatched[order]
-        columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
-    return pd.DataFrame(columns)
 
 
 def why(
@@ -555,15 +764,10 @@ def separation_note(calibration: Calibration) -> str:
 
 
 def _summary(
-    root: Path,
-    config: RunConfig,
-    audited: AuditedPairs,
-    mismatch: np.ndarray,
-    threshold: float,
-    plant: float | None,
-    retrieval: Retrieval,
+    request: AuditRequest, audited: AuditedPairs, verdicts: Verdicts, retrieval: Retrieval
 ) -> AuditSummary:
     """The summary's counts and run, before the calibration and the parts are added."""
+    root, config, plant = request.root, request.config, request.options.plant
     truth = None
     if audited.truly_mismatched is not None:
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
@@ -573,7 +777,7 @@ def _summary(
     splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
     return AuditSummary(
         collection=str(root.resolve()),
-        threshold=round(threshold, 6),
+        threshold=round(verdicts.threshold, 6),
         collection_name=root.resolve().name,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         recipe=config.recipe,
@@ -582,7 +786,7 @@ def _summary(
         pairs_scored=int(np.isfinite(audited.score).sum()),
         pairs_by_split=splits,
         images=audited.pairs.pairs.n_images,
-        suspected=int((mismatch >= threshold).sum()),
+        suspected=int(verdicts.suspected.sum()),
         scored_by=config.division.scored_by,
         retrieval=retrieval,
         truth=truth,

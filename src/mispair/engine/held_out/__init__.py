@@ -21,8 +21,8 @@ folds are dealt over the ranks (each trains its folds' scorers alone) and every 
 score.
 
 The rooms, one job each: :mod:`~mispair.engine.held_out.entry` (the entry point and its cache),
-:mod:`~mispair.engine.held_out.plan` (the division section read once: :class:`HeldOutPlan`, and
-where it runs: :class:`Runtime`), :mod:`~mispair.engine.held_out.stash` and
+:mod:`~mispair.engine.held_out.plan` (the division section read once: :class:`HeldOutScoring`,
+its :class:`HeldOutPlan`, and where it runs: :class:`Runtime`), :mod:`~mispair.engine.held_out.stash` and
 :mod:`~mispair.engine.held_out.sampling` (the fold stash; folds, groups, samples),
 :mod:`~mispair.engine.held_out.kinds` (the score kinds, a name → function table),
 :mod:`~mispair.engine.held_out.contrast`, :mod:`~mispair.engine.held_out.decoys`,
@@ -34,7 +34,14 @@ training), :mod:`~mispair.engine.held_out.out_of_fold` (one round) and
 from mispair.engine.held_out.entry import division_scores
 from mispair.engine.held_out.kinds import SCORE_KINDS, KindSettings, held_out_scores, scores_and_decoys
 from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_scores
-from mispair.engine.held_out.plan import HeldOutPlan, RoundStart, Runtime, ScoreKind, scorer_config
+from mispair.engine.held_out.plan import (
+    HeldOutPlan,
+    HeldOutScoring,
+    RoundStart,
+    Runtime,
+    ScoreKind,
+    scorer_config,
+)
 from mispair.engine.held_out.rounds import early_epoch_scores, refined_out_of_fold_scores
 from mispair.engine.held_out.scorers import train_scorer
 from mispair.engine.held_out.stash import FoldStash
@@ -43,6 +50,7 @@ __all__ = [
     "SCORE_KINDS",
     "FoldStash",
     "HeldOutPlan",
+    "HeldOutScoring",
     "KindSettings",
     "OutOfFoldScores",
     "RoundStart",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from mispair.division.scores import DivisionScores
 from mispair.engine.assembly import REFERENCE_NEEDS_NOISE, RunData
 from mispair.engine.held_out.decoys import DECOYS_PER_PAIR
 from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_scores
-from mispair.engine.held_out.plan import HeldOutPlan, RoundStart, Runtime, scorer_config
+from mispair.engine.held_out.plan import HeldOutScoring, RoundStart, Runtime
 from mispair.engine.held_out.rounds import early_epoch_scores, refined_out_of_fold_scores
 from mispair.engine.held_out.sampling import FOLDS_BY
 from mispair.engine.held_out.stash import FoldStash
@@ -35,31 +35,24 @@ def division_scores(
 ) -> DivisionScores | None:
     """The scores ``config.division`` asks for (higher = more likely matched), or None for
     ``in_sample``: of the training pairs and, given ``others`` (the dev and test pairs), of those
-    too, scored by the same scorers, none of which trained on them. The section is read once, into
-    a :class:`~mispair.engine.held_out.plan.HeldOutPlan`. With ``cache`` (a run's
-    ``pair_scores.npz``), scores computed for the same data, model, scorer and seed are read back
-    instead of trained again, and the folds an interrupted out-of-fold scoring finished are kept
-    beside it (``pair_scores.folds/``). In a multi-process run (``runtime.shard``) every rank calls
-    it and gets rank 0's scores: the out-of-fold folds are dealt over the ranks (each keeps its own
+    too, scored by the same scorers, none of which trained on them. ``config`` is read once, into
+    a :class:`~mispair.engine.held_out.plan.HeldOutScoring` (the plan and the scorers' config),
+    which is all the scoring below reads. With ``cache`` (a run's ``pair_scores.npz``), scores
+    computed for the same data, model, scorer and seed are read back instead of trained again,
+    and the folds an interrupted out-of-fold scoring finished are kept beside it
+    (``pair_scores.folds/``). In a multi-process run (``runtime.shard``) every rank calls it and
+    gets rank 0's scores: the out-of-fold folds are dealt over the ranks (each keeps its own
     finished folds); the early scorer is trained by every rank (no rank waits idle on another)
     and rank 0's scores kept; rank 0 reads and writes the cache."""
-    kind = config.division.scored_by
-    if kind == "in_sample":
+    scoring = HeldOutScoring.of(config)
+    if scoring.scored_by == "in_sample":
         return None
-    scoring, plan, shard = scorer_config(config), HeldOutPlan.of(config.division), runtime.shard
-    key = _scores_key(scoring, train, others)
+    key, shard = _scores_key(scoring, train, others), runtime.shard
     cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
     if cached is not None:
         return cached
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
-    found: OutOfFoldScores
-    if kind == "out_of_fold" and plan.reference:
-        found = _reference_scores(scoring, data, train, plan, runtime, others)
-    elif kind == "out_of_fold":
-        stashed = Runtime(runtime.device, shard, runtime.progress, stash, runtime.train_fold)
-        found = refined_out_of_fold_scores(scoring, data, train, plan, others=others, runtime=stashed)
-    else:
-        found = broadcast(shard, early_epoch_scores(scoring, data, train, runtime=runtime, others=others))
+    found = _scored(scoring, data, train, replace(runtime, stash=stash), others)
     scores = DivisionScores(found.score, found.others, found.null, found.null_others)
     if cache is not None and shard.is_main:
         scores.save(cache, key)
@@ -68,11 +61,27 @@ def division_scores(
     return scores
 
 
-def _reference_scores(
-    scoring: RunConfig,
+def _scored(
+    scoring: HeldOutScoring,
     data: RunData,
     train: TrainingPairs,
-    plan: HeldOutPlan,
+    runtime: Runtime,
+    others: TrainingPairs | None,
+) -> OutOfFoldScores:
+    """The scores of ``scoring.scored_by`` (``out_of_fold`` or ``early``), computed; ``runtime``'s
+    stash keeps the out-of-fold rounds' finished folds."""
+    scorer, plan = scoring.scorer, scoring.plan
+    if scoring.scored_by == "out_of_fold" and plan.reference:
+        return _reference_scores(scoring, data, train, runtime, others)
+    if scoring.scored_by == "out_of_fold":
+        return refined_out_of_fold_scores(scorer, data, train, plan, others=others, runtime=runtime)
+    return broadcast(runtime.shard, early_epoch_scores(scorer, data, train, runtime=runtime, others=others))
+
+
+def _reference_scores(
+    scoring: HeldOutScoring,
+    data: RunData,
+    train: TrainingPairs,
     runtime: Runtime,
     others: TrainingPairs | None,
 ) -> OutOfFoldScores:
@@ -81,21 +90,21 @@ def _reference_scores(
     if data.noise is None or not data.noise.is_noisy.any():
         raise ConfigError(REFERENCE_NEEDS_NOISE)
     return out_of_fold_scores(
-        scoring,
+        scoring.scorer,
         data,
         train,
-        plan,
+        scoring.plan,
         others=others,
         runtime=Runtime(runtime.device, runtime.shard),
         round_start=RoundStart(trusted=~data.noise.is_noisy),
     )
 
 
-def _scores_key(scoring: RunConfig, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
+def _scores_key(scoring: HeldOutScoring, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
     """What the scores depend on: the scoring run's settings, how folds are dealt
     (:data:`~mispair.engine.held_out.sampling.FOLDS_BY`) and the pairing scored (and the other
     splits' pairing when they are scored too)."""
-    settings = {k: v for k, v in asdict(scoring).items() if k not in ("name", "output")}
+    settings = {k: v for k, v in asdict(scoring.scorer).items() if k not in ("name", "output")}
     settings["folds_by"] = FOLDS_BY
     settings["decoys_per_pair"] = DECOYS_PER_PAIR
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)

@@ -78,17 +78,17 @@ class _Deal:
 
 
 def _deal(
-    config: RunConfig,
+    seed: int,
     data: RunData,
     train: TrainingPairs,
     plan: HeldOutPlan,
     content: ContentGroups,
     others: TrainingPairs | None,
 ) -> _Deal:
-    seeds = fold_seeds(config.train.seed, plan.repeats)
+    seeds = fold_seeds(seed, plan.repeats)
     fold = dealt_folds(content, train, plan.folds, seeds)
     with_decoys = SCORE_KINDS[plan.score_kind].decoys
-    decoy_seed = child_seed(config.train.seed, "decoys")
+    decoy_seed = child_seed(seed, "decoys")
     decoys, other_decoys, group = NO_DECOYS, NO_DECOYS, None
     if with_decoys:
         held_together = np.concatenate([fold, contrast_cells(content, train, fold, seeds, plan.folds)])
@@ -97,10 +97,44 @@ def _deal(
         )
     if others is not None:
         group_images = other_group_images(data.train.n_images, plan.folds)
-        group, other_content = other_groups(others, group_images, config.train.seed)
+        group, other_content = other_groups(others, group_images, seed)
         if with_decoys:
             other_decoys = decoy_pairs(group, other_content, DECOYS_PER_PAIR, decoy_seed + 1)
     return _Deal(content, seeds, fold, decoys, others, group, other_decoys)
+
+
+@dataclass(frozen=True)
+class _RoundPlan:
+    """One round of out-of-fold scoring, fixed before a scorer trains: the scorers' run
+    ``config``, the ``plan``, how the pairs are dealt (``deal``), what the round starts from
+    (``start``) and where it runs (``runtime``)."""
+
+    config: RunConfig
+    plan: HeldOutPlan
+    deal: _Deal
+    start: RoundStart
+    runtime: Runtime
+
+    @property
+    def jobs(self) -> range:
+        """This process's jobs (``repeat × folds + fold``)."""
+        shard = self.runtime.shard
+        return range(shard.rank, self.plan.repeats * self.plan.folds, shard.world)
+
+    def held_out(self, job: int) -> np.ndarray:
+        """The training pairs ``job``'s scorer holds out."""
+        return np.flatnonzero(self.deal.fold[job // self.plan.folds] == job % self.plan.folds)
+
+    def scorer(self, job: int) -> ScorerRun:
+        """``job``'s scorer: its seed, the pairs it trains on and the weights it starts from."""
+        repeat, k = divmod(job, self.plan.folds)
+        seed = scorer_seed(self.deal.seeds[repeat], k, self.plan.folds)
+        training = self.deal.fold[repeat] != k
+        if self.start.trusted is not None:
+            training = training & self.start.trusted
+        config = replace(self.config, train=replace(self.config.train, seed=seed))
+        start = None if self.start.start is None else self.start.start[job]
+        return ScorerRun(job, config, sampled(np.flatnonzero(training), self.plan.scorer_pairs, seed), start)
 
 
 def out_of_fold_scores(
@@ -130,57 +164,43 @@ def out_of_fold_scores(
         raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {plan.repeats}")
     if content is None:
         content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
-    deal = _deal(config, data, train, plan, content, others)
-    done, todo = _kept_or_todo(config, train, plan, deal, round_start, runtime)
+    deal = _deal(config.train.seed, data, train, plan, content, others)
+    round_plan = _RoundPlan(config, plan, deal, round_start, runtime)
+    done, todo = _kept_or_todo(round_plan, train)
     settings = KindSettings(plan.tau, config.train.eval_batch_size, runtime.device)
     trained = trained_scorers(todo, data, train, runtime.device, runtime.train_fold)
     for run, model in progress_bar(
         trained, total=len(todo), desc="out-of-fold scorers", disable=not runtime.progress, leave=False
     ):
         weights = {name: t.detach().cpu().clone() for name, t in model.state_dict().items()}
-        kept = _scored(model, run, train, plan, deal, settings)
+        kept = _scored(model, run, train, round_plan, settings)
         if runtime.stash is not None:
             runtime.stash.save(
                 round_start.index, run.job, kept, weights if round_start.keep_scorers else None
             )
         done[run.job] = (kept, weights)
-    return _summed(train, plan, deal, done, runtime, round_start.keep_scorers)
+    return _summed(train, round_plan, done)
 
 
-def _kept_or_todo(
-    config: RunConfig,
-    train: TrainingPairs,
-    plan: HeldOutPlan,
-    deal: _Deal,
-    round_start: RoundStart,
-    runtime: Runtime,
-) -> tuple[dict[int, tuple[np.ndarray, dict[str, Tensor] | None]], list[ScorerRun]]:
+Kept = dict[int, tuple[np.ndarray, dict[str, Tensor] | None]]
+"""Each job's kept scores (as stashed) and its scorer's weights (None: not kept)."""
+
+
+def _kept_or_todo(round_plan: _RoundPlan, train: TrainingPairs) -> tuple[Kept, list[ScorerRun]]:
     """This process's jobs: those the stash kept (their scores and weights), and the scorers to train."""
-    stash, keep = runtime.stash, round_start.keep_scorers
-    done: dict[int, tuple[np.ndarray, dict[str, Tensor] | None]] = {}
+    stash, keep, deal = round_plan.runtime.stash, round_plan.start.keep_scorers, round_plan.deal
+    done: Kept = {}
     todo: list[ScorerRun] = []
-    for job in range(runtime.shard.rank, plan.repeats * plan.folds, runtime.shard.world):
-        repeat, k = divmod(job, plan.folds)
-        kept = None if stash is None else stash.load(round_start.index, job)
-        weights = None if stash is None or not keep else stash.load_weights(round_start.index, job)
-        held_out = np.flatnonzero(deal.fold[repeat] == k)
+    for job in round_plan.jobs:
+        kept = None if stash is None else stash.load(round_plan.start.index, job)
+        weights = None if stash is None or not keep else stash.load_weights(round_plan.start.index, job)
+        held_out = round_plan.held_out(job)
         held_decoys = len(local_decoys(deal.decoys, held_out, len(train))[0])
         size = len(held_out) + deal.n_others + held_decoys + len(deal.other_decoys)
         if kept is not None and len(kept) == size and not (keep and weights is None):
             done[job] = (kept, weights)
-            continue
-        fold_seed = scorer_seed(deal.seeds[repeat], k, plan.folds)
-        training = deal.fold[repeat] != k
-        if round_start.trusted is not None:
-            training = training & round_start.trusted
-        todo.append(
-            ScorerRun(
-                job,
-                replace(config, train=replace(config.train, seed=fold_seed)),
-                sampled(np.flatnonzero(training), plan.scorer_pairs, fold_seed),
-                None if round_start.start is None else round_start.start[job],
-            )
-        )
+        else:
+            todo.append(round_plan.scorer(job))
     return done, todo
 
 
@@ -188,18 +208,17 @@ def _scored(
     model: RetrievalModel,
     run: ScorerRun,
     train: TrainingPairs,
-    plan: HeldOutPlan,
-    deal: _Deal,
+    round_plan: _RoundPlan,
     settings: KindSettings,
 ) -> np.ndarray:
     """What one trained scorer keeps: its held-out pairs' scores, the other splits', then the
     decoys' of both, in one array (as stashed)."""
-    repeat, k = divmod(run.job, plan.folds)
-    score = partial(scores_and_decoys, model, kind=plan.score_kind, settings=settings)
-    held_out = np.flatnonzero(deal.fold[repeat] == k)
+    deal = round_plan.deal
+    score = partial(scores_and_decoys, model, kind=round_plan.plan.score_kind, settings=settings)
+    held_out = round_plan.held_out(run.job)
     held = train.subset(held_out)
     local = local_decoys(deal.decoys, held_out, len(train))[1]
-    group_of_held = contrast_groups(deal.content, held, run.config.train.seed)
+    group_of_held = contrast_groups(deal.content, held, run.seed)
     kept, kept_decoys = grouped_scores(score, held, group_of_held, local)
     if deal.others is not None and deal.group is not None:
         other_kept, other_kept_decoys = grouped_scores(score, deal.others, deal.group, deal.other_decoys)
@@ -208,23 +227,17 @@ def _scored(
     return np.concatenate([kept, kept_decoys])
 
 
-def _summed(
-    train: TrainingPairs,
-    plan: HeldOutPlan,
-    deal: _Deal,
-    done: dict[int, tuple[np.ndarray, dict[str, Tensor] | None]],
-    runtime: Runtime,
-    keep_scorers: bool,
-) -> OutOfFoldScores:
+def _summed(train: TrainingPairs, round_plan: _RoundPlan, done: Kept) -> OutOfFoldScores:
     """Every job's kept scores added up (over this process's jobs, then over the processes) and
     averaged: each training pair over its repeats, each other pair over every scorer."""
+    deal, plan, shard = round_plan.deal, round_plan.plan, round_plan.runtime.shard
     n_others, folds, repeats = deal.n_others, plan.folds, plan.repeats
     total = np.zeros(len(train) + n_others, dtype=np.float32)
     decoy_total = np.zeros(len(deal.decoys) + len(deal.other_decoys), dtype=np.float32)
-    scorers: dict[int, dict[str, Tensor]] | None = {} if keep_scorers else None
-    for job in range(runtime.shard.rank, repeats * folds, runtime.shard.world):
+    scorers: dict[int, dict[str, Tensor]] | None = {} if round_plan.start.keep_scorers else None
+    for job in round_plan.jobs:
         kept, weights = done[job]
-        held_out = np.flatnonzero(deal.fold[job // folds] == job % folds)
+        held_out = round_plan.held_out(job)
         rows = local_decoys(deal.decoys, held_out, len(train))[0]
         if scorers is not None and weights is not None:  # kept scorers always have their weights
             scorers[job] = weights
@@ -233,7 +246,7 @@ def _summed(
         total[len(train) :] += kept[len(held_out) : n_scored]
         decoy_total[rows] += kept[n_scored : n_scored + len(rows)]
         decoy_total[len(deal.decoys) :] += kept[n_scored + len(rows) :]
-    total, decoy_total = np.split(sum_over(runtime.shard, np.concatenate([total, decoy_total])), [len(total)])
+    total, decoy_total = np.split(sum_over(shard, np.concatenate([total, decoy_total])), [len(total)])
     other_scores = None if deal.others is None else total[len(train) :] / np.float32(repeats * folds)
     null = null_others = None
     if SCORE_KINDS[plan.score_kind].decoys:

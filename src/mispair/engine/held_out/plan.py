@@ -1,4 +1,5 @@
-"""What a held-out scoring does, read once from a run's ``division`` section: :class:`HeldOutPlan`
+"""What a held-out scoring does, read once from a run's ``division`` section: :class:`HeldOutScoring`
+(who scores, the plan and the scorers' run config), :class:`HeldOutPlan`
 (the folds, rounds, repeats, score kind and sampling), :class:`Runtime` (where and how it runs:
 device, processes, progress, the fold stash) and :class:`RoundStart` (what one round of
 out-of-fold scorers starts from). Every function of :mod:`mispair.engine.held_out` takes these
@@ -102,10 +103,27 @@ FIRST_ROUND = RoundStart()
 """A round of fresh scorers trained on every pair of the other folds."""
 
 
+@dataclass(frozen=True)
+class HeldOutScoring:
+    """A run's held-out scoring, its ``division`` section read once: who scores the pairs
+    (``scored_by``), the :class:`HeldOutPlan` and the scorers' run config (``scorer``: the run's
+    data, model and train settings with the ``vse`` recipe, the ``division.scorer_options``
+    options and ``division.epochs`` epochs at a constant learning rate). What lies below
+    :func:`~mispair.engine.held_out.entry.division_scores` reads these, never the run's config."""
+
+    scored_by: Literal["in_sample", "out_of_fold", "early"]
+    plan: HeldOutPlan
+    scorer: RunConfig
+
+    @classmethod
+    def of(cls, config: RunConfig) -> HeldOutScoring:
+        """The held-out scoring of ``config``."""
+        division = config.division
+        train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
+        scorer = replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
+        return cls(division.scored_by, HeldOutPlan.of(division), scorer)
+
+
 def scorer_config(config: RunConfig) -> RunConfig:
-    """The scoring run of ``config``'s division: its data, model and train settings with the
-    ``vse`` recipe, the ``division.scorer_options`` options and ``division.epochs`` epochs at a constant
-    learning rate."""
-    division = config.division
-    train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
-    return replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
+    """The scoring run of ``config``'s division (:attr:`HeldOutScoring.scorer`)."""
+    return HeldOutScoring.of(config).scorer

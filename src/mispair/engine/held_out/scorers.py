@@ -38,6 +38,11 @@ class ScorerRun:
     pairs: np.ndarray
     start: dict[str, Tensor] | None = None
 
+    @property
+    def seed(self) -> int:
+        """The scorer's own seed."""
+        return self.config.train.seed
+
 
 def trained_scorers(
     runs: list[ScorerRun],
@@ -64,7 +69,7 @@ def trained_scorers(
     models = [first, *(_initial_scorer(run, data, device) for run in runs[1:])]
     inputs = LinearInputs.of(first, train, device)
     jobs = [
-        ScorerJob(run.pairs, run.config.train.seed, {n: model.state_dict()[n] for n in LINEAR_WEIGHTS})
+        ScorerJob(run.pairs, run.seed, {n: model.state_dict()[n] for n in LINEAR_WEIGHTS})
         for run, model in zip(runs, models)
     ]
     for run, model, weights in zip(runs, models, train_side_by_side(jobs, inputs, spec, device)):
