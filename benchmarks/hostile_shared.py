@@ -24,6 +24,7 @@ def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> li
     """Every case of classes 50.1 to 50.8 (``f``: the shared fixtures of hostile_inputs.py)."""
     built = [
         *_trusting_apply(tmp, Case, mispair),
+        *_trusting_native_apply(tmp, Case, mispair),
         *_owned_output(tmp, Case, mispair),
         *_bombs(tmp, Case, mispair, audit),
         *_checked_files(tmp, f, Case, mispair),
@@ -131,6 +132,99 @@ def _trusting_apply(tmp: Path, Case, mispair) -> list:
             "not a readable Parquet",
             setup=damaged("a50-pq", "pairs.parquet", b"PAR1\0\0\0"),
             absent=tmp / "a50-pq-out",
+        ),
+    ]
+
+
+def _native_audit(base: Path, source: str = "table") -> Path:
+    """:func:`hostile_fixtures.fake_audit` of a table file (``collection/pairs.csv``), with the
+    run config ``apply`` writes the table's own form from (``data.source``: ``source``)."""
+    audit = fx.fake_audit(base)
+    table = base / "collection" / "pairs.csv"
+    with table.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "caption"])
+        writer.writerows((f"pics/{k}.png", f"caption {k}") for k in range(6))
+    summary = json.loads((audit / "summary.json").read_text())
+    (audit / "summary.json").write_text(
+        json.dumps({**summary, "collection": str(table), "run": str(audit / "run")})
+    )
+    (audit / "run").mkdir(exist_ok=True)
+    data = {"source": source, "root": str(table), "image_column": "image", "caption_column": "caption"}
+    (audit / "run" / "config.json").write_text(json.dumps({"data": data}))
+    return audit
+
+
+def _trusting_native_apply(tmp: Path, Case, mispair) -> list:
+    """``apply`` in the collection's own form reads the summary's collection and the run's config:
+    both checked as the audit's own (the run the folder's ``run/``, never a path elsewhere)."""
+    kind = "50.1 audit folder"
+    decisions = tmp / "a50" / "decisions.csv"
+
+    def native(name: str, change: Callable[[Path], None], source: str = "table") -> Callable[[], None]:
+        def write() -> None:
+            change(_native_audit(tmp / name, source))
+            fx.decisions_file(decisions)
+
+        return write
+
+    def elsewhere(audit: Path) -> None:  # a copy of the collection, named by the summary alone
+        copy = audit.parent / "elsewhere"
+        shutil.copytree(audit.parent / "collection", copy)
+        summary = json.loads((audit / "summary.json").read_text())
+        moved = {"collection": str(copy / "pairs.csv"), "image_root": str(copy)}
+        (audit / "summary.json").write_text(json.dumps({**summary, **moved}))
+
+    def config_fifo(audit: Path) -> None:
+        (audit / "run" / "config.json").unlink()
+        fx.fifo(audit / "run" / "config.json")
+
+    def config_zero(audit: Path) -> None:
+        (audit / "run" / "config.json").unlink()
+        os.symlink("/dev/zero", audit / "run" / "config.json")
+
+    def run_outside(audit: Path) -> None:  # recorded elsewhere: a FIFO there would hang a reader
+        (audit.parent / "their-run").mkdir()
+        fx.fifo(audit.parent / "their-run" / "config.json")
+        summary = json.loads((audit / "summary.json").read_text())
+        (audit / "summary.json").write_text(json.dumps({**summary, "run": str(audit.parent / "their-run")}))
+
+    def table_written() -> bool:
+        written = tmp / "n50-out-out" / "pairs.csv"
+        return written.is_file() and len(written.read_text().splitlines()) == 6  # header and 5 kept
+
+    rows = [
+        ("the summary names a copy of the collection", "n50-copy", elsewhere, "table", "summary.json names"),
+        ("the run's config.json a FIFO", "n50-fifo", config_fifo, "table", "not a regular file"),
+        ("the run's config.json a link to /dev/zero", "n50-zero", config_zero, "table", "symbolic link"),
+        (
+            "the run's data.source altered to coco",
+            "n50-coco",
+            lambda a: None,
+            "coco",
+            "not a coco collection",
+        ),
+    ]
+    return [
+        *(
+            Case(
+                kind,
+                f"apply (own form): {name}",
+                _apply(tmp / folder / "audit", decisions, tmp / f"{folder}-out", mispair),
+                "error",
+                fragment,
+                setup=native(folder, change, source),
+                absent=tmp / f"{folder}-out",
+            )
+            for name, folder, change, source, fragment in rows
+        ),
+        Case(
+            kind,
+            "apply (own form): a run recorded outside the audit folder is never opened",
+            _apply(tmp / "n50-out" / "audit", decisions, tmp / "n50-out-out", mispair),
+            "ok",
+            setup=native("n50-out", run_outside),
+            check=table_written,
         ),
     ]
 

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from mispair.atomic import atomic_directory, atomic_text, atomic_write
-from mispair.audit.audit_folder import check_pairs, check_summary, plain_name
+from mispair.audit.audit_folder import check_pairs, check_summary, plain_name, read_run_data
 from mispair.errors import ConfigError, DataError
 from mispair.limits import limit, raise_hint
 from mispair.output_folder import MARKER
@@ -76,7 +76,7 @@ def apply_decisions(
     undecided pairs whose mismatch probability reaches it; ``fdr`` those whose q-value is at most
     it (the cut whose estimated share of matched pairs among the dropped is ``fdr``).
 
-    The audit is untrusted input: its summary and pairs are checked
+    The audit is untrusted input: its summary, pairs and run config are checked
     (:mod:`mispair.audit.audit_folder`), and every picture is checked again when it is linked (a
     regular file inside the image root, reached through no link); nothing is written outside
     ``out``. ``out`` is marked as apply's (``.mispair-output``); an existing non-empty ``out`` is
@@ -320,23 +320,16 @@ def _collection_folders(summary: dict[str, Any], pairs: pd.DataFrame) -> list[Pa
 
 
 def _run_image_root(summary: dict[str, Any]) -> Path | None:
-    """The ``data.image_root`` of the audit's run config, if it names one."""
-    from mispair.safe_parse import load_json
-
-    if not summary.get("run"):
-        return None
-    path = Path(summary["run"]) / "config.json"
+    """The ``data.image_root`` of the audit's run config, if it names one and the config is the
+    audit's own (:func:`~mispair.audit.audit_folder.read_run_data`: a regular bounded file naming
+    the summary's collection; one that is not widens nothing here, and the collection's own form
+    refuses it)."""
     try:
-        config = load_json(read_input(path, limit("MAX_CONFIG_BYTES"), "a run config"), path)
+        data = read_run_data(summary)
     except DataError:
         return None
-    data = config.get("data") if isinstance(config, dict) else None
-    root = data.get("image_root") if isinstance(data, dict) else None
-    return (
-        Path(root).resolve()
-        if isinstance(root, str) and "\0" not in root and Path(root).is_absolute()
-        else None
-    )
+    root = data.get("image_root") if data is not None else None
+    return Path(root).resolve() if root and "\0" not in root and Path(root).is_absolute() else None
 
 
 def _checked_out(out: Path, summary: dict[str, Any], root: Path) -> Path:

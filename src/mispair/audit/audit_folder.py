@@ -7,7 +7,10 @@ device) within its size bound; the summary bounded JSON with the fields ``apply`
 right types; the pairs' row count bounded from the Parquet metadata before a row is decoded, one
 row group at a time, with the columns and types the audit writes; every image id a plain
 relative name inside the image root (no ``..``, no NUL, no absolute path outside it); the image
-root a real folder, not the file system's root. Anything else is one
+root a real folder, not the file system's root. The audit's run is the folder's own ``run/``,
+whatever path the summary records (the folder may have been moved, or the path altered), and its
+``config.json`` (:func:`read_run_data`: what ``apply`` writes the collection's own form from) a
+regular bounded file that names the same collection as the summary. Anything else is one
 :class:`~mispair.errors.DataError` naming the file. Older summaries (before ``calibration``) and
 pairs without ``q_value`` are read as they are.
 """
@@ -44,6 +47,18 @@ SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
 """The summary fields that are read back, with their types (``collection`` and ``threshold``
 are required; the rest may be missing, as in older audits)."""
 REQUIRED = ("collection", "threshold")
+RUN_FOLDER = "run"
+"""The audit's run, inside its folder (``mispair audit`` trains it in ``out/run``)."""
+RUN_DATA_KEYS = (
+    "source",
+    "root",
+    "image_root",
+    "image_column",
+    "caption_column",
+    "id_column",
+    "split_column",
+)
+"""The fields of the run config's ``data`` section that are read back (each text or None)."""
 PAIR_COLUMNS = ("pair_id", "image_id", "caption", "mismatch_probability")
 PATH_CHARS = 4096
 
@@ -83,7 +98,61 @@ def read_summary(path: Path) -> dict[str, Any]:
     types, a threshold in [0, 1], absolute paths without NUL."""
     bound = limit("MAX_SUMMARY_BYTES")
     data = read_input(path, bound, "an audit's summary", hint=raise_hint("MAX_SUMMARY_BYTES"), links=False)
-    return check_summary(load_json(data, path), path)
+    return check_summary(own_run(load_json(data, path), path.parent), path)
+
+
+def own_run(summary: Any, folder: Path) -> Any:
+    """``summary`` with its ``run`` the audit ``folder``'s own ``run/``: the path recorded is only
+    where the audit was written, and is never opened (a moved folder keeps its run; an altered
+    path reaches nothing outside the folder). A summary without a run stays without one."""
+    if isinstance(summary, dict) and isinstance(summary.get("run"), str):
+        return {**summary, "run": str(Path(folder).resolve() / RUN_FOLDER)}
+    return summary
+
+
+def read_run_data(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``data`` section of the audit's run config (``<run>/config.json``), read as untrusted
+    input: the run a real folder named ``run`` (no link), the config a regular file within
+    ``MAX_CONFIG_BYTES``, its fields of :data:`RUN_DATA_KEYS` text or None, and its ``data.root``
+    the collection ``summary`` names. None when the audit has no run config (none recorded, or
+    an audit folder copied without its run).
+
+    Raises:
+        DataError: the run or its config is not what the audit writes, or names another
+            collection (a damaged or tampered audit).
+    """
+    if not summary.get("run"):
+        return None
+    run = Path(summary["run"])
+    config = run / "config.json"
+    if not os.path.lexists(run):
+        return None
+    if run.name != RUN_FOLDER or run.is_symlink() or not run.is_dir():
+        raise DataError(
+            f"{run}: the audit's run is not its own run folder (a real folder named {RUN_FOLDER!r} "
+            "in the audit's folder); a damaged or tampered audit, audit the collection again"
+        )
+    if not os.path.lexists(config):
+        return None
+    bound = "MAX_CONFIG_BYTES"
+    text = read_input(config, limit(bound), "a run config", hint=raise_hint(bound), links=False)
+    loaded = load_json(text, config)
+    data: Any = loaded.get("data") if isinstance(loaded, dict) else None
+    text_fields = isinstance(data, dict) and all(
+        isinstance(data.get(k), (str, type(None))) for k in RUN_DATA_KEYS
+    )
+    if not text_fields:
+        raise DataError(
+            f"{config}: no data section with text fields {', '.join(RUN_DATA_KEYS)}; a damaged or "
+            "tampered run config, audit the collection again"
+        )
+    root, collection = data.get("root"), str(summary["collection"])
+    if not root or "\0" in root or Path(root).resolve() != Path(collection).resolve():
+        raise DataError(
+            f"{config}: the audit's run read the collection {_short(root)}, but summary.json names "
+            f"{_short(collection)}; the files are of different audits (or one was altered)"
+        )
+    return data
 
 
 def check_summary(summary: Any, path: object) -> Any:

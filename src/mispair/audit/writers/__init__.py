@@ -13,11 +13,13 @@ reader found.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mispair.audit.audit_folder import read_run_data
 from mispair.audit.writers.base import Decided, WriteRequest, Written, own_name
 from mispair.audit.writers.coco import write_coco
 from mispair.audit.writers.imagefolder import is_imagefolder, write_imagefolder
@@ -26,13 +28,16 @@ from mispair.audit.writers.table import write_table_file
 from mispair.audit.writers.webdataset import write_shards
 from mispair.data.readers.columns import Columns
 from mispair.errors import ConfigError, DataError
+from mispair.registry import Registry
 
 __all__ = [
     "FORMATS",
     "KEEP_LISTS",
+    "WRITERS",
     "CollectionForm",
     "Decided",
     "WriteRequest",
+    "WriterForm",
     "Written",
     "collection_form",
     "parse_bytes",
@@ -55,6 +60,30 @@ def _write_table(request: WriteRequest, folder: Path) -> Written:
 
 
 @dataclass(frozen=True)
+class WriterForm:
+    """The writer of the collections one reader (``data.source``) reads: the ``name`` of the
+    form written, its ``write`` function, whether the kept pictures are linked beside it
+    (``pictures``; never for image bytes unpacked into mispair's cache), whether its pair ids are
+    ``shard/key``, and whether it writes the collection at hand (``writes``; else apply's plain
+    folder, as for a folder with a captions file)."""
+
+    name: str
+    write: Callable[[WriteRequest, Path], Written]
+    pictures: bool = True
+    shard_keys: bool = False
+    writes: Callable[[Path], bool] = lambda collection: True
+
+
+WRITERS: Registry[WriterForm] = Registry("collection writer", "data.source")
+"""The writers by the reader (``data.source``) the audit read the collection with: a new form
+apply writes in its own form is one entry here (and one module beside this one)."""
+WRITERS.register("table")(WriterForm("table", _write_table))
+WRITERS.register("webdataset")(WriterForm("webdataset", write_shards, pictures=False, shard_keys=True))
+WRITERS.register("coco")(WriterForm("coco", write_coco))
+WRITERS.register("folder")(WriterForm("imagefolder", write_imagefolder, writes=is_imagefolder))
+
+
+@dataclass(frozen=True)
 class CollectionForm:
     """How a cleaned collection of one form is written: ``name`` (``table``, ``webdataset``,
     ``imagefolder``, ``coco``), its ``write`` function, whether the kept ``pictures`` are linked
@@ -71,49 +100,71 @@ class CollectionForm:
 def collection_form(summary: dict[str, Any], format: str = "same") -> CollectionForm | None:
     """The form apply writes the audited collection in, or None for apply's plain folder
     (``format="folder"``, a folder with a captions file, a DataFrame's audit, an audit without
-    its run's config, a form without a writer)."""
+    its run's config, a collection gone since the audit, a form without a writer).
+
+    The summary and the run's config are untrusted (an audit folder may come from anyone): the
+    config is read as :func:`~mispair.audit.audit_folder.read_run_data` says (a regular bounded
+    file, naming the summary's collection); the collection must still be of the form the audit
+    read it as, and the pictures linked beside it must lie inside it (or inside the folder its run
+    read them from). Anything else is a one-line :class:`~mispair.errors.DataError`, before
+    anything is written."""
     if format not in FORMATS:
         raise ConfigError(f"--format: one of {', '.join(FORMATS)}, got {format!r}")
     if format == "folder":
         return None
-    data = _run_data(summary)
     collection = Path(summary["collection"])
+    if collection.is_file():
+        own_name(collection)  # before anything is read or written
+    data = read_run_data(summary)
     run = summary.get("run")
     if data is None or (run and collection.resolve().is_relative_to(Path(run).resolve().parent)):
         return None
-    columns = Columns(**{key.removesuffix("_column"): data.get(key) for key in COLUMN_KEYS})
-    pictures = not _under_cache(summary.get("image_root"))
     source = data.get("source")
-    if source in ("table", "coco") and collection.is_file():
-        own_name(collection)  # before anything is written
-    if source == "table" and collection.is_file():
-        return CollectionForm("table", _write_table, pictures, False, columns)
-    if source == "webdataset":
-        return CollectionForm("webdataset", write_shards, False, True, columns)
-    if source == "coco" and collection.is_file():
-        return CollectionForm("coco", write_coco, pictures, False, columns)
-    if source == "folder" and collection.is_dir() and is_imagefolder(collection):
-        return CollectionForm("imagefolder", write_imagefolder, pictures, False, columns)
-    return None
+    if source not in WRITERS.names() or not _still_of_form(collection, source):
+        return None
+    writer = WRITERS.get(source)
+    if not writer.writes(collection):
+        return None
+    pictures = writer.pictures and not _under_cache(summary.get("image_root"))
+    if pictures:
+        _check_picture_root(summary, data, collection)
+    columns = Columns(**{key.removesuffix("_column"): data.get(key) for key in COLUMN_KEYS})
+    return CollectionForm(writer.name, writer.write, pictures, writer.shard_keys, columns)
 
 
-def _run_data(summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``data`` section of the audit's run config, its column options strings or None."""
-    from mispair.limits import limit
-    from mispair.safe_io import read_input
-    from mispair.safe_parse import load_json
+def _still_of_form(collection: Path, source: str) -> bool:
+    """Whether ``collection`` is still what the reader ``source`` reads: False when it is gone
+    (moved since the audit: apply's plain folder); a collection there but of another form is a
+    :class:`DataError` (the run's ``data.source`` altered, or the collection replaced)."""
+    from mispair.data.readers import READERS
 
-    if not summary.get("run"):
-        return None
-    path = Path(summary["run"]) / "config.json"
-    try:
-        config = load_json(read_input(path, limit("MAX_CONFIG_BYTES"), "a run config", links=False), path)
-    except DataError:
-        return None
-    data = config.get("data") if isinstance(config, dict) else None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), (str, type(None))) for k in COLUMN_KEYS):
-        return None
-    return data
+    if READERS.get(source)().detect(collection):
+        return True
+    if not os.path.lexists(collection) and "{" not in collection.name:
+        return False
+    raise DataError(
+        f"{collection}: not a {source} collection, but the audit's run read it as one; the "
+        "collection changed since the audit, or the audit was altered (audit it again, or give "
+        "--format folder)"
+    )
+
+
+def _check_picture_root(summary: dict[str, Any], data: dict[str, Any], collection: Path) -> None:
+    """The audit's image root lies inside the collection (its folder, or the folder of its file)
+    or inside the run's ``data.image_root``: the pictures linked beside the collection's own
+    form are the collection's, at the names its file gives them."""
+    root = summary.get("image_root")
+    if root is None:
+        return
+    named = data.get("image_root")
+    base = Path(named) if named and "\0" not in named and Path(named).is_absolute() else None
+    if base is None:
+        base = collection if collection.is_dir() else collection.parent
+    if not Path(root).resolve().is_relative_to(base.resolve()):
+        raise DataError(
+            f"{root}: the audit's image root is not inside the collection {str(collection)!r} "
+            f"(nor the folder its run read the pictures from); a tampered audit, or give --format folder"
+        )
 
 
 def _under_cache(image_root: str | None) -> bool:
