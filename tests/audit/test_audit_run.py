@@ -191,7 +191,10 @@ def test_detection_is_scored_against_the_planted_pairs_as_scikit_learn_scores_it
     assert detection["kept_recall"] == pytest.approx(kept_matched / (~mismatched).sum())
     assert detection["auc"] > 0.7  # held-out scores find the swapped captions of synthetic data
     check = self_check(-suspicion, mismatched)
-    assert summary["self_check"] == pytest.approx(check.to_dict())
+    written = dict(summary["self_check"])
+    like_decoys, p_value = written.pop("planted_like_decoys"), written.pop("planted_like_decoys_p")
+    assert written == pytest.approx(check.to_dict())  # the decoys' check beside it (test_selfcheck)
+    assert like_decoys >= 0 and 0 <= p_value <= 1
     low, high = summary["estimated_mismatched_share_interval"]
     assert low <= summary["estimated_mismatched_share"] <= high
 

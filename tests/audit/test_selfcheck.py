@@ -83,3 +83,31 @@ def test_the_storey_share_against_its_closed_form():
     expected = pi + (1 - pi) * norm.cdf(norm.ppf(STOREY_LAMBDA) - 2.0) / STOREY_LAMBDA
     got = originals_mismatched_share(score[~planted], score[planted])
     assert got == pytest.approx(expected, abs=0.015)  # about 3 standard errors at this size
+
+
+def _with_decoys(n, planted_share, seed, decoys_per_pair=4, dirty=0.25, gap=2.0):
+    """:func:`_collection`, and decoys ~ N(0, 1) (as every mismatched pair scores) calibrated."""
+    from mispair.division.calibration import Stratum, calibrate
+
+    score, planted, mismatched, _ = _collection(n=n, dirty=dirty, planted=planted_share, gap=gap, seed=seed)
+    null = np.random.default_rng(seed + 100).normal(0, 1, decoys_per_pair * n)
+    return score, planted, mismatched, calibrate([Stratum(score, null)], resamples=20)
+
+
+def test_the_decoys_leave_the_planted_swaps_corrected_auc_as_it_is():
+    score, planted, _, calibration = _with_decoys(4000, 0.1, seed=3)
+    alone, with_decoys = self_check(score, planted), self_check(score, planted, calibration)
+    assert alone.planted_like_decoys is None and with_decoys.planted_like_decoys is not None
+    assert with_decoys.estimated_auc == alone.estimated_auc
+    assert with_decoys.originals_mismatched_share == alone.originals_mismatched_share
+
+
+def test_planted_swaps_that_score_as_decoys_read_about_one_and_higher_scoring_ones_less():
+    score, planted, _, calibration = _with_decoys(20_000, 0.1, seed=5)
+    assert self_check(score, planted, calibration).planted_like_decoys == pytest.approx(1.0, abs=0.12)
+    lifted = np.where(planted, score + 1.0, score)  # planted swaps scoring above the decoys
+    from mispair.division.calibration import Stratum, calibrate
+
+    null = np.random.default_rng(105).normal(0, 1, 4 * len(score))
+    check = self_check(lifted, planted, calibrate([Stratum(lifted, null)], resamples=20))
+    assert check.planted_like_decoys < 0.6

@@ -73,3 +73,28 @@ def test_the_lines_say_the_calibrated_share_and_where_the_files_are():
 def test_the_fields_read_by_name_are_the_json_fields():
     summary = AuditSummary.from_dict(BEFORE)
     assert summary["detection"]["auc"] == 0.9 and summary.get("warnings") is None
+
+
+def _with_check(**check) -> AuditSummary:
+    before = json.loads(json.dumps(BEFORE))
+    before["self_check"] |= check
+    return AuditSummary.from_dict(before)
+
+
+def test_the_planted_swaps_check_of_the_decoys_reads_by_its_binomial_test():
+    """Within chance of a decoy's rate (p ≥ 0.05) the decoys hold; below it, the side tells
+    whether the share is understated (the swaps score above the decoys) or overstated; without
+    decoys, no line; a summary of the format before this field loads without it."""
+    lines = {
+        (ratio, p): "\n".join(
+            _with_check(planted_like_decoys=ratio, planted_like_decoys_p=p).lines(Path("/out"))
+        )
+        for ratio, p in ((0.7, 0.38), (0.4, 0.01), (1.8, 0.01))
+    }
+    assert "within chance" in lines[(0.7, 0.38)] and "binomial p 0.38" in lines[(0.7, 0.38)]
+    assert "share is likely understated" in lines[(0.4, 0.01)]
+    assert "share is likely overstated" in lines[(1.8, 0.01)]
+    assert "self-check of the decoys" not in "\n".join(
+        AuditSummary.from_dict(json.loads(json.dumps(BEFORE))).lines(Path("/out"))
+    )
+    assert AuditSummary.from_dict(json.loads(json.dumps(BEFORE))).self_check.planted_like_decoys is None

@@ -773,7 +773,7 @@ def _summary(
         truth = "the planted mismatches" if plant is not None else "the collection's noise record"
     check = None
     if plant is not None and audited.truly_mismatched is not None and audited.truly_mismatched.sum() > 0:
-        check = self_check(audited.score, audited.truly_mismatched)
+        check = self_check(audited.score, audited.truly_mismatched, verdicts.calibration)
     splits = {name: int((audited.split == name).sum()) for name in dict.fromkeys(audited.split.tolist())}
     return AuditSummary(
         collection=str(root.resolve()),

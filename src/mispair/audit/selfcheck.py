@@ -30,6 +30,15 @@ estimate here: a Gaussian mixture fitted to a weak model's skewed scores gives t
 component the tail of hard but correct pairs (on Tux Paint with 26% of its originals swapped and
 ``--plant 0.1``, the mixture put π at 0.41, this estimator at 0.25 against a true 0.26).
 
+**The planted swaps check the decoys** (the audit's default run scores decoy pairs, whose
+scores calibrate the share and the probabilities on the assumption that a mismatched pair scores
+as a decoy does): ``planted_like_decoys``, the planted swaps' Storey ratio ``#{u ≤ λ} /
+(planted · λ)`` on the decoys' scale ``u``, is about 1 when a planted mismatch scores as a decoy
+does, below 1 when it scores higher (the calibrated share is then understated), above 1 when
+lower. The corrected AUC keeps ``π`` from the planted swaps themselves: in simulation (300 pairs,
+30 planted) the decoys' ``π`` is the steadier share but gives the noisier corrected AUC, the
+planted quantile's error partly cancelling that of the AUC measured on the same swaps.
+
 **When the share cannot be right.** The corrected AUC is at most 1 only if
 ``π ≤ 2 (1 − AUC_measured)``: the planted swaps themselves bound how many originals can be
 mismatched. Where clean pairs often score like mismatched ones (a weak model), the estimate can
@@ -42,9 +51,13 @@ the collection's own mismatches whatever ``π`` is (``AUC_measured ≥ ½``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
+
+if TYPE_CHECKING:
+    from mispair.division.calibration import Calibration
 
 
 def mismatch_probability(score: np.ndarray) -> np.ndarray:
@@ -107,18 +120,35 @@ class SelfCheck:
     originals: int
     share_upper_bound: float = 1.0
     consistent: bool = True
+    planted_like_decoys: float | None = None
+    """The planted swaps' Storey ratio on the decoys' scale (about 1: they score as decoys do);
+    None without decoys."""
+    planted_like_decoys_p: float | None = None
+    """The two-sided binomial p-value of that count if the planted swaps scored as decoys do."""
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        """The fields, the decoys' check only where it was made (older summaries unchanged)."""
+        named = asdict(self)
+        if self.planted_like_decoys is None:
+            del named["planted_like_decoys"], named["planted_like_decoys_p"]
+        return named
 
 
-def self_check(score: np.ndarray, planted: np.ndarray) -> SelfCheck:
+def self_check(score: np.ndarray, planted: np.ndarray, calibration: Calibration | None = None) -> SelfCheck:
     """:class:`SelfCheck` of the held-out ``score [n_pairs]`` (low = suspect) and ``planted
-    [n_pairs]`` bool (the swaps the audit planted)."""
+    [n_pairs]`` bool (the swaps the audit planted); ``calibration``: the pairs' calibrated
+    numbers, whose decoys the planted swaps then check (``planted_like_decoys``)."""
     planted = np.asarray(planted, dtype=bool)
     score = np.asarray(score, dtype=np.float64)
     measured = float(roc_auc_score(planted, -score))
     share = originals_mismatched_share(score[~planted], score[planted])
+    like_decoys = like_decoys_p = None
+    if calibration is not None:
+        from scipy.stats import binomtest
+
+        below = int(np.sum(calibration.null_quantile[planted] <= calibration.lam))
+        like_decoys = below / (planted.sum() * calibration.lam)
+        like_decoys_p = float(binomtest(below, int(planted.sum()), calibration.lam).pvalue)
     bound = float(np.clip(2 * (1 - measured), 0.0, 1.0))
     consistent = share <= bound
     corrected = (measured - share / 2) / (1 - share) if consistent and share < 1 else measured
@@ -130,6 +160,8 @@ def self_check(score: np.ndarray, planted: np.ndarray) -> SelfCheck:
         int((~planted).sum()),
         bound,
         consistent,
+        like_decoys,
+        like_decoys_p,
     )
 
 

@@ -343,24 +343,50 @@ class AuditSummary(Mapping[str, object]):
             )
         return lines
 
-    def _self_check(self) -> list[str]:
-        check = self.self_check
-        if check is not None and check.consistent:
-            return [
+    @staticmethod
+    def _self_check_auc(check: SelfCheck) -> str:
+        if check.consistent:
+            return (
                 f"self-check: the ranking's AUC on this collection's mismatches is about "
                 f"{check.estimated_auc:.3f} (measured {check.measured_auc:.3f} on the planted "
                 f"swaps, corrected for the about {100 * check.originals_mismatched_share:.0f}% of "
                 f"your own pairs that the planted swaps show to be mismatched)"
-            ]
-        if check is not None:
-            return [
+            )
+        if check.planted_like_decoys is not None:  # the share read is the decoys'
+            return (
                 f"self-check: the ranking's AUC on this collection's mismatches is at least "
-                f"{check.measured_auc:.3f} (measured on the planted swaps); the mismatched share is "
-                f"overstated here: the planted swaps allow at most {100 * check.share_upper_bound:.0f}% "
-                f"of your own pairs to be mismatched, yet {100 * check.originals_mismatched_share:.0f}% "
-                "score like them (correct pairs the model finds hard do too): read the mismatch "
-                "probabilities as a ranking, not as odds"
-            ]
+                f"{check.measured_auc:.3f} (measured on the planted swaps; they are too few, or "
+                "score too much like your correct pairs, to correct it for your own mismatched pairs)"
+            )
+        return (
+            f"self-check: the ranking's AUC on this collection's mismatches is at least "
+            f"{check.measured_auc:.3f} (measured on the planted swaps); the mismatched share is "
+            f"overstated here: the planted swaps allow at most {100 * check.share_upper_bound:.0f}% "
+            f"of your own pairs to be mismatched, yet {100 * check.originals_mismatched_share:.0f}% "
+            "score like them (correct pairs the model finds hard do too): read the mismatch "
+            "probabilities as a ranking, not as odds"
+        )
+
+    def _planted_like_decoys(self) -> list[str]:
+        check = self.self_check
+        if check is None or check.planted_like_decoys is None or check.planted_like_decoys_p is None:
+            return []
+        ratio = check.planted_like_decoys
+        if check.planted_like_decoys_p >= 0.05:
+            reading = "within chance of a decoy's rate, as the calibration assumes"
+        elif ratio < 1:
+            reading = "less often than a decoy would: the share is likely understated"
+        else:
+            reading = "more often than a decoy would: the share is likely overstated"
+        return [
+            f"self-check of the decoys: the planted swaps score among the lowest decoys {ratio:.2f} "
+            f"times as often as a decoy would, {reading} (binomial p {check.planted_like_decoys_p:.2f})"
+        ]
+
+    def _self_check(self) -> list[str]:
+        check = self.self_check
+        if check is not None:
+            return [self._self_check_auc(check), *self._planted_like_decoys()]
         if self.detection is None and not (self.calibration is not None and self.calibration.calibrated):
             return [
                 "note: the estimated share comes from a mixture fitted to the held-out scores and errs "
