@@ -17,7 +17,8 @@ Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English d
 ``tuxpaint_near`` (the same, each swap within a stamp category: a caption of a similar picture,
 a near miss), ``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of
 them), ``icons`` (the Adwaita icon theme's distinct names at one size, captioned by their file
-names: "folder pictures"), ``synthetic`` (``mispair.data.synthetic``'s precomputed splits, the
+names: "folder pictures"), ``icons_symbolic`` (the theme's monochrome icons, the same way),
+``synthetic`` (``mispair.data.synthetic``'s precomputed splits, the
 swaps planted by the audit itself into the training split: ``--plant``).
 """
 
@@ -73,6 +74,20 @@ def icon_pairs() -> list[tuple[Path, str]]:
     return [(png, " ".join(re.findall(r"[a-z0-9]+", name.lower()))) for name, png in sorted(by_name.items())]
 
 
+def symbolic_icon_pairs() -> list[tuple[Path, str]]:
+    """Adwaita's monochrome (symbolic) icons at the size that has the most, one per name,
+    captioned by the name less "symbolic": another drawing style than :func:`icon_pairs`."""
+    root = Path("/usr/share/icons/Adwaita")
+    sizes: dict[str, list[Path]] = {}
+    for png in root.rglob("*-symbolic.symbolic.png"):
+        sizes.setdefault(png.relative_to(root).parts[0], []).append(png)
+    pictures = max(sizes.values(), key=len)
+    by_name = {}
+    for png in sorted(pictures):
+        by_name.setdefault(png.name.removesuffix("-symbolic.symbolic.png"), png)
+    return [(png, " ".join(re.findall(r"[a-z0-9]+", name.lower()))) for name, png in sorted(by_name.items())]
+
+
 def synthetic_collection(folder: Path) -> Path:
     """``mispair.data.synthetic``'s precomputed splits (400 / 50 / 50 images, 5 captions each):
     the audit plants the swaps into its training split (``--plant``), as a user would."""
@@ -120,6 +135,8 @@ def collection_pairs(name: str, folder: Path, args: argparse.Namespace) -> list[
         return openclipart_pairs(args.openclipart_max)
     if name == "icons":
         return icon_pairs()
+    if name == "icons_symbolic":
+        return symbolic_icon_pairs()
     raise SystemExit(f"unknown collection {name!r}")
 
 

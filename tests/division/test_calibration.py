@@ -94,7 +94,30 @@ def test_the_probabilities_are_calibrated_and_the_fdr_holds_on_a_simulation():
 def test_a_clean_collection_has_no_suspects():
     score, null, _ = _simulated(0.0, 2000, seed=7)
     found = calibrate([Stratum(score, null)])
-    assert found.share_low == 0 and found.suspected(0.1).sum() <= 20
+    assert found.share_low == 0 and not found.suspected(0.1).any() and (found.q_value == 1).all()
+    assert found.threshold(0.1) == 1.0
+
+
+def test_a_clean_collection_with_hard_pairs_suspects_none_though_its_point_share_is_above_zero():
+    # 300 correct pairs, 10% of them hard (scored like the decoys' upper half): the point
+    # estimate counts some of them, but its interval reaches 0, so no pair is suspected
+    suspected, shares = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        hard = rng.random(300) < 0.1
+        score = np.where(hard, rng.normal(0.8, 1, 300), rng.normal(3, 1, 300))
+        found = calibrate([Stratum(score, rng.normal(0, 1, 1200))], resamples=100)
+        shares.append(found.share)
+        suspected.append(found.suspected(0.1).sum())
+        assert found.share_low > 0 or (found.q_value == 1).all()
+    assert np.mean(shares) > 0.01  # the point estimate errs high here...
+    assert np.mean(suspected) <= 3  # ...but suspects stay at most 1% of the pairs on average
+
+
+def test_a_dirty_collection_keeps_its_q_values():
+    score, null, mismatched = _simulated(0.2, 2000, seed=8)
+    found = calibrate([Stratum(score, null)])
+    assert found.share_low > 0 and found.suspected(0.1).sum() > 0.8 * mismatched.sum()
 
 
 @settings(max_examples=50, deadline=None)

@@ -749,6 +749,12 @@ MIXTURE_NOTE = (
 def separation_note(calibration: Calibration) -> str:
     """What the numbers can be trusted for, in words."""
     width = calibration.share_high - calibration.share_low
+    if calibration.share_low <= 0:
+        return (
+            f"the share's {calibration.level:.0%} interval reaches 0: this collection may hold no "
+            "mismatched pair, so none is suspected at any --fdr (the probabilities still rank the "
+            "pairs: review the top of the list)"
+        )
     if calibration.separation_auc < 0.75:
         return (
             "the held-out models barely tell the pairs from captions of other pictures here "
