@@ -186,7 +186,7 @@ def clean_reference_detection(dataset: str, noise: float, seed: int, extra: list
 
     from mispair.data.batching import TrainingPairs
     from mispair.engine.assembly import load_run_data, pick_device, prepare_text_encoder
-    from mispair.engine.held_out import HeldOutPlan, RoundStart, Runtime, out_of_fold_scores, scorer_config
+    from mispair.engine.held_out import HeldOutScoring, RoundStart, Runtime, out_of_fold_scores
 
     config = load_config(
         f"configs/holdout/{dataset}.yaml",
@@ -205,10 +205,9 @@ def clean_reference_detection(dataset: str, noise: float, seed: int, extra: list
     train = TrainingPairs(data.train, data.train_tokens, data.noise.image_of_caption)
     clean = ~data.noise.is_noisy
     scores = out_of_fold_scores(
-        scorer_config(config),
+        HeldOutScoring.of(config),
         data,
         train,
-        HeldOutPlan.of(config.division),
         runtime=Runtime(pick_device(config.train.device)),
         round_start=RoundStart(trusted=clean),
     ).score

@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 
 from held_out_detection import planted_run
 from mispair.division.scores import mixture_clean_probability
-from mispair.engine.held_out import HeldOutPlan, RoundStart, out_of_fold_scores, scorer_config
+from mispair.engine.held_out import HeldOutScoring, RoundStart, out_of_fold_scores
 
 RECALLS = (0.5, 0.7, 0.9)
 
@@ -58,11 +58,10 @@ def probe(dataset: str, noise: float, seed: int, overrides: list[str], reference
     (and of the reference)."""
     run = planted_run(dataset, noise, seed, overrides)
     data, train, clean = run.data, run.train, run.clean
-    scoring, division = scorer_config(run.config), run.config.division
+    scoring, division = HeldOutScoring.of(run.config), run.config.division
 
     def scores(trusted: np.ndarray | None) -> np.ndarray:
-        plan = HeldOutPlan.of(division)
-        return out_of_fold_scores(scoring, data, train, plan, round_start=RoundStart(trusted=trusted)).score
+        return out_of_fold_scores(scoring, data, train, round_start=RoundStart(trusted=trusted)).score
 
     found: dict[str, object] = {}
     trusted = None

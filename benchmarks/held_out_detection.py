@@ -31,10 +31,10 @@ from mispair.encoding import pair_similarities
 from mispair.engine.assembly import RunData, load_run_data, prepare_text_encoder
 from mispair.engine.held_out import (
     HeldOutPlan,
+    HeldOutScoring,
     RoundStart,
     early_epoch_scores,
     out_of_fold_scores,
-    scorer_config,
     train_scorer,
 )
 
@@ -66,17 +66,17 @@ def planted_run(dataset: str, noise: float, seed: int, overrides: Sequence[str] 
 def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
     run = planted_run(dataset, noise, seed)
     config, data, train, clean = run.config, run.data, run.train, run.clean
-    scoring, folds = scorer_config(config), config.division.folds
+    scorer, folds = HeldOutScoring.of(config).scorer, config.division.folds
 
     def oof(kind: str, trusted=None, repeats: int = 1) -> np.ndarray:
         plan = HeldOutPlan(folds, repeats=repeats, score_kind=kind, scorer_pairs=config.division.scorer_pairs)
-        return out_of_fold_scores(scoring, data, train, plan, round_start=RoundStart(trusted=trusted)).score
+        scoring = HeldOutScoring(scorer, plan)
+        return out_of_fold_scores(scoring, data, train, round_start=RoundStart(trusted=trusted)).score
 
     found = {}
     for epochs in (1, 2, 3):
-        early = early_epoch_scores(
-            replace(scoring, train=replace(scoring.train, epochs=epochs)), data, train
-        ).score
+        trained = replace(scorer, train=replace(scorer.train, epochs=epochs))
+        early = early_epoch_scores(HeldOutScoring(trained), data, train).score
         found[f"early, {epochs} epoch(s)"] = roc_auc_score(clean, early)
     for kind in ("similarity", "contrast"):
         first = oof(kind)
@@ -89,7 +89,7 @@ def aucs(dataset: str, noise: float, seed: int) -> dict[str, float]:
         trusted = clean_split(score)
     found["clean reference (contrast, truly clean scorers)"] = roc_auc_score(clean, oof("contrast", clean))
     found[f"clean reference, {repeats} repeats"] = roc_auc_score(clean, oof("contrast", clean, repeats))
-    model = train_scorer(scoring, data, train, torch.device("cpu"))
+    model = train_scorer(scorer, data, train, torch.device("cpu"))
     found["in-sample, after the scorer's epochs"] = roc_auc_score(
         clean, pair_similarities([model], train, 256, torch.device("cpu"))
     )

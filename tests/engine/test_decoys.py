@@ -7,7 +7,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mispair.engine.held_out import HeldOutPlan, Runtime, out_of_fold_scores, sampling, scores_and_decoys
+from mispair.engine.held_out import (
+    HeldOutPlan,
+    HeldOutScoring,
+    HeldOutSeeds,
+    Runtime,
+    out_of_fold_scores,
+    sampling,
+    scores_and_decoys,
+)
 from mispair.engine.held_out.contrast import contrast_scores, contrast_with_decoys
 from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
 from tests.engine.test_division_scores import _setup
@@ -78,7 +86,7 @@ def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
         models.append(trainer.recipe.models[0])
 
     plan = HeldOutPlan(folds=3, repeats=2, score_kind=kind)
-    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record))
+    scores = out_of_fold_scores(HeldOutScoring(config, plan), data, train, runtime=Runtime(train_fold=record))
     decoys = scores.decoys
     assert len(decoys) >= len(train)  # several per caption on 120 images
     paired = train.image_of_caption
@@ -93,7 +101,7 @@ def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
             assert c not in seen[job] and j not in seen[job] and paired[j] not in trained_images[job]
         held_out = np.flatnonzero(scores.fold[repeat] == k)
         content = sampling.fold_groups(train.pairs.images, train.tokens, paired, 3)
-        seed = sampling.scorer_seed(sampling.fold_seeds(config.train.seed, 2)[repeat], k, 3)
+        seed = HeldOutSeeds.of(config.train.seed, 2, 3).scorers[repeat][k]
         held = train.subset(held_out)
         group = sampling.contrast_groups(content, held, seed)
         rows, local = local_decoys(decoys, held_out, len(train))

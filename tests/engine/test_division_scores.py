@@ -20,6 +20,8 @@ from mispair.engine.export import export_training_pairs, pairs_csv
 from mispair.engine.held_out import (
     FoldStash,
     HeldOutPlan,
+    HeldOutScoring,
+    HeldOutSeeds,
     RoundStart,
     Runtime,
     division_scores,
@@ -27,7 +29,6 @@ from mispair.engine.held_out import (
     out_of_fold_scores,
     rounds,
     sampling,
-    scorer_config,
     scorers,
 )
 from mispair.engine.held_out.contrast import contrast_scores
@@ -87,10 +88,9 @@ def test_a_refinement_round_trains_on_trusted_pairs_of_the_other_folds_only():
         trainer.train_epoch(0)
 
     scores = out_of_fold_scores(
-        config,
+        HeldOutScoring(config, HeldOutPlan(folds=3, score_kind="contrast")),
         data,
         train,
-        HeldOutPlan(folds=3, score_kind="contrast"),
         runtime=Runtime(train_fold=record),
         round_start=RoundStart(trusted=trusted),
     )
@@ -109,7 +109,9 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
 
     stash = FoldStash(tmp_path / "folds", "key")
     plan = HeldOutPlan(folds=3, repeats=2, score_kind="contrast")
-    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record, stash=stash))
+    scores = out_of_fold_scores(
+        HeldOutScoring(config, plan), data, train, runtime=Runtime(train_fold=record, stash=stash)
+    )
     assert scores.fold.shape == (2, len(train)) and len(seen) == 6
     assert not np.array_equal(scores.fold[0], scores.fold[1])  # two partitions
     per_repeat = np.zeros((2, len(train)))
@@ -119,7 +121,9 @@ def test_repeated_partitions_each_hold_their_pairs_out_and_the_score_is_their_me
         assert trained == set(np.flatnonzero(scores.fold[repeat] != k).tolist())
         per_repeat[repeat, held_out] = stash.load(0, job)[: len(held_out)]  # then its decoys'
     assert np.allclose(scores.score, per_repeat.mean(axis=0), atol=1e-6)
-    single = out_of_fold_scores(config, data, train, plan.but(repeats=1), runtime=Runtime(train_fold=record))
+    single = out_of_fold_scores(
+        HeldOutScoring(config, plan.but(repeats=1)), data, train, runtime=Runtime(train_fold=record)
+    )
     assert np.array_equal(single.fold[0], scores.fold[0])  # the first repeat is the one-repeat scoring
     assert np.allclose(single.score, per_repeat[0], atol=1e-6)
 
@@ -138,10 +142,9 @@ def test_the_other_splits_are_scored_by_every_scorer_and_trained_on_by_none(tmp_
 
     stash = FoldStash(tmp_path / "folds", "key")
     scores = out_of_fold_scores(
-        config,
+        HeldOutScoring(config, HeldOutPlan(folds=3, repeats=2, score_kind="contrast")),
         data,
         train,
-        HeldOutPlan(folds=3, repeats=2, score_kind="contrast"),
         others=others,
         runtime=Runtime(train_fold=record, stash=stash),
     )
@@ -173,7 +176,7 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
     def forbidden(*args, **kwargs):
         raise AssertionError("trained again")
 
-    monkeypatch.setattr(rounds, "out_of_fold_scores", forbidden)
+    monkeypatch.setattr(rounds, "scored_round", forbidden)
     assert np.array_equal(division_scores(config, data, train, Runtime(), cache=cache).train, first)
     config.division.folds = 4  # other settings: the cached scores are not theirs
     with pytest.raises(AssertionError, match="trained again"):
@@ -289,11 +292,13 @@ def test_a_fold_larger_than_the_contrast_cap_is_scored_in_content_groups(tmp_pat
 
     stash = FoldStash(tmp_path / "folds", "key")
     plan = HeldOutPlan(folds=3, score_kind="contrast")
-    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record, stash=stash))
+    scores = out_of_fold_scores(
+        HeldOutScoring(config, plan), data, train, runtime=Runtime(train_fold=record, stash=stash)
+    )
     content = sampling.fold_groups(train.pairs.images, train.tokens, train.image_of_caption, 3)
     for k, model in enumerate(models):
         held = train.subset(np.flatnonzero(scores.fold[0] == k))
-        seed = sampling.scorer_seed(sampling.fold_seeds(config.train.seed, 1)[0], k, 3)
+        seed = HeldOutSeeds.of(config.train.seed, 1, 3).scorers[0][k]
         group = sampling.contrast_groups(content, held, seed)
         images = [len(np.unique(held.image_of_caption[group == g])) for g in np.unique(group)]
         assert len(images) > 1 and max(images) <= 2 * 12  # about the cap, whole content groups
@@ -338,17 +343,16 @@ def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_sco
         trainer.train_epoch(0)
 
     plan = HeldOutPlan.of(config.division).but(folds=3)
-    scores = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=record))
+    scores = out_of_fold_scores(HeldOutScoring(config, plan), data, train, runtime=Runtime(train_fold=record))
     assert len(runs) == 3 and all(len(r) == 40 for r in runs)
     for k, trained in enumerate(runs):
         assert set(trained.tolist()) <= set(np.flatnonzero(scores.fold[0] != k).tolist())
     assert len({tuple(r) for r in runs}) == 3
     again = []
     out_of_fold_scores(
-        config,
+        HeldOutScoring(config, plan),
         data,
         train,
-        plan,
         runtime=Runtime(train_fold=lambda t: again.append(t.recipe.context.train.caption_ids.copy())),
     )
     assert all(np.array_equal(a, b) for a, b in zip(runs, again))
@@ -356,10 +360,9 @@ def test_a_scorer_trains_on_a_seeded_sample_of_its_folds_when_they_outnumber_sco
     roomy, _, _ = _setup(["train.epochs=1", f"division.scorer_pairs={len(train)}"])
     full = []
     out_of_fold_scores(
-        roomy,
+        HeldOutScoring(roomy, HeldOutPlan.of(roomy.division).but(folds=3)),
         data,
         train,
-        HeldOutPlan.of(roomy.division).but(folds=3),
         runtime=Runtime(train_fold=lambda t: full.append(len(t.recipe.context.train))),
     )
     assert full == [int((scores.fold[0] != k).sum()) for k in range(3)]
@@ -378,10 +381,9 @@ def test_the_reference_division_is_one_round_of_scorers_trained_on_the_truly_mat
     config, data, train = _setup(overrides)
     got = division_scores(config, data, train, Runtime())
     want = out_of_fold_scores(
-        scorer_config(config),
+        HeldOutScoring(HeldOutScoring.of(config).scorer, HeldOutPlan(folds=3, score_kind="contrast")),
         data,
         train,
-        HeldOutPlan(folds=3, score_kind="contrast"),
         round_start=RoundStart(trusted=~data.noise.is_noisy),
     )
     np.testing.assert_array_equal(got.train, want.score)

@@ -9,7 +9,14 @@ from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.encoding import pair_similarities
 from mispair.engine.assembly import load_run_data
-from mispair.engine.held_out import HeldOutPlan, RoundStart, Runtime, out_of_fold_scores, train_scorer
+from mispair.engine.held_out import (
+    HeldOutPlan,
+    HeldOutScoring,
+    RoundStart,
+    Runtime,
+    out_of_fold_scores,
+    train_scorer,
+)
 
 THREE = HeldOutPlan(folds=3)
 THREE_TWICE = HeldOutPlan(folds=3, repeats=2)
@@ -47,7 +54,9 @@ def test_no_pair_is_scored_by_a_model_that_trained_on_it():
         seen.append((trained, set(pairs.image_of_caption.tolist())))
         trainer.train_epoch(0)
 
-    scores = out_of_fold_scores(config, data, train, THREE, runtime=Runtime(train_fold=record))
+    scores = out_of_fold_scores(
+        HeldOutScoring(config, THREE), data, train, runtime=Runtime(train_fold=record)
+    )
     assert len(seen) == 3
     for k, (trained, images) in enumerate(seen):
         held_out = np.flatnonzero(scores.fold[0] == k)
@@ -74,7 +83,7 @@ def test_out_of_fold_scores_stay_high_while_in_sample_scores_collapse():
                 model.train()
 
     train_scorer(config, data, train, torch.device("cpu"), track)
-    oof = roc_auc_score(clean, out_of_fold_scores(config, data, train, THREE).score)
+    oof = roc_auc_score(clean, out_of_fold_scores(HeldOutScoring(config, THREE), data, train).score)
     assert in_sample[-1] < in_sample[0]  # the model fits the mismatched pairs it trains on
     assert oof > 0.85 and oof > in_sample[-1] + 0.15
 
@@ -84,23 +93,23 @@ def test_a_scorer_warm_started_from_the_scorer_of_its_fold_scores_as_it_did_befo
     training on top they score every held-out pair exactly as round 1 did (a scorer of another
     fold, which trained on these pairs, would not)."""
     config, data, train = _setup(60, 1)
-    first = out_of_fold_scores(config, data, train, THREE_TWICE, round_start=RoundStart(keep_scorers=True))
+    first = out_of_fold_scores(
+        HeldOutScoring(config, THREE_TWICE), data, train, round_start=RoundStart(keep_scorers=True)
+    )
     assert sorted(first.scorers) == list(range(6))
     untouched = out_of_fold_scores(
-        config,
+        HeldOutScoring(config, THREE_TWICE),
         data,
         train,
-        THREE_TWICE,
         runtime=Runtime(train_fold=lambda trainer: None),
         round_start=RoundStart(start=first.scorers),
     )
     np.testing.assert_allclose(untouched.score, first.score, rtol=0, atol=1e-6)
     shuffled = {job: first.scorers[(job + 1) % 6] for job in first.scorers}  # each job another fold's
     leaked = out_of_fold_scores(
-        config,
+        HeldOutScoring(config, THREE_TWICE),
         data,
         train,
-        THREE_TWICE,
         runtime=Runtime(train_fold=lambda trainer: None),
         round_start=RoundStart(start=shuffled),
     )
@@ -124,9 +133,13 @@ def test_warm_started_rounds_train_refine_epochs_from_the_last_round_and_resume_
     monkeypatch.setattr(scorers, "train_scorer", spy)
     stash = held_out.FoldStash(tmp_path / "folds", "key")
     plan = HeldOutPlan(folds=3, rounds=3, refine_epochs=1)
-    scores = held_out.refined_out_of_fold_scores(config, data, train, plan, runtime=Runtime(stash=stash))
+    scores = held_out.refined_out_of_fold_scores(
+        HeldOutScoring(config, plan), data, train, runtime=Runtime(stash=stash)
+    )
     assert calls == [(3, False)] * 3 + [(1, True)] * 6  # round 1 from scratch, then warm and short
     assert len(list((tmp_path / "folds").glob("*.pt"))) == 6  # the weights rounds 2 and 3 start from
     calls.clear()
-    again = held_out.refined_out_of_fold_scores(config, data, train, plan, runtime=Runtime(stash=stash))
+    again = held_out.refined_out_of_fold_scores(
+        HeldOutScoring(config, plan), data, train, runtime=Runtime(stash=stash)
+    )
     assert calls == [] and np.array_equal(again.score, scores.score)

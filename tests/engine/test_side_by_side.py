@@ -10,7 +10,7 @@ import torch
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs, encode_captions
 from mispair.engine.assembly import build_models, load_run_data
-from mispair.engine.held_out import HeldOutPlan, Runtime, out_of_fold_scores, scorer_config
+from mispair.engine.held_out import HeldOutPlan, HeldOutScoring, Runtime, out_of_fold_scores
 from mispair.engine.held_out.scorers import ScorerRun, train_scorer, trained_scorers
 from mispair.engine.held_out.side_by_side import LinearInputs, side_by_side_spec
 from mispair.nn.linear_backbone import LINEAR_WEIGHTS
@@ -37,7 +37,11 @@ def _setup(extra=()):
     )
     data = load_run_data(config)
     tokens = encode_captions(data.train, data.tokenizer)
-    return scorer_config(config), data, TrainingPairs(data.train, tokens, data.noise.image_of_caption)
+    return (
+        HeldOutScoring.of(config).scorer,
+        data,
+        TrainingPairs(data.train, tokens, data.noise.image_of_caption),
+    )
 
 
 def _runs(config, data, train):
@@ -80,8 +84,10 @@ def test_out_of_fold_scores_side_by_side_equal_the_sequential_ones():
             trainer.train_epoch(epoch)
 
     plan = HeldOutPlan(folds=3, repeats=2, score_kind="contrast", tau=0.2)
-    batched = out_of_fold_scores(config, data, train, plan)
-    sequential = out_of_fold_scores(config, data, train, plan, runtime=Runtime(train_fold=alone))
+    batched = out_of_fold_scores(HeldOutScoring(config, plan), data, train)
+    sequential = out_of_fold_scores(
+        HeldOutScoring(config, plan), data, train, runtime=Runtime(train_fold=alone)
+    )
     np.testing.assert_allclose(batched.score, sequential.score, atol=1e-4)
     assert np.corrcoef(batched.score, sequential.score)[0, 1] > 0.9999
 

@@ -22,8 +22,9 @@ score.
 
 The rooms, one job each: :mod:`~mispair.engine.held_out.entry` (the entry point and its cache),
 :mod:`~mispair.engine.held_out.plan` (the division section read once: :class:`HeldOutScoring`,
-its :class:`HeldOutPlan`, and where it runs: :class:`Runtime`), :mod:`~mispair.engine.held_out.stash` and
-:mod:`~mispair.engine.held_out.sampling` (the fold stash; folds, groups, samples),
+its :class:`HeldOutPlan` and :class:`HeldOutSeeds`, and where it runs: :class:`Runtime`),
+:mod:`~mispair.engine.held_out.stash` and :mod:`~mispair.engine.held_out.sampling` (the fold stash;
+the pairs dealt once into folds, groups and decoys; samples),
 :mod:`~mispair.engine.held_out.kinds` (the score kinds, a name → function table),
 :mod:`~mispair.engine.held_out.contrast`, :mod:`~mispair.engine.held_out.decoys`,
 :mod:`~mispair.engine.held_out.scorers` and :mod:`~mispair.engine.held_out.side_by_side` (scorer
@@ -37,10 +38,10 @@ from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_sco
 from mispair.engine.held_out.plan import (
     HeldOutPlan,
     HeldOutScoring,
+    HeldOutSeeds,
     RoundStart,
     Runtime,
     ScoreKind,
-    scorer_config,
 )
 from mispair.engine.held_out.rounds import early_epoch_scores, refined_out_of_fold_scores
 from mispair.engine.held_out.scorers import train_scorer
@@ -51,6 +52,7 @@ __all__ = [
     "FoldStash",
     "HeldOutPlan",
     "HeldOutScoring",
+    "HeldOutSeeds",
     "KindSettings",
     "OutOfFoldScores",
     "RoundStart",
@@ -61,7 +63,6 @@ __all__ = [
     "held_out_scores",
     "out_of_fold_scores",
     "refined_out_of_fold_scores",
-    "scorer_config",
     "scores_and_decoys",
     "train_scorer",
 ]

@@ -70,12 +70,11 @@ def _scored(
 ) -> OutOfFoldScores:
     """The scores of ``scoring.scored_by`` (``out_of_fold`` or ``early``), computed; ``runtime``'s
     stash keeps the out-of-fold rounds' finished folds."""
-    scorer, plan = scoring.scorer, scoring.plan
-    if scoring.scored_by == "out_of_fold" and plan.reference:
+    if scoring.scored_by == "out_of_fold" and scoring.plan.reference:
         return _reference_scores(scoring, data, train, runtime, others)
     if scoring.scored_by == "out_of_fold":
-        return refined_out_of_fold_scores(scorer, data, train, plan, others=others, runtime=runtime)
-    return broadcast(runtime.shard, early_epoch_scores(scorer, data, train, runtime=runtime, others=others))
+        return refined_out_of_fold_scores(scoring, data, train, others=others, runtime=runtime)
+    return broadcast(runtime.shard, early_epoch_scores(scoring, data, train, runtime=runtime, others=others))
 
 
 def _reference_scores(
@@ -90,10 +89,9 @@ def _reference_scores(
     if data.noise is None or not data.noise.is_noisy.any():
         raise ConfigError(REFERENCE_NEEDS_NOISE)
     return out_of_fold_scores(
-        scoring.scorer,
+        scoring,
         data,
         train,
-        scoring.plan,
         others=others,
         runtime=Runtime(runtime.device, runtime.shard),
         round_start=RoundStart(trusted=~data.noise.is_noisy),

@@ -1,6 +1,7 @@
-"""One round of out-of-fold scoring: deal the pairs into folds (and decoys), train a scorer per
-held-out fold (or read it back from the stash), score the fold it held out and the other splits,
-and sum the scores over the repeats and the processes."""
+"""One round of out-of-fold scoring of pairs dealt into folds (and decoys) once per scoring
+(:mod:`~mispair.engine.held_out.sampling`): train a scorer per held-out fold (or read it back
+from the stash), score the fold it held out and the other splits, and sum the scores over the
+repeats and the processes."""
 
 from __future__ import annotations
 
@@ -10,31 +11,16 @@ from functools import partial
 import numpy as np
 from torch import Tensor
 
-from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
-from mispair.data.content import ContentGroups, fold_groups
 from mispair.distributed import sum_over
 from mispair.engine.assembly import RunData
-from mispair.engine.held_out.decoys import DECOYS_PER_PAIR, cells_of, decoy_pairs, local_decoys
+from mispair.engine.held_out.decoys import local_decoys
 from mispair.engine.held_out.kinds import SCORE_KINDS, KindSettings, scores_and_decoys
-from mispair.engine.held_out.plan import FIRST_ROUND, ON_CPU, HeldOutPlan, RoundStart, Runtime
-from mispair.engine.held_out.sampling import (
-    contrast_cells,
-    contrast_groups,
-    dealt_folds,
-    fold_seeds,
-    grouped_scores,
-    other_group_images,
-    other_groups,
-    sampled,
-    scorer_seed,
-)
+from mispair.engine.held_out.plan import FIRST_ROUND, ON_CPU, HeldOutPlan, HeldOutScoring, RoundStart, Runtime
+from mispair.engine.held_out.sampling import DealtPairs, contrast_groups, deal_pairs, grouped_scores, sampled
 from mispair.engine.held_out.scorers import ScorerRun, trained_scorers
 from mispair.nn.model import RetrievalModel
 from mispair.progress import progress_bar
-from mispair.seeds import child_seed
-
-NO_DECOYS = np.zeros((0, 2), dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -60,60 +46,19 @@ class OutOfFoldScores:
 
 
 @dataclass(frozen=True)
-class _Deal:
-    """How one scoring's pairs are dealt: ``fold [repeats, n_pairs]`` from the repeats' ``seeds``,
-    the training pairs' ``decoys``, and the other splits' contrast ``group`` and decoys."""
-
-    content: ContentGroups
-    seeds: list[int]
-    fold: np.ndarray
-    decoys: np.ndarray
-    others: TrainingPairs | None
-    group: np.ndarray | None
-    other_decoys: np.ndarray
-
-    @property
-    def n_others(self) -> int:
-        return 0 if self.others is None else len(self.others)
-
-
-def _deal(
-    seed: int,
-    data: RunData,
-    train: TrainingPairs,
-    plan: HeldOutPlan,
-    content: ContentGroups,
-    others: TrainingPairs | None,
-) -> _Deal:
-    seeds = fold_seeds(seed, plan.repeats)
-    fold = dealt_folds(content, train, plan.folds, seeds)
-    with_decoys = SCORE_KINDS[plan.score_kind].decoys
-    decoy_seed = child_seed(seed, "decoys")
-    decoys, other_decoys, group = NO_DECOYS, NO_DECOYS, None
-    if with_decoys:
-        held_together = np.concatenate([fold, contrast_cells(content, train, fold, seeds, plan.folds)])
-        decoys = decoy_pairs(
-            cells_of(held_together), content.of_image[train.image_of_caption], DECOYS_PER_PAIR, decoy_seed
-        )
-    if others is not None:
-        group_images = other_group_images(data.train.n_images, plan.folds)
-        group, other_content = other_groups(others, group_images, seed)
-        if with_decoys:
-            other_decoys = decoy_pairs(group, other_content, DECOYS_PER_PAIR, decoy_seed + 1)
-    return _Deal(content, seeds, fold, decoys, others, group, other_decoys)
-
-
-@dataclass(frozen=True)
 class _RoundPlan:
-    """One round of out-of-fold scoring, fixed before a scorer trains: the scorers' run
-    ``config``, the ``plan``, how the pairs are dealt (``deal``), what the round starts from
+    """One round of out-of-fold scoring, fixed before a scorer trains: the ``scoring`` (the
+    scorers' run config, the plan, the seeds), the ``dealt`` pairs, what the round starts from
     (``start``) and where it runs (``runtime``)."""
 
-    config: RunConfig
-    plan: HeldOutPlan
-    deal: _Deal
+    scoring: HeldOutScoring
+    dealt: DealtPairs
     start: RoundStart
     runtime: Runtime
+
+    @property
+    def plan(self) -> HeldOutPlan:
+        return self.scoring.plan
 
     @property
     def jobs(self) -> range:
@@ -123,51 +68,60 @@ class _RoundPlan:
 
     def held_out(self, job: int) -> np.ndarray:
         """The training pairs ``job``'s scorer holds out."""
-        return np.flatnonzero(self.deal.fold[job // self.plan.folds] == job % self.plan.folds)
+        return np.flatnonzero(self.dealt.fold[job // self.plan.folds] == job % self.plan.folds)
 
     def scorer(self, job: int) -> ScorerRun:
         """``job``'s scorer: its seed, the pairs it trains on and the weights it starts from."""
         repeat, k = divmod(job, self.plan.folds)
-        seed = scorer_seed(self.deal.seeds[repeat], k, self.plan.folds)
-        training = self.deal.fold[repeat] != k
+        seed = self.scoring.seeds.scorers[repeat][k]
+        training = self.dealt.fold[repeat] != k
         if self.start.trusted is not None:
             training = training & self.start.trusted
-        config = replace(self.config, train=replace(self.config.train, seed=seed))
+        scorer = self.scoring.scorer
+        epochs = scorer.train.epochs if self.start.epochs is None else self.start.epochs
+        config = replace(scorer, train=replace(scorer.train, seed=seed, epochs=epochs))
         start = None if self.start.start is None else self.start.start[job]
         return ScorerRun(job, config, sampled(np.flatnonzero(training), self.plan.scorer_pairs, seed), start)
 
 
 def out_of_fold_scores(
-    config: RunConfig,
+    scoring: HeldOutScoring,
     data: RunData,
     train: TrainingPairs,
-    plan: HeldOutPlan,
     *,
     others: TrainingPairs | None = None,
     runtime: Runtime = ON_CPU,
     round_start: RoundStart = FIRST_ROUND,
-    content: ContentGroups | None = None,
 ) -> OutOfFoldScores:
     """Score every pair of ``train`` with a model that never saw it (:mod:`mispair.engine.held_out`).
 
-    Each fold's model is built, trained and scored as ``config`` says (recipe, model, train
-    settings and epochs; a plain ``vse`` scorer is the usual choice) on the pairs of the other
-    folds, with the pairing of ``train`` (noisy or not), ``plan.repeats`` partitions into
+    Each fold's model is built, trained and scored as ``scoring.scorer`` says (recipe, model,
+    train settings and epochs; a plain ``vse`` scorer is the usual choice) on the pairs of the
+    other folds, with the pairing of ``train`` (noisy or not), ``plan.repeats`` partitions into
     ``plan.folds`` folds (a pair's score the mean over them), each scored as ``plan.score_kind``.
     ``others`` (the dev and test splits) no scorer trains on: every scorer scores them too
     (cross-fitting), in groups of a fold's size, and each gets the mean of its ``repeats × k``
-    scores. ``content``: ``train``'s images grouped for dealing into folds, when computed before
-    (every round deals the same groups). ``round_start``: which pairs the scorers train on and
-    what they start from; ``runtime``: where it runs (:class:`~mispair.engine.held_out.plan.Runtime`).
-    """
-    if plan.repeats < 1:
-        raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {plan.repeats}")
-    if content is None:
-        content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
-    deal = _deal(config.train.seed, data, train, plan, content, others)
-    round_plan = _RoundPlan(config, plan, deal, round_start, runtime)
+    scores. ``round_start``: which pairs the scorers train on and what they start from;
+    ``runtime``: where it runs (:class:`~mispair.engine.held_out.plan.Runtime`). The pairs are
+    dealt (:func:`~mispair.engine.held_out.sampling.deal_pairs`), then scored
+    (:func:`scored_round`)."""
+    dealt = deal_pairs(scoring, train, others, data.train.n_images)
+    return scored_round(scoring, data, train, dealt, runtime, round_start)
+
+
+def scored_round(
+    scoring: HeldOutScoring,
+    data: RunData,
+    train: TrainingPairs,
+    dealt: DealtPairs,
+    runtime: Runtime = ON_CPU,
+    round_start: RoundStart = FIRST_ROUND,
+) -> OutOfFoldScores:
+    """One round of :func:`out_of_fold_scores` of ``train`` as ``dealt`` before (every round of a
+    scoring deals its pairs alike)."""
+    round_plan = _RoundPlan(scoring, dealt, round_start, runtime)
     done, todo = _kept_or_todo(round_plan, train)
-    settings = KindSettings(plan.tau, config.train.eval_batch_size, runtime.device)
+    settings = KindSettings(scoring.plan.tau, scoring.scorer.train.eval_batch_size, runtime.device)
     trained = trained_scorers(todo, data, train, runtime.device, runtime.train_fold)
     for run, model in progress_bar(
         trained, total=len(todo), desc="out-of-fold scorers", disable=not runtime.progress, leave=False
@@ -188,15 +142,15 @@ Kept = dict[int, tuple[np.ndarray, dict[str, Tensor] | None]]
 
 def _kept_or_todo(round_plan: _RoundPlan, train: TrainingPairs) -> tuple[Kept, list[ScorerRun]]:
     """This process's jobs: those the stash kept (their scores and weights), and the scorers to train."""
-    stash, keep, deal = round_plan.runtime.stash, round_plan.start.keep_scorers, round_plan.deal
+    stash, keep, dealt = round_plan.runtime.stash, round_plan.start.keep_scorers, round_plan.dealt
     done: Kept = {}
     todo: list[ScorerRun] = []
     for job in round_plan.jobs:
         kept = None if stash is None else stash.load(round_plan.start.index, job)
         weights = None if stash is None or not keep else stash.load_weights(round_plan.start.index, job)
         held_out = round_plan.held_out(job)
-        held_decoys = len(local_decoys(deal.decoys, held_out, len(train))[0])
-        size = len(held_out) + deal.n_others + held_decoys + len(deal.other_decoys)
+        held_decoys = len(local_decoys(dealt.decoys, held_out, len(train))[0])
+        size = len(held_out) + dealt.n_others + held_decoys + len(dealt.other_decoys)
         if kept is not None and len(kept) == size and not (keep and weights is None):
             done[job] = (kept, weights)
         else:
@@ -213,15 +167,15 @@ def _scored(
 ) -> np.ndarray:
     """What one trained scorer keeps: its held-out pairs' scores, the other splits', then the
     decoys' of both, in one array (as stashed)."""
-    deal = round_plan.deal
+    dealt = round_plan.dealt
     score = partial(scores_and_decoys, model, kind=round_plan.plan.score_kind, settings=settings)
     held_out = round_plan.held_out(run.job)
     held = train.subset(held_out)
-    local = local_decoys(deal.decoys, held_out, len(train))[1]
-    group_of_held = contrast_groups(deal.content, held, run.seed)
+    local = local_decoys(dealt.decoys, held_out, len(train))[1]
+    group_of_held = contrast_groups(dealt.content, held, run.seed)
     kept, kept_decoys = grouped_scores(score, held, group_of_held, local)
-    if deal.others is not None and deal.group is not None:
-        other_kept, other_kept_decoys = grouped_scores(score, deal.others, deal.group, deal.other_decoys)
+    if dealt.others is not None and dealt.group is not None:
+        other_kept, other_kept_decoys = grouped_scores(score, dealt.others, dealt.group, dealt.other_decoys)
         kept = np.concatenate([kept, other_kept])
         kept_decoys = np.concatenate([kept_decoys, other_kept_decoys])
     return np.concatenate([kept, kept_decoys])
@@ -230,36 +184,36 @@ def _scored(
 def _summed(train: TrainingPairs, round_plan: _RoundPlan, done: Kept) -> OutOfFoldScores:
     """Every job's kept scores added up (over this process's jobs, then over the processes) and
     averaged: each training pair over its repeats, each other pair over every scorer."""
-    deal, plan, shard = round_plan.deal, round_plan.plan, round_plan.runtime.shard
-    n_others, folds, repeats = deal.n_others, plan.folds, plan.repeats
+    dealt, plan, shard = round_plan.dealt, round_plan.plan, round_plan.runtime.shard
+    n_others, folds, repeats = dealt.n_others, plan.folds, plan.repeats
     total = np.zeros(len(train) + n_others, dtype=np.float32)
-    decoy_total = np.zeros(len(deal.decoys) + len(deal.other_decoys), dtype=np.float32)
+    decoy_total = np.zeros(len(dealt.decoys) + len(dealt.other_decoys), dtype=np.float32)
     scorers: dict[int, dict[str, Tensor]] | None = {} if round_plan.start.keep_scorers else None
     for job in round_plan.jobs:
         kept, weights = done[job]
         held_out = round_plan.held_out(job)
-        rows = local_decoys(deal.decoys, held_out, len(train))[0]
+        rows = local_decoys(dealt.decoys, held_out, len(train))[0]
         if scorers is not None and weights is not None:  # kept scorers always have their weights
             scorers[job] = weights
         n_scored = len(held_out) + n_others
         total[held_out] += kept[: len(held_out)]
         total[len(train) :] += kept[len(held_out) : n_scored]
         decoy_total[rows] += kept[n_scored : n_scored + len(rows)]
-        decoy_total[len(deal.decoys) :] += kept[n_scored + len(rows) :]
+        decoy_total[len(dealt.decoys) :] += kept[n_scored + len(rows) :]
     total, decoy_total = np.split(sum_over(shard, np.concatenate([total, decoy_total])), [len(total)])
-    other_scores = None if deal.others is None else total[len(train) :] / np.float32(repeats * folds)
+    other_scores = None if dealt.others is None else total[len(train) :] / np.float32(repeats * folds)
     null = null_others = None
     if SCORE_KINDS[plan.score_kind].decoys:
-        null = decoy_total[: len(deal.decoys)] / np.float32(repeats)
+        null = decoy_total[: len(dealt.decoys)] / np.float32(repeats)
         null_others = (
-            None if deal.others is None else decoy_total[len(deal.decoys) :] / np.float32(repeats * folds)
+            None if dealt.others is None else decoy_total[len(dealt.decoys) :] / np.float32(repeats * folds)
         )
     return OutOfFoldScores(
         total[: len(train)] / np.float32(repeats),
-        deal.fold,
+        dealt.fold,
         other_scores,
         scorers,
         null,
         null_others,
-        deal.decoys,
+        dealt.decoys,
     )

@@ -1,9 +1,9 @@
 """What a held-out scoring does, read once from a run's ``division`` section: :class:`HeldOutScoring`
-(who scores, the plan and the scorers' run config), :class:`HeldOutPlan`
-(the folds, rounds, repeats, score kind and sampling), :class:`Runtime` (where and how it runs:
-device, processes, progress, the fold stash) and :class:`RoundStart` (what one round of
-out-of-fold scorers starts from). Every function of :mod:`mispair.engine.held_out` takes these
-objects instead of a dozen keyword arguments."""
+(the scorers' run config, the plan, who scores, the seeds), :class:`HeldOutSeeds` (every seed,
+derived once), :class:`HeldOutPlan` (the folds, rounds, repeats, score kind and sampling),
+:class:`Runtime` (where and how it runs: device, processes, progress, the fold stash) and
+:class:`RoundStart` (what one round of out-of-fold scorers starts from). Every function of
+:mod:`mispair.engine.held_out` takes these objects instead of a dozen keyword arguments."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from torch import Tensor
 
 from mispair.config import DivisionConfig, RunConfig
 from mispair.distributed import SINGLE_PROCESS, Shard
+from mispair.seeds import child_seed
 
 if TYPE_CHECKING:
     from mispair.engine.held_out.stash import FoldStash
@@ -87,13 +88,15 @@ class Runtime:
 class RoundStart:
     """What one round of out-of-fold scorers starts from: its ``index`` (the stash's round),
     ``trusted [n_pairs]`` bool (the scorers train on the trusted pairs of the other folds only;
-    None: all), ``start`` (each job's initial weights, by job; None: fresh) and whether to
-    ``keep_scorers`` (return this process's trained weights, for a warm-started next round)."""
+    None: all), ``start`` (each job's initial weights, by job; None: fresh), whether to
+    ``keep_scorers`` (return this process's trained weights, for a warm-started next round) and
+    the scorers' ``epochs`` (a warm-started round's own, shorter schedule; None: the scorer's)."""
 
     index: int = 0
     trusted: np.ndarray | None = None
     start: dict[int, dict[str, Tensor]] | None = None
     keep_scorers: bool = False
+    epochs: int | None = None
 
 
 ON_CPU = Runtime()
@@ -104,16 +107,48 @@ FIRST_ROUND = RoundStart()
 
 
 @dataclass(frozen=True)
-class HeldOutScoring:
-    """A run's held-out scoring, its ``division`` section read once: who scores the pairs
-    (``scored_by``), the :class:`HeldOutPlan` and the scorers' run config (``scorer``: the run's
-    data, model and train settings with the ``vse`` recipe, the ``division.scorer_options``
-    options and ``division.epochs`` epochs at a constant learning rate). What lies below
-    :func:`~mispair.engine.held_out.entry.division_scores` reads these, never the run's config."""
+class HeldOutSeeds:
+    """Every seed of a held-out scoring, derived once from the scorers' run seed with
+    :func:`~mispair.seeds.child_seed`: each repeat's partition into folds (``repeats``), each
+    scorer's (``scorers[repeat][fold]``: its run seed, its sample of pairs, its contrast groups),
+    the training pairs' ``decoys``, and the other splits' groups (``other_groups``: the run seed
+    itself) and decoys (``other_decoys``: the training decoys' seed + 1)."""
 
-    scored_by: Literal["in_sample", "out_of_fold", "early"]
-    plan: HeldOutPlan
+    repeats: tuple[int, ...]
+    scorers: tuple[tuple[int, ...], ...]
+    decoys: int
+    other_groups: int
+    other_decoys: int
+
+    @classmethod
+    def of(cls, run_seed: int, repeats: int, folds: int) -> HeldOutSeeds:
+        """The seeds of ``repeats`` partitions into ``folds`` folds of a run seeded ``run_seed``."""
+        repeat_seeds = tuple(child_seed(run_seed, "repeat", r) for r in range(repeats))
+        scorers = tuple(
+            tuple(child_seed(seed, "fold", k, folds) for k in range(folds)) for seed in repeat_seeds
+        )
+        decoys = child_seed(run_seed, "decoys")
+        return cls(repeat_seeds, scorers, decoys, int(run_seed), decoys + 1)
+
+
+@dataclass(frozen=True)
+class HeldOutScoring:
+    """A run's held-out scoring, its ``division`` section read once: the scorers' run config
+    (``scorer``: the run's data, model and train settings with the ``vse`` recipe, the
+    ``division.scorer_options`` options and ``division.epochs`` epochs at a constant learning
+    rate), the :class:`HeldOutPlan`, who scores the pairs (``scored_by``) and the
+    :class:`HeldOutSeeds` of the scorer's seed (derived on construction). What lies below
+    :func:`~mispair.engine.held_out.entry.division_scores` reads these, never the run's config;
+    a test or benchmark builds one from any scorer config and plan."""
+
     scorer: RunConfig
+    plan: HeldOutPlan = HeldOutPlan()
+    scored_by: Literal["in_sample", "out_of_fold", "early"] = "out_of_fold"
+    seeds: HeldOutSeeds = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seeds = HeldOutSeeds.of(self.scorer.train.seed, self.plan.repeats, self.plan.folds)
+        object.__setattr__(self, "seeds", seeds)
 
     @classmethod
     def of(cls, config: RunConfig) -> HeldOutScoring:
@@ -121,9 +156,8 @@ class HeldOutScoring:
         division = config.division
         train = replace(config.train, epochs=division.epochs, lr_decay_epochs=[])
         scorer = replace(config, recipe="vse", method=dict(division.scorer_options), train=train)
-        return cls(division.scored_by, HeldOutPlan.of(division), scorer)
+        return cls(scorer, HeldOutPlan.of(division), division.scored_by)
 
-
-def scorer_config(config: RunConfig) -> RunConfig:
-    """The scoring run of ``config``'s division (:attr:`HeldOutScoring.scorer`)."""
-    return HeldOutScoring.of(config).scorer
+    def but(self, **changes: object) -> HeldOutScoring:
+        """This scoring with its plan's ``changes`` (:meth:`HeldOutPlan.but`)."""
+        return replace(self, plan=self.plan.but(**changes))

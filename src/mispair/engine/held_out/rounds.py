@@ -4,31 +4,28 @@ on every pair, each pair's similarity averaged over its first epochs)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 import numpy as np
 from torch import Tensor
 
-from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
-from mispair.data.content import fold_groups
 from mispair.distributed import from_main
 from mispair.division.scores import TRAINING_MIXTURE, clean_split
 from mispair.encoding import evaluating, pair_similarities
 from mispair.engine.assembly import RunData
-from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_scores
-from mispair.engine.held_out.plan import ON_CPU, HeldOutPlan, RoundStart, Runtime
+from mispair.engine.held_out.out_of_fold import OutOfFoldScores, scored_round
+from mispair.engine.held_out.plan import ON_CPU, HeldOutPlan, HeldOutScoring, RoundStart, Runtime
+from mispair.engine.held_out.sampling import deal_pairs
 from mispair.engine.held_out.scorers import train_scorer
 from mispair.engine.trainer import Trainer
 from mispair.progress import progress_bar
 
 
 def refined_out_of_fold_scores(
-    config: RunConfig,
+    scoring: HeldOutScoring,
     data: RunData,
     train: TrainingPairs,
-    plan: HeldOutPlan,
     *,
     others: TrainingPairs | None = None,
     runtime: Runtime = ON_CPU,
@@ -38,29 +35,24 @@ def refined_out_of_fold_scores(
     that the previous round's scores put in the clean split (the held-out mixture,
     :func:`~mispair.division.scores.clean_split`, clean probability above ``plan.p_threshold``),
     so the mismatched pairs no longer teach the scorers (the reference for this is the
-    clean-trained detector: scorers trained on the truly clean pairs). The folds are dealt over
-    ``runtime.shard``'s ranks and each round's split is fitted on rank 0. ``others``: as in
+    clean-trained detector: scorers trained on the truly clean pairs). The pairs are dealt once,
+    alike for every round; the folds are dealt over ``runtime.shard``'s ranks and each round's
+    split is fitted on rank 0. ``others``: as in
     :func:`~mispair.engine.held_out.out_of_fold.out_of_fold_scores`, every round (the last round's
     scores are returned). With ``plan.refine_epochs``, each later round's scorer of a fold starts
     from the previous round's scorer of that fold (trained on the other folds only: the fold stays
-    unseen) and trains ``refine_epochs`` epochs on the new clean split instead of ``config``'s
+    unseen) and trains ``refine_epochs`` epochs on the new clean split instead of the scorer's
     epochs from scratch."""
+    plan = scoring.plan
     trusted: np.ndarray | None = None
     start: dict[int, dict[str, Tensor]] | None = None
-    content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
+    dealt = deal_pairs(scoring, train, others, data.train.n_images)
     warm = plan.refine_epochs is not None and plan.rounds > 1
-    refining = replace(config, train=replace(config.train, epochs=plan.refine_epochs or config.train.epochs))
     for round_index in range(plan.rounds):
-        scores = out_of_fold_scores(
-            config if start is None else refining,  # a warm-started round: its own, shorter schedule
-            data,
-            train,
-            plan,
-            others=others,
-            runtime=runtime,
-            round_start=RoundStart(round_index, trusted, start, warm and round_index < plan.rounds - 1),
-            content=content,
-        )
+        keep = warm and round_index < plan.rounds - 1
+        epochs = None if start is None else plan.refine_epochs  # a warm-started round: its own schedule
+        round_start = RoundStart(round_index, trusted, start, keep, epochs)
+        scores = scored_round(scoring, data, train, dealt, runtime, round_start)
         start, trusted = scores.scorers, from_main(runtime.shard, partial(_clean, scores.score, plan))
     return scores
 
@@ -71,32 +63,30 @@ def _clean(score: np.ndarray, plan: HeldOutPlan) -> np.ndarray:
 
 
 def early_epoch_scores(
-    config: RunConfig,
+    scoring: HeldOutScoring,
     data: RunData,
     train: TrainingPairs,
     *,
     runtime: Runtime = ON_CPU,
     others: TrainingPairs | None = None,
 ) -> OutOfFoldScores:
-    """Each pair's similarity under one scorer of ``config`` trained on all pairs of ``train``,
-    averaged over the scorer's ``config.train.epochs`` epochs (scored after each): ``score
-    [n_pairs]``, and ``others`` for the pairs of ``others`` (which it never trains on)."""
-    device = runtime.device
+    """Each pair's similarity under one scorer of ``scoring.scorer`` trained on all pairs of
+    ``train``, averaged over the scorer's epochs (scored after each): ``score [n_pairs]``, and
+    ``others`` for the pairs of ``others`` (which it never trains on)."""
+    config, device = scoring.scorer, runtime.device
     scored = train if others is None else TrainingPairs.join([train, others])
     total = np.zeros(len(scored), dtype=np.float64)
+    epochs = progress_bar(
+        total=config.train.epochs, desc="early scorer", disable=not runtime.progress, leave=False
+    )
 
-    def score_each_epoch(trainer: Trainer) -> None:
-        epochs = progress_bar(
-            range(config.train.epochs), desc="early scorer", disable=not runtime.progress, leave=False
-        )
-        for epoch in epochs:
-            trainer.train_epoch(epoch)
-            with evaluating(*trainer.recipe.models):
-                total[:] += pair_similarities(
-                    trainer.recipe.models, scored, config.train.eval_batch_size, device
-                )
+    def score(trainer: Trainer) -> None:
+        with evaluating(*trainer.recipe.models):
+            total[:] += pair_similarities(trainer.recipe.models, scored, config.train.eval_batch_size, device)
+        epochs.update()
 
-    train_scorer(config, data, train, device, score_each_epoch)
+    train_scorer(config, data, train, device, after_epoch=score)
+    epochs.close()
     mean = (total / config.train.epochs).astype(np.float32)
     return OutOfFoldScores(
         mean[: len(train)],

@@ -1,16 +1,20 @@
-"""How the held-out pairs are dealt: folds by content, contrast groups within a fold, the groups
-of the other splits, the cells decoys are drawn in, and a scorer's sample of training pairs."""
+"""How the held-out pairs are dealt, once per scoring (:func:`deal_pairs`, every round deals the
+same): folds by content, contrast groups within a fold, the cells decoys are drawn in, the groups
+of the other splits; and a scorer's sample of training pairs. Every seed comes from the scoring's
+:class:`~mispair.engine.held_out.plan.HeldOutSeeds`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mispair.data.batching import TrainingPairs
 from mispair.data.content import ContentGroups, content_folds, fold_groups
-from mispair.engine.held_out.decoys import local_decoys
-from mispair.seeds import child_seed
+from mispair.engine.held_out.decoys import DECOYS_PER_PAIR, cells_of, decoy_pairs, local_decoys
+from mispair.engine.held_out.kinds import SCORE_KINDS
+from mispair.engine.held_out.plan import HeldOutScoring, HeldOutSeeds
 
 CONTRAST_IMAGES = 4096
 """The most images a ``contrast`` score weighs a pair against: a larger fold is scored in content
@@ -22,20 +26,58 @@ FOLDS_BY = "content"
 """How the folds are dealt (part of the cache key: scores kept from folds dealt by image index
 before are computed again)."""
 
-
-def fold_seeds(run_seed: int, repeats: int) -> list[int]:
-    """The seed of each repeat's partition into folds."""
-    return [child_seed(run_seed, "repeat", r) for r in range(repeats)]
+NO_DECOYS = np.zeros((0, 2), dtype=np.int64)
 
 
-def scorer_seed(repeat_seed: int, fold: int, folds: int) -> int:
-    """The run seed of the scorer that holds ``fold`` of ``folds`` out in a repeat."""
-    return child_seed(repeat_seed, "fold", fold, folds)
+@dataclass(frozen=True)
+class DealtPairs:
+    """How a scoring's pairs are dealt: the training pairs' images' ``content`` groups, ``fold
+    [repeats, n_pairs]`` the fold that holds each pair out in each repeat, and their ``decoys [m,
+    2]``; the ``others`` (the other splits), their contrast ``group [n_others]`` and their decoys."""
+
+    content: ContentGroups
+    fold: np.ndarray
+    decoys: np.ndarray
+    others: TrainingPairs | None = None
+    group: np.ndarray | None = None
+    other_decoys: np.ndarray = field(default_factory=lambda: NO_DECOYS)
+
+    @property
+    def n_others(self) -> int:
+        return 0 if self.others is None else len(self.others)
 
 
-def dealt_folds(content: ContentGroups, train: TrainingPairs, folds: int, seeds: list[int]) -> np.ndarray:
-    """``[repeats, n_pairs]``: the fold of every pair in each repeat's partition (one seed each)."""
-    return np.stack([content_folds(content, train.image_of_caption, folds, seed) for seed in seeds])
+def deal_pairs(
+    scoring: HeldOutScoring, train: TrainingPairs, others: TrainingPairs | None, train_images: int
+) -> DealtPairs:
+    """``train`` dealt into ``scoring.plan``'s folds by content, one partition per repeat, with
+    their decoys where the score kind has them; ``others`` (or None) into groups of a fold of
+    ``train_images`` images, with theirs."""
+    plan, seeds = scoring.plan, scoring.seeds
+    if plan.repeats < 1:
+        raise ValueError(f"out-of-fold scoring needs at least 1 repeat, got {plan.repeats}")
+    with_decoys = SCORE_KINDS[plan.score_kind].decoys
+    content = fold_groups(train.pairs.images, train.tokens, train.image_of_caption, plan.folds)
+    fold = np.stack([content_folds(content, train.image_of_caption, plan.folds, s) for s in seeds.repeats])
+    decoys = _training_decoys(content, train, fold, seeds) if with_decoys else NO_DECOYS
+    if others is None:
+        return DealtPairs(content, fold, decoys)
+    group_images = other_group_images(train_images, plan.folds)
+    group, other_content = other_groups(others, group_images, seeds.other_groups)
+    other_decoys = NO_DECOYS
+    if with_decoys:
+        other_decoys = decoy_pairs(group, other_content, DECOYS_PER_PAIR, seeds.other_decoys)
+    return DealtPairs(content, fold, decoys, others, group, other_decoys)
+
+
+def _training_decoys(
+    content: ContentGroups, train: TrainingPairs, fold: np.ndarray, seeds: HeldOutSeeds
+) -> np.ndarray:
+    """``[m, 2]``: the training pairs' decoys, each within its cell
+    (:mod:`~mispair.engine.held_out.decoys`)."""
+    held_together = np.concatenate([fold, contrast_cells(content, train, fold, seeds)])
+    group = content.of_image[train.image_of_caption]
+    return decoy_pairs(cells_of(held_together), group, DECOYS_PER_PAIR, seeds.decoys)
 
 
 def other_group_images(train_images: int, folds: int) -> int:
@@ -58,18 +100,16 @@ def other_groups(others: TrainingPairs, group_images: int, seed: int) -> tuple[n
 
 
 def contrast_cells(
-    content: ContentGroups, train: TrainingPairs, fold: np.ndarray, seeds: list[int], folds: int
+    content: ContentGroups, train: TrainingPairs, fold: np.ndarray, seeds: HeldOutSeeds
 ) -> np.ndarray:
     """``[repeats, n_pairs]``: the contrast group (:func:`contrast_groups`) of every pair within the
-    fold that holds it out, in each repeat: with the folds, where a decoy's two sides must lie
-    together (:mod:`mispair.engine.held_out.decoys`)."""
+    fold that holds it out, in each repeat (its scorer's seed): with the folds, where a decoy's two
+    sides must lie together (:mod:`mispair.engine.held_out.decoys`)."""
     group = np.zeros_like(fold)
-    for repeat, seed in enumerate(seeds):
-        for k in range(folds):
+    for repeat, scorer_seeds in enumerate(seeds.scorers):
+        for k, seed in enumerate(scorer_seeds):
             held_out = np.flatnonzero(fold[repeat] == k)
-            group[repeat, held_out] = contrast_groups(
-                content, train.subset(held_out), scorer_seed(seed, k, folds)
-            )
+            group[repeat, held_out] = contrast_groups(content, train.subset(held_out), seed)
     return group
 
 

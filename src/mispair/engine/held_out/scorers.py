@@ -93,11 +93,13 @@ def train_scorer(
     train_fold: Callable[[Trainer], None] | None = None,
     *,
     start: dict[str, Tensor] | None = None,
+    after_epoch: Callable[[Trainer], None] | None = None,
 ) -> RetrievalModel:
     """One scoring model of ``config`` trained on ``pairs`` in memory (no evaluation, no files),
     returned frozen (eval mode, no gradients); ``train_fold`` as in
     :class:`~mispair.engine.held_out.plan.Runtime`; ``start``: the weights it starts from (default: a
-    fresh initialisation)."""
+    fresh initialisation); ``after_epoch``: called with the trainer after each epoch (the early
+    scorer scores the pairs there)."""
     recipe_cls = get_recipe(config.recipe)
     if recipe_cls.n_models != 1:
         raise ValueError(
@@ -119,6 +121,8 @@ def train_scorer(
     if train_fold is None:
         for epoch in range(config.train.epochs):
             trainer.train_epoch(epoch)
+            if after_epoch is not None:
+                after_epoch(trainer)
     else:
         train_fold(trainer)
     return frozen(models[0])
