@@ -39,6 +39,7 @@ FIELDS = (
     "truly_mismatched",
     "map",
     "raw_similarity",
+    "suspected",
 )
 
 
@@ -72,6 +73,7 @@ def page_data(
     count = _numbers(table, "same_caption_images", digits=0)
     truth = _numbers(table, "truly_mismatched", digits=0)
     raw = _numbers(table, "raw_similarity")  # the given vectors' plain cosine, when they are aligned
+    suspected = table["suspected"].astype(bool).tolist() if "suspected" in table else [False] * n
     rows = []
     for k in range(n):
         rows.append(
@@ -90,6 +92,7 @@ def page_data(
                 truth[k],
                 where[k],
                 raw[k],
+                suspected[k],
             ]
         )
     data = {

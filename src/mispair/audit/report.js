@@ -13,7 +13,7 @@
   }
   var F = {};
   data.fields.forEach(function (name, k) { F[name] = k; });
-  var rows = data.rows, images = data.images, threshold = data.threshold;
+  var rows = data.rows, images = data.images;
   var decisions = load(), undo = [], visible = [], page = 0, cursor = 0, haystack = null, typing = null;
   var $ = function (id) { return document.getElementById(id); };
   var body = $("pairs").tBodies[0];
@@ -90,7 +90,7 @@
     var row = rows[i], tr = el("tr"), id = row[F.pair_id], p = row[F.mismatch_probability];
     tr.setAttribute("data-index", String(i));
     tr.setAttribute("data-pair-id", id);
-    if (p >= threshold) { tr.className = "suspected"; }
+    if (row[F.suspected]) { tr.className = "suspected"; }
     tr.appendChild(el("td", i + 1, "num"));
     var picture = el("td");
     picture.appendChild(thumb(row[F.image]));

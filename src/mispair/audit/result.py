@@ -58,8 +58,10 @@ class AuditResult:
     thumbs: Path | None = None
 
     def keep(self, max_mismatch: float | None = None) -> pd.DataFrame:
-        """The rows to keep: mismatch probability below ``max_mismatch`` (default: the audit's
-        threshold, the rows not suspected)."""
+        """The rows to keep: mismatch probability below ``max_mismatch`` (default: the rows the
+        audit did not suspect)."""
+        if max_mismatch is None and "suspected" in self.pairs:
+            return self.pairs[~self.pairs["suspected"].astype(bool)]
         limit = self.summary.threshold if max_mismatch is None else max_mismatch
         if not 0 <= limit <= 1:
             raise ConfigError(f"max_mismatch: a probability in [0, 1], got {limit}")

@@ -210,6 +210,9 @@ class Verdicts:
     calibration: Calibration | None
     mismatch: np.ndarray
     threshold: float
+    suspected: np.ndarray
+    """``[n]`` bool: the suspected pairs — those whose probability reaches ``threshold``, none
+    where the calibration supports no cut (its share's interval reaches 0)."""
 
     @classmethod
     def of(cls, audited: AuditedPairs, p_threshold: float, fdr: float) -> Verdicts:
@@ -218,12 +221,15 @@ class Verdicts:
         division = score_division(audited.score)
         calibration = audited.calibration()
         if calibration is None:
-            return cls(division, None, 1.0 - division.clean_prob, 1.0 - p_threshold)
-        return cls(division, calibration, calibration.mismatch_probability, calibration.threshold(fdr))
-
-    @property
-    def suspected(self) -> np.ndarray:
-        return self.mismatch >= self.threshold
+            mismatch = 1.0 - division.clean_prob
+            return cls(division, None, mismatch, 1.0 - p_threshold, mismatch >= 1.0 - p_threshold)
+        return cls(
+            division,
+            calibration,
+            calibration.mismatch_probability,
+            calibration.threshold(fdr),
+            calibration.suspected(fdr),
+        )
 
     @property
     def q_value(self) -> np.ndarray | None:
@@ -313,7 +319,7 @@ def _table(ranked: Ranked) -> pd.DataFrame:
     """``pairs.csv``'s rows (:func:`pair_table`) with each pair's place on the map."""
     audited, verdicts = ranked.audited, ranked.verdicts
     table = pair_table(
-        audited, verdicts.mismatch, verdicts.threshold, ranked.matches, ranked.duplicates, verdicts.q_value
+        audited, verdicts.mismatch, verdicts.suspected, ranked.matches, ranked.duplicates, verdicts.q_value
     )
     order = suspicion_order(audited.score)
     return table.assign(**map_columns(ranked.points, audited.pairs.image_of_caption, order))
@@ -354,7 +360,7 @@ def _plots(result: AuditSummary, ranked: Ranked, raw: np.ndarray | None) -> list
     plots = [score_plot(min_max_normalize(-audited.score), verdicts.division, truth)]
     known = truth if truth is not None and 0 < truth.sum() < len(truth) else None
     if known is not None:
-        curves = detection_curves(audited.score, 1.0 - verdicts.mismatch, known, threshold=verdicts.threshold)
+        curves = detection_curves(audited.score, 1.0 - verdicts.mismatch, known, suspected=verdicts.suspected)
         result.detection = Detection(**curves.summary())
         plots += curve_plots(curves)
     if raw is not None:
@@ -533,7 +539,7 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
 def pair_table(
     audited: AuditedPairs,
     mismatch: np.ndarray,
-    threshold: float,
+    suspected: np.ndarray,
     matches: BestMatches,
     duplicates: Duplicates,
     q_value: np.ndarray | None = None,
@@ -554,7 +560,7 @@ def pair_table(
         "image_id": [ids[i] for i in audited.pairs.image_of_caption[order]],
         "caption": [captions[k] for k in order],
         "mismatch_probability": mismatch[order].round(6),
-        "suspected": mismatch[order] >= threshold,
+        "suspected": suspected[order],
         "q_value": (np.full(len(order), np.nan) if q_value is None else q_value[order]).round(6),
         "held_out_score": audited.score[order].round(6),
         "pair_similarity": matches.pair_score[order].round(6),

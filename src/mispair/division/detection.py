@@ -105,15 +105,20 @@ class DetectionCurves:
 
 
 def detection_curves(
-    score: np.ndarray, clean_prob: np.ndarray, is_noisy: np.ndarray, *, threshold: float = 0.5
+    score: np.ndarray,
+    clean_prob: np.ndarray,
+    is_noisy: np.ndarray,
+    *,
+    threshold: float = 0.5,
+    suspected: np.ndarray | None = None,
 ) -> DetectionCurves:
-    """Score the ranking (low ``score`` = suspect) and the suspected set (mismatch probability
-    ``1 − clean_prob`` at least ``threshold``) against ``is_noisy [n_pairs]`` (True = truly
-    mismatched; both classes must be present)."""
+    """Score the ranking (low ``score`` = suspect) and the suspected set (``suspected [n_pairs]``
+    bool, else the mismatch probability ``1 − clean_prob`` at least ``threshold``) against
+    ``is_noisy [n_pairs]`` (True = truly mismatched; both classes must be present)."""
     suspicion = -np.asarray(score, dtype=np.float64)
     fpr, tpr, _ = roc_curve(is_noisy, suspicion)
     precision, recall, _ = precision_recall_curve(is_noisy, suspicion)
-    suspected = 1.0 - clean_prob >= threshold
+    suspected = 1.0 - clean_prob >= threshold if suspected is None else np.asarray(suspected, dtype=bool)
     hits = int((suspected & is_noisy).sum())
     kept_matched = int((~suspected & ~is_noisy).sum())
     ranking = ranking_detection(score, is_noisy)
