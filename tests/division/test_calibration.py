@@ -128,3 +128,12 @@ def test_probabilities_never_rise_with_the_score(seed, share, n):
     p = local_fdr(u, share)
     order = np.argsort(u)
     assert ((p >= 0) & (p <= 1)).all() and (np.diff(p[order]) <= 1e-12).all()
+
+
+def test_pairs_of_equal_null_quantile_share_one_probability():
+    # pairs above every decoy all read u = 1: the first of them must not be set apart
+    rng = np.random.default_rng(0)
+    score = np.r_[rng.normal(0, 1, 100), np.full(50, 10.0)]
+    found = calibrate([Stratum(score, rng.normal(0, 1, 400))], resamples=20)
+    top = found.mismatch_probability[100:]
+    assert (found.null_quantile[100:] == 1).all() and np.all(top == top[0]) and top[0] == 0.0

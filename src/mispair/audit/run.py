@@ -43,7 +43,7 @@ from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import Division, min_max_normalize
-from mispair.division.calibration import Calibration, Stratum, calibrate
+from mispair.division.calibration import WEAK_SEPARATION, Calibration, Stratum, calibrate
 from mispair.division.detection import detection_curves, ranking_detection
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
@@ -755,13 +755,19 @@ MIXTURE_NOTE = (
 def separation_note(calibration: Calibration) -> str:
     """What the numbers can be trusted for, in words."""
     width = calibration.share_high - calibration.share_low
+    if calibration.share_high >= 1:
+        return (
+            f"the share's {calibration.level:.0%} interval reaches 100%: the held-out models cannot "
+            "tell your pairs from captions of other pictures here, so these numbers say little "
+            "(more pairs, or better embeddings, would let them)"
+        )
     if calibration.share_low <= 0:
         return (
             f"the share's {calibration.level:.0%} interval reaches 0: this collection may hold no "
             "mismatched pair, so none is suspected at any --fdr (the probabilities still rank the "
             "pairs: review the top of the list)"
         )
-    if calibration.separation_auc < 0.75:
+    if calibration.separation_auc < WEAK_SEPARATION:
         return (
             "the held-out models barely tell the pairs from captions of other pictures here "
             f"(estimated AUC {calibration.separation_auc:.2f}): the share is uncertain and few pairs "

@@ -148,7 +148,18 @@ def increasing_density(u: np.ndarray) -> np.ndarray:
         width = x[b] - x[a]
         slope = (y[b] - y[a]) / width if width > 0 else np.inf
         density[order[a:b]] = slope  # data points a+1..b (0-based a..b-1) on this segment
-    return density
+    return _tied_alike(u[order], density, order)
+
+
+def _tied_alike(ordered: np.ndarray, density: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Equal ``u`` (pairs scoring above every decoy all read 1) share one density, their
+    greatest: the hull reaches a run of ties by a finite slope at its first point and climbs it
+    with infinite ones, which would set the first of equal pairs apart from the others."""
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    greatest = np.maximum.reduceat(density[order], starts)
+    shared = np.empty(len(density))
+    shared[order] = np.repeat(greatest, np.diff(np.r_[starts, len(ordered)]))
+    return shared
 
 
 def local_fdr(u: np.ndarray, share: float) -> np.ndarray:
@@ -183,6 +194,26 @@ def q_values(probability: np.ndarray, u: np.ndarray) -> np.ndarray:
     return q
 
 
+WEAK_SEPARATION = 0.75
+"""Below this estimated AUC of the matched pairs against the decoys the audit says the held-out
+models barely tell them apart."""
+
+
+def _null_quantiles(strata: Sequence[Stratum]) -> np.ndarray | None:
+    strata = [s for s in strata if len(s.score)]
+    if sum(len(s.null) for s in strata) < MIN_DECOYS or any(len(s.null) == 0 for s in strata):
+        return None
+    return np.concatenate([null_quantiles(s.score, s.null) for s in strata])
+
+
+def _point_share(u: np.ndarray, lam: float) -> float:
+    return float(min(share_at(u)[_lambda_index(lam)], 1.0))
+
+
+def _lambda_index(lam: float) -> int:
+    return int(np.argmin(np.abs(LAMBDAS - lam)))
+
+
 def calibrate(
     strata: Sequence[Stratum],
     *,
@@ -193,14 +224,13 @@ def calibrate(
 ) -> Calibration | None:
     """The :class:`Calibration` of the pairs of ``strata`` (module docstring), or None with fewer
     than :data:`MIN_DECOYS` decoys."""
-    strata = [s for s in strata if len(s.score)]
-    if sum(len(s.null) for s in strata) < MIN_DECOYS or any(len(s.null) == 0 for s in strata):
+    u = _null_quantiles(strata)
+    if u is None:
         return None
-    u = np.concatenate([null_quantiles(s.score, s.null) for s in strata])
+    strata = [s for s in strata if len(s.score)]
     rng = np.random.default_rng(seed)
     boot = np.minimum(np.stack([share_at(_resampled_u(strata, rng)) for _ in range(resamples)]), 1.0)
-    best = int(np.argmin(np.abs(LAMBDAS - lam)))
-    share = float(min(share_at(u)[best], 1.0))
+    best, share = _lambda_index(lam), _point_share(u, lam)
     lows = np.quantile(boot[:, : best + 1], (1 - level) / 2, axis=0)
     low, high = float(lows.min()), float(np.quantile(boot[:, best], (1 + level) / 2))
     probability = local_fdr(u, share)
