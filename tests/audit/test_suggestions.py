@@ -5,6 +5,7 @@ caption and image left out."""
 import numpy as np
 import pytest
 
+from mispair.audit import ranking
 from mispair.audit.ranking import SUGGESTIONS, matches_of, others, suggestion_pools
 from mispair.audit.run import why
 
@@ -111,3 +112,37 @@ def test_a_pair_is_explained_from_its_calibrated_probability():
     assert why(2, None, False, probability=0.6, same_caption=1).endswith(
         "1 other image carries the same caption"
     )
+
+
+@pytest.mark.parametrize("suspects", [False, True])
+@pytest.mark.parametrize("tile", [1, 7, 64])
+def test_the_matches_ranked_in_tiles_are_those_of_the_whole_chunk(monkeypatch, tile, suspects):
+    """Ranked and counted a few entries at a time (RANK_TILE), every index, score and count equals
+    one tile's, ties included (few distinct similarities)."""
+    rng = np.random.default_rng(tile)
+    n_images, n_captions = 23, 61
+    sims = (rng.integers(0, 4, size=(n_images, n_captions)) / 4).astype(np.float32)
+    image_of_caption = rng.integers(0, n_images, n_captions)
+    paired = sims[image_of_caption, np.arange(n_captions)] + rng.choice([0, 0.25], n_captions).astype(
+        np.float32
+    )
+    pools = (None, None)
+    if suspects:
+        pools = suggestion_pools(rng.random(n_captions) < 0.5, image_of_caption, n_images)
+
+    def matches():
+        return matches_of(
+            lambda rows: sims[rows],
+            n_images,
+            image_of_caption,
+            paired,
+            chunk=10,
+            captions_pool=pools[0],
+            images_pool=pools[1],
+        )
+
+    whole = matches()
+    monkeypatch.setattr(ranking, "RANK_TILE", tile)
+    tiled = matches()
+    for name in ("captions", "caption_scores", "images", "image_scores", "pair_score", "better_images"):
+        np.testing.assert_array_equal(getattr(tiled, name), getattr(whole, name))

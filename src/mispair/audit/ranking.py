@@ -30,6 +30,11 @@ from mispair.search.model import SearchModel
 SUGGESTIONS = 3
 """Suggested captions per image and images per caption."""
 
+RANK_TILE = 1 << 17
+"""Similarities ranked or counted at once by :func:`matches_of` (512 KiB of float32): a tile's
+copies (pooled, negated, ranked in int64) stay in the CPU's cache, where a whole chunk's were
+4 × its similarities (310 MB of copies of 1,024 images × 20,000 captions)."""
+
 
 @dataclass
 class BestMatches:
@@ -225,29 +230,58 @@ def matches_of(
     image_scores = np.full((n_captions, k), -np.inf, dtype=np.float32)
     pair_score = np.zeros(n_captions, dtype=np.float32)
     better = np.zeros(n_captions, dtype=np.int64)
-    columns = np.arange(n_captions)
     starts = range(0, n_images, chunk)
     for start in progress_bar(starts, desc="suggestions", disable=not progress, leave=False):
         rows = np.arange(start, min(start + chunk, n_images))
         sims = similarities(rows)
-        pooled = sims if captions_pool is None else np.where(captions_pool[None, :], sims, -np.inf)
-        top = _top(pooled, k, axis=1)
-        captions[rows, : top.shape[1]] = top
-        caption_scores[rows, : top.shape[1]] = np.take_along_axis(pooled, top, axis=1)
-        pooled = sims if images_pool is None else np.where(images_pool[rows, None], sims, -np.inf)
-        down = _top(pooled, k, axis=0).T  # [n_captions, ≤ k] rows of this chunk
-        down_scores = np.take_along_axis(pooled.T, down, axis=1)
-        images, image_scores = _merge(images, image_scores, rows[down], down_scores, k)
-        mine = (image_of_caption >= start) & (image_of_caption <= rows[-1])
-        pair_score[mine] = sims[image_of_caption[mine] - start, columns[mine]]
-        greater = sims > paired[None, :]
-        greater[image_of_caption[mine] - start, columns[mine]] = False
-        better += greater.sum(axis=0)
+        top, top_scores = _tiled_top(sims, k, 1, None if captions_pool is None else captions_pool[None, :])
+        captions[rows, : top.shape[1]], caption_scores[rows, : top.shape[1]] = top, top_scores
+        down, down_scores = _tiled_top(sims, k, 0, None if images_pool is None else images_pool[rows, None])
+        images, image_scores = _merge(images, image_scores, rows[down.T], down_scores.T, k)
+        mine = np.flatnonzero((image_of_caption >= start) & (image_of_caption <= rows[-1]))
+        pair_score[mine] = sims[image_of_caption[mine] - start, mine]
+        better += _count_greater(sims, paired)
+        better[mine] -= pair_score[mine] > paired[mine]  # a caption's own image is not counted
+        del sims  # before the next chunk's are made
     image_scores[~np.isfinite(image_scores)] = np.nan
     images[np.isnan(image_scores)] = -1
     captions[~np.isfinite(caption_scores)] = -1
     caption_scores[~np.isfinite(caption_scores)] = np.nan
     return BestMatches(captions, caption_scores, images, image_scores, pair_score, better)
+
+
+def _tiled_top(
+    sims: np.ndarray, k: int, axis: int, keep: np.ndarray | None = None, tile: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, scores)``: :func:`_top` of ``sims [m, n]`` along ``axis`` and the entries it
+    picks, ``keep`` (bool, broadcast to ``sims``; None: all) the entries it may pick (the others
+    read as −inf), ranked a tile of about ``tile`` entries (default :data:`RANK_TILE`; whole rows
+    for ``axis`` 1, whole columns for 0) at a time: each row's or column's ranking is the one of
+    the whole matrix, ties included, and the memory one tile's copies, not three of ``sims`` and
+    its ``[m, n]`` int64 ranking."""
+    across = 1 - axis
+    step = max(1, (tile or RANK_TILE) // max(1, sims.shape[axis]))
+    shape = list(sims.shape)
+    shape[axis] = min(k, sims.shape[axis])
+    top, scores = np.empty(shape, dtype=np.intp), np.empty(shape, dtype=sims.dtype)
+    allowed = None if keep is None else np.broadcast_to(keep, sims.shape)
+    for start in range(0, sims.shape[across], step):
+        part = (slice(None), slice(start, start + step)) if axis == 0 else slice(start, start + step)
+        block = sims[part] if allowed is None else np.where(allowed[part], sims[part], -np.inf)
+        top[part] = _top(block, k, axis)
+        scores[part] = np.take_along_axis(block, top[part], axis=axis)
+    return top, scores
+
+
+def _count_greater(sims: np.ndarray, threshold: np.ndarray, tile: int | None = None) -> np.ndarray:
+    """``[n]`` int64: how many entries of each column of ``sims [m, n]`` exceed its ``threshold
+    [n]``, a tile of about ``tile`` entries (default :data:`RANK_TILE`) at a time."""
+    counts = np.empty(sims.shape[1], dtype=np.int64)
+    step = max(1, (tile or RANK_TILE) // max(1, sims.shape[0]))
+    for start in range(0, sims.shape[1], step):
+        columns = slice(start, start + step)
+        counts[columns] = (sims[:, columns] > threshold[None, columns]).sum(axis=0)
+    return counts
 
 
 def _top(sims: np.ndarray, k: int, axis: int) -> np.ndarray:
