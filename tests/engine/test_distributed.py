@@ -91,6 +91,9 @@ def _as_rank(target, rank: int, world: int, port: int, *args) -> None:
     )
     torch.set_num_threads(1)
     target(rank, *args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # as mispair's torchrun entry ends (mispair/__main__.py): no C++ teardown to abort in
 
 
 def _one_group(timeout: float = TIMEOUT) -> None:
