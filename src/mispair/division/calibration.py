@@ -61,6 +61,10 @@ RESAMPLES = 200
 MIN_DECOYS = 20
 """Fewer decoys than this give no calibration (the share and probabilities are unknown)."""
 
+WEAK_SEPARATION = 0.75
+"""Below this estimated AUC of the matched pairs against the decoys the audit says the held-out
+models barely tell them apart."""
+
 
 @dataclass(frozen=True)
 class Stratum:
@@ -194,26 +198,6 @@ def q_values(probability: np.ndarray, u: np.ndarray) -> np.ndarray:
     return q
 
 
-WEAK_SEPARATION = 0.75
-"""Below this estimated AUC of the matched pairs against the decoys the audit says the held-out
-models barely tell them apart."""
-
-
-def _null_quantiles(strata: Sequence[Stratum]) -> np.ndarray | None:
-    strata = [s for s in strata if len(s.score)]
-    if sum(len(s.null) for s in strata) < MIN_DECOYS or any(len(s.null) == 0 for s in strata):
-        return None
-    return np.concatenate([null_quantiles(s.score, s.null) for s in strata])
-
-
-def _point_share(u: np.ndarray, lam: float) -> float:
-    return float(min(share_at(u)[_lambda_index(lam)], 1.0))
-
-
-def _lambda_index(lam: float) -> int:
-    return int(np.argmin(np.abs(LAMBDAS - lam)))
-
-
 def calibrate(
     strata: Sequence[Stratum],
     *,
@@ -224,13 +208,14 @@ def calibrate(
 ) -> Calibration | None:
     """The :class:`Calibration` of the pairs of ``strata`` (module docstring), or None with fewer
     than :data:`MIN_DECOYS` decoys."""
-    u = _null_quantiles(strata)
-    if u is None:
-        return None
     strata = [s for s in strata if len(s.score)]
+    if sum(len(s.null) for s in strata) < MIN_DECOYS or any(len(s.null) == 0 for s in strata):
+        return None
+    u = np.concatenate([null_quantiles(s.score, s.null) for s in strata])
     rng = np.random.default_rng(seed)
     boot = np.minimum(np.stack([share_at(_resampled_u(strata, rng)) for _ in range(resamples)]), 1.0)
-    best, share = _lambda_index(lam), _point_share(u, lam)
+    best = int(np.argmin(np.abs(LAMBDAS - lam)))
+    share = float(min(share_at(u)[best], 1.0))
     lows = np.quantile(boot[:, : best + 1], (1 - level) / 2, axis=0)
     low, high = float(lows.min()), float(np.quantile(boot[:, best], (1 + level) / 2))
     probability = local_fdr(u, share)
