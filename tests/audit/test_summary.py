@@ -98,3 +98,13 @@ def test_the_planted_swaps_check_of_the_decoys_reads_by_its_binomial_test():
         AuditSummary.from_dict(json.loads(json.dumps(BEFORE))).lines(Path("/out"))
     )
     assert AuditSummary.from_dict(json.loads(json.dumps(BEFORE))).self_check.planted_like_decoys is None
+
+
+def test_with_nothing_suspected_the_headline_states_no_drop_error_rates():
+    before = json.loads(json.dumps(BEFORE)) | {"suspected": 0}
+    line = AuditSummary.from_dict(before).lines(Path("out"))[0]
+    assert line.endswith("none suspected (--fdr 0.1)") and "false-discovery rate of" not in line
+    assert (
+        "2 suspected at an estimated false-discovery rate of 8%"
+        in AuditSummary.from_dict(BEFORE).lines(Path("out"))[0]
+    )

@@ -297,10 +297,15 @@ class AuditSummary(Mapping[str, object]):
                 f"{audited}: {self.suspected} suspected, estimated mismatched share "
                 f"{share:.1f}% ({low:.1f}–{high:.1f}%)"
             )
-        return (
+        headline = (
             f"{audited}: about {share:.0f}% of the pairs "
             f"({calibration.level:.0%} interval {low:.0f}–{high:.0f}%) are as unrelated as a "
-            f"caption taken from another picture; {self.suspected} suspected at an estimated "
+            f"caption taken from another picture; "
+        )
+        if not self.suspected:  # no cut: its error rates would describe no drop (trust line says why)
+            return f"{headline}none suspected (--fdr {calibration.fdr:g})"
+        return (
+            f"{headline}{self.suspected} suspected at an estimated "
             f"false-discovery rate of {calibration.estimated_false_drop_share:.0%} (--fdr "
             f"{calibration.fdr:g}), leaving an estimated "
             f"{calibration.estimated_kept_mismatched_share:.0%} mismatched among the rest"
