@@ -1,12 +1,17 @@
 """Decoy pairs: drawn within the cells held out together, never scored by a model that trained on
-either side, and scored from the same similarities as the real pairs (against brute-force loops)."""
+either side (by construction, and by a permutation test against a collection's truly mismatched
+pairs), and scored from the same similarities as the real pairs (against brute-force loops)."""
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import permutation_test
 
+from mispair.config import load_config
+from mispair.data.batching import TrainingPairs
+from mispair.engine.assembly import load_run_data
 from mispair.engine.held_out import (
     HeldOutPlan,
     HeldOutScoring,
@@ -18,7 +23,8 @@ from mispair.engine.held_out import (
 )
 from mispair.engine.held_out.contrast import contrast_scores, contrast_with_decoys
 from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
-from tests.engine.test_division_scores import _setup
+from mispair.engine.held_out.scorers import train_scorer
+from tests.engine.test_division_scores import TINY, _setup
 
 
 @settings(max_examples=40, deadline=None)
@@ -112,3 +118,44 @@ def test_no_scorer_scores_a_decoy_whose_caption_or_picture_it_trained_on(kind):
             local,
         )[1]
     assert np.allclose(scores.null, per_repeat.mean(axis=0), atol=1e-5)
+
+
+def _one_caption_per_picture_with_swaps(rate: float, seed: int = 0):
+    """The tiny synthetic collection cut to one caption per picture (a user's folder), ``rate`` of
+    its captions swapped in one cycle: ``(config, data, pairs, truth)``."""
+    config = load_config(None, [*TINY, "data.synthetic_images=300", "data.noise.rate=0", "train.epochs=8"])
+    data = load_run_data(config)
+    train = TrainingPairs(data.train, data.train_tokens)
+    one = train.subset(np.unique(train.image_of_caption, return_index=True)[1])
+    swapped = np.sort(np.random.default_rng(seed).choice(len(one), size=int(rate * len(one)), replace=False))
+    paired = one.image_of_caption.copy()
+    paired[swapped] = paired[np.roll(swapped, 1)]
+    truth = np.zeros(len(one), dtype=bool)
+    truth[swapped] = True
+    return config, data, TrainingPairs(one.pairs, one.tokens, paired), truth
+
+
+def _mean_difference_p(mismatched: np.ndarray, decoys: np.ndarray) -> float:
+    """Two-sided permutation test of equal means (scipy's, 2,000 resamples)."""
+    test = permutation_test(
+        (mismatched, decoys),
+        lambda a, b: np.mean(a) - np.mean(b),
+        n_resamples=2000,
+        random_state=0,
+        vectorized=False,
+    )
+    return float(test.pvalue)
+
+
+@pytest.mark.parametrize("kind", ["contrast", "similarity"])
+def test_held_out_mismatched_pairs_and_decoys_are_exchangeable_and_a_leak_is_not(kind):
+    """By a permutation test: scored by models that trained on neither side, the truly mismatched
+    pairs of a collection score like its decoys (no evidence against equal means), while a model
+    that trained on every pair scores the mismatched pairs it saw far above the decoys (the test
+    has the power to see a leak)."""
+    config, data, pairs, truth = _one_caption_per_picture_with_swaps(0.4)
+    scores = out_of_fold_scores(HeldOutScoring(config, HeldOutPlan(folds=3, score_kind=kind)), data, pairs)
+    assert _mean_difference_p(scores.score[truth], scores.null) > 0.05
+    leaky = train_scorer(config, data, pairs, torch.device("cpu"))
+    score, null = scores_and_decoys(leaky, pairs, scores.decoys, kind=kind)
+    assert score[truth].mean() > null.mean() and _mean_difference_p(score[truth], null) < 0.001
