@@ -329,6 +329,15 @@ def format_audit(summary: dict, out: Path) -> str:
     return "\n".join(AuditSummary.from_dict(summary).lines(out))
 
 
+def test_the_cli_and_the_report_advise_the_same_plant():
+    """Issue 52: the CLI advised ``--plant 0.1``, the report ``--plant 0.2``."""
+    import mispair.audit
+
+    advised = re.findall(r"--plant (\d\.\d+)", format_audit(_audit_summary(), Path("out")))
+    template = (Path(mispair.audit.__file__).parent / "report.html.j2").read_text(encoding="utf-8")
+    assert advised and set(re.findall(r"--plant (\d\.\d+)", template)) == set(advised)
+
+
 def test_the_audit_says_what_its_share_rests_on():
 
     unchecked = format_audit(_audit_summary(), Path("out"))
