@@ -641,8 +641,9 @@ def _apply_parser(sub: Subparsers) -> None:
         "--format",
         choices=("same", "folder"),
         default="same",
-        help="same: the collection's own form (a table file, WebDataset shards, an imagefolder, "
-        "COCO JSON); folder: a folder of pictures with captions.csv (default: same)",
+        help="same: the collection's own form (a table file, a folder with its captions file, "
+        "WebDataset shards, an imagefolder, COCO JSON); folder: a folder of pictures with "
+        "captions.csv (image,caption,pair_id[,split]) (default: same)",
     )
     apply.add_argument(
         "--shard-size",

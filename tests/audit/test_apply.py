@@ -100,22 +100,22 @@ def test_the_cleaned_collection_holds_exactly_the_kept_and_replaced_pairs(audite
     expected = source[~source["pair_id"].isin(dropped)].assign(
         caption=lambda f: [new[i] if new.get(i) else c for i, c in zip(f["pair_id"], f["caption"])]
     )
-    assert list(written.columns) == ["image", "caption", "pair_id", "split"]
-    assert written.to_dict("records") == expected[["image", "caption", "pair_id", "split"]].to_dict("records")
+    assert list(written.columns) == ["image", "caption", "split"]  # the input's columns, none added
+    assert written.to_dict("records") == expected[["image", "caption", "split"]].to_dict("records")
     for image in set(written["image"]):  # hard links of the input's files, at the same relative paths
         assert os.path.samefile(out / image, collection / image)
     assert snapshot(collection) == before
     keep, removed = pd.read_csv(out / "keep.csv", dtype=str), pd.read_csv(out / "removed.csv", dtype=str)
     assert set(removed["pair_id"]) == dropped and set(removed["reason"]) == {"drop"}
-    assert set(keep["pair_id"]) == set(written["pair_id"])
+    assert keep["pair_id"].tolist() == expected["pair_id"].tolist()  # in the rows' order
     reasons = dict(zip(keep["pair_id"], keep["reason"]))
     assert {reasons[i] for i in decisions["pair_id"] if i not in dropped} == {"keep", "replace"}
-    assert {reasons[i] for i in set(written["pair_id"]) - set(decisions["pair_id"])} == {"undecided"}
+    assert {reasons[i] for i in set(expected["pair_id"]) - set(decisions["pair_id"])} == {"undecided"}
     read = reader_of(DataConfig(source="folder", root=str(out)))  # what audit and train read
     data = DataConfig(source="folder", root=str(out))
     pairs = [read.read_split(data, s) for s in ("train", "dev", "test")]
     assert sum(len(p.captions) for p in pairs) == len(expected)
-    assert {i for p in pairs for i in p.pair_ids} == set(expected["pair_id"])
+    assert {i for p in pairs for i in p.pair_ids} == {str(k) for k in range(len(expected))}  # renumbered
 
 
 def test_a_copied_training_pair_in_the_test_split_is_a_duplicate_and_a_leak(audited):
@@ -239,9 +239,11 @@ def test_the_cleaned_collection_is_audited_as_it_is(audited, tmp_path):
         applied.folder, tmp_path / "again", overrides=TINY, progress=False, log=lambda _: None
     )
     dropped = set(decisions.loc[decisions["decision"] == "drop", "pair_id"])
-    assert set(again.pairs["pair_id"]) == set(result.pairs["pair_id"]) - dropped
+    kept = pd.read_csv(applied.folder / "keep.csv", dtype=str)["pair_id"].tolist()  # the rows' order
+    assert set(kept) == set(result.pairs["pair_id"]) - dropped
+    assert sorted(again.pairs["pair_id"], key=int) == [str(k) for k in range(len(kept))]  # as a table's
     caption = again.pairs.set_index("pair_id")["caption"]
-    assert caption[decisions["pair_id"][2]] == "a new caption"
+    assert caption[str(kept.index(decisions["pair_id"][2]))] == "a new caption"
     assert again.summary["pairs_refused"] == 0 and again.summary["pairs_by_split"].keys() == {
         "train",
         "dev",
@@ -256,9 +258,13 @@ def test_a_planted_swap_is_undone_in_the_cleaned_collection(audited, tmp_path):
     pairs["true_image_id"] = pairs["image_id"]
     pairs.loc[swapped, "image_id"] = pairs.loc[swapped[::-1], "image_id"].to_numpy()  # as an audit plants
     none = pd.DataFrame(columns=["pair_id", "decision", "caption"])
-    applied = AuditResult(pairs, replace(result.summary, planted=0.4), "").apply(none, tmp_path / "a")
+    planted = AuditResult(pairs, replace(result.summary, planted=0.4), "")
+    applied = planted.apply(none, tmp_path / "a", format="folder")  # the pairs from the audit
     written = pd.read_csv(applied.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
     assert written.to_dict() == dict(zip(pairs["pair_id"], pairs["true_image_id"]))
+    applied = planted.apply(none, tmp_path / "b")  # the folder's own rows, read again
+    written = pd.read_csv(applied.folder / "captions.csv", dtype=str)["image"]
+    assert dict(zip(map(str, written.index), written)) == dict(zip(pairs["pair_id"], pairs["true_image_id"]))
 
 
 def test_images_are_copied_where_they_cannot_be_linked(audited, tmp_path, monkeypatch):

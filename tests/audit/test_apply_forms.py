@@ -34,6 +34,8 @@ TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_
 COLUMNS = ["data.image_column=picture", "data.caption_column=alt"]
 FORMS = {  # form: (what to give mispair's audit, the options a form needs)
     "folder-csv": [],
+    "folder-tsv": [],
+    "folder-jsonl": [],
     "table-parquet": COLUMNS,
     "table-csv": COLUMNS,
     "table-tsv": COLUMNS,
@@ -47,6 +49,8 @@ FORMS = {  # form: (what to give mispair's audit, the options a form needs)
 }
 WRITTEN = {
     "folder-csv": "folder",
+    "folder-tsv": "folder",
+    "folder-jsonl": "folder",
     "table-parquet": "table",
     "table-csv": "table",
     "table-tsv": "table",
@@ -61,6 +65,8 @@ WRITTEN = {
 
 
 def collection(form: str, folder: Path) -> Path:
+    if form.startswith("folder-"):
+        return _folder_with_other_columns(write_form(form, folder), form.split("-")[1])
     if form == "coco":
         return _coco_with_every_field(write_form(form, folder))
     if form != "table-tsv":
@@ -71,6 +77,42 @@ def collection(form: str, folder: Path) -> Path:
     path.unlink()
     frame.to_csv(folder / "pairs.tsv", sep="\t", index=False)
     return folder / "pairs.tsv"
+
+
+def _folder_with_other_columns(folder: Path, suffix: str) -> Path:
+    """The folder's captions file written again by hand with columns mispair does not read around
+    the ones it does: ``license`` (a comma and quotes, or empty) before the caption, ``credit``
+    (leading zeros) after the split; in JSON lines also a list and a number written ``1.50``
+    (which ``json`` would write back as ``1.5``), and the keys in their own order."""
+    path = folder / f"captions.{suffix}"
+    if suffix == "jsonl":
+        source = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    else:
+        with open(path, newline="", encoding="utf-8") as handle:
+            source = list(csv.DictReader(handle, delimiter="\t" if suffix == "tsv" else ","))
+    licenses = ['CC BY 4.0, "attribution"', "", "CC0"]
+    rows = [
+        {
+            "image": row["image"],
+            "license": licenses[k % 3],
+            "caption": row["caption"],
+            "split": row["split"],
+            "credit": f"{k:04d}",
+        }
+        for k, row in enumerate(source)
+    ]
+    if suffix == "jsonl":
+        lines = [
+            json.dumps({**row, "tags": ["x", k]}, ensure_ascii=False)[:-1] + ', "score": 1.50}\n'
+            for k, row in enumerate(rows)
+        ]
+        path.write_text("".join(lines), encoding="utf-8")
+        return folder
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, delimiter="\t" if suffix == "tsv" else ",", lineterminator="\r\n")
+        writer.writerow(list(rows[0]))
+        writer.writerows(list(row.values()) for row in rows)
+    return folder
 
 
 def _coco_with_every_field(path: Path) -> Path:
@@ -137,32 +179,84 @@ def applied(audits, form, tmp_path, *options):
     return path, out, dropped, new
 
 
-def test_a_folder_comes_back_as_a_folder_of_its_pictures_and_kept_captions(audits, tmp_path):
-    """Folder in, folder out (apply's plain folder, as before this form had writers): the
-    captions file ``captions.csv`` with the input's image, caption and split of every kept row
-    and its ``pair_id`` (so that a second audit keeps the first one's ids), the pictures the
-    input's."""
-    folder, out, dropped, new = applied(audits, "folder-csv", tmp_path)
-    with open(folder / "captions.csv", newline="", encoding="utf-8") as handle:
-        source = list(csv.DictReader(handle))
-    with open(out / "captions.csv", newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        written, header = list(reader), reader.fieldnames
-    assert header == ["image", "caption", "pair_id", "split"]  # the input's columns and the pair id
+@pytest.mark.parametrize("form", ["folder-csv", "folder-tsv", "folder-jsonl"])
+def test_a_folder_comes_back_as_the_same_folder_with_its_captions_file_in_its_own_form(
+    audits, tmp_path, form
+):
+    """Folder in, folder out: the captions file under its own name and format, read here with
+    ``csv`` / ``json``: the same columns in the same order (none added: no ``pair_id``, as a
+    table gets none), exactly the kept rows, a replaced caption in the caption column, every
+    other cell as it was and an untouched record the same text; the kept pictures hard links of
+    the input's at the same relative paths; nothing else written but apply's reports."""
+    folder, out, dropped, new = applied(audits, form, tmp_path)
+    suffix = form.split("-")[1]
+    name = f"captions.{suffix}"
+    source_text = (folder / name).read_bytes().decode("utf-8")  # line ends as written
+    written_text = (out / name).read_bytes().decode("utf-8")
+    if suffix == "jsonl":
+        source = [json.loads(line) for line in source_text.splitlines()]
+        written = [json.loads(line) for line in written_text.splitlines()]
+        header = list(source[0])
+        assert all(list(row) == header for row in written)  # the keys in their order
+        assert header == ["image", "license", "caption", "split", "credit", "tags", "score"]
+    else:
+        separator = "\t" if suffix == "tsv" else ","
+        rows = list(csv.reader(io.StringIO(source_text, newline=""), delimiter=separator))
+        header, rows = rows[0], rows[1:]
+        written_rows = list(csv.reader(io.StringIO(written_text, newline=""), delimiter=separator))
+        assert written_rows[0] == header == ["image", "license", "caption", "split", "credit"]
+        source = [dict(zip(header, row)) for row in rows]
+        written = [dict(zip(header, row)) for row in written_rows[1:]]
+        assert all(len(row) == len(header) for row in written_rows)
     expected = [
-        {**row, "caption": new.get(str(k), row["caption"]), "pair_id": str(k)}
+        {**row, "caption": new.get(str(k), row["caption"])}
         for k, row in enumerate(source)
         if str(k) not in dropped
     ]
-    assert written == expected
-    for name in {row["image"] for row in written}:  # hard links of the input's pictures
-        assert os.path.samefile(out / name, folder / name)
+    assert written == expected  # license, credit (0042 stays 0042), tags and split as they were
+    assert len(written) == len(source) - len(dropped) and {r["caption"] for r in written} >= set(new.values())
+    lines = source_text.splitlines(keepends=True)  # an untouched record is the same text
+    first = 0 if suffix == "jsonl" else 1
+    untouched = [lines[k + first] for k in range(len(source)) if str(k) not in dropped and str(k) not in new]
+    assert all(line in written_text for line in untouched)
+    if suffix == "jsonl":
+        assert written_text.count('"score": 1.50}') == len(written)  # never re-encoded, even replaced
+    else:
+        assert written_text.startswith(lines[0]) and written_text.count("\r\n") == len(written) + 1
     kept_pictures = {row["image"] for row in expected}
+    for picture in kept_pictures:  # hard links of the input's pictures
+        assert os.path.samefile(out / picture, folder / picture)
     assert {p.name for p in out.glob("*.png")} == kept_pictures
+    assert sorted(p.name for p in out.iterdir() if p.suffix != ".png") == sorted(
+        [name, ".mispair-output", "keep.csv", "keep_keys.txt", "removed.csv", "uids.npy"]
+    )
     keys = (out / "keep_keys.txt").read_text().split()
-    assert sorted(keys) == sorted(row["pair_id"] for row in expected)
+    kept_ids = [str(k) for k in range(len(source)) if str(k) not in dropped]
+    assert sorted(keys) == sorted(kept_ids)
     assert np.load(out / "uids.npy").tolist() == sorted(int(k) for k in keys)
     _reads_back_and_audits(out, len(expected), new, [])
+
+
+def test_format_folder_writes_todays_plain_folder_from_a_folder(audits, tmp_path):
+    """``--format folder`` on a folder: apply's plain folder as before (``captions.csv`` with
+    image, caption, pair_id and split; the captions file's other columns not written)."""
+    folder, out, dropped, new = applied(audits, "folder-tsv", tmp_path, "--format", "folder")
+    with open(out / "captions.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        written, header = list(reader), reader.fieldnames
+    assert header == ["image", "caption", "pair_id", "split"] and not (out / "captions.tsv").exists()
+    with open(folder / "captions.tsv", newline="", encoding="utf-8") as handle:
+        source = list(csv.DictReader(handle, delimiter="\t"))
+    assert written == [
+        {
+            "image": r["image"],
+            "caption": new.get(str(k), r["caption"]),
+            "pair_id": str(k),
+            "split": r["split"],
+        }
+        for k, r in enumerate(source)
+        if str(k) not in dropped
+    ]
 
 
 def test_tables_show_their_path_column_as_the_image_id(audits):

@@ -113,6 +113,22 @@ def pictures_beside(tmp, table, audit, pairs, summary):
     save(audit, pairs, {**summary, "image_root": str(tmp / "other"), "pictures": str(tmp / "other")})
 
 
+def picture_named(name, folder=False):
+    """A kept pair's image id names a regular file of the collection that apply writes too (the
+    table, the folder's captions file, a report): linked, it would replace the cleaned one."""
+
+    def change(tmp, table, audit, pairs, summary):
+        named = pairs.assign(image_id=pairs["image_id"].where(pairs.index > 0, name))
+        if not (table.parent / name).exists():
+            (table.parent / name).write_bytes(b"a picture named keep.csv")
+        if folder:
+            write_run(audit, run_config(table.parent, source="folder"))
+            summary = {**summary, "collection": str(table.parent)}
+        save(audit, named, summary)
+
+    return change
+
+
 HOSTILE = {
     "summary: the collection copied elsewhere": (copy_collection_to("elsewhere"), "summary.json names"),
     "summary: the collection another user's file": (
@@ -132,6 +148,12 @@ HOSTILE = {
     "run: data.source webdataset": (source_changed("webdataset"), "not a webdataset collection"),
     "run: data.source folder": (source_changed("folder"), "not a folder collection"),
     "summary: pictures outside the collection": (pictures_beside, "not inside the collection"),
+    "pairs: a picture named like the table": (picture_named("pairs.csv"), "named like a file apply writes"),
+    "pairs: a picture named like the folder's captions file": (
+        picture_named("captions.csv", folder=True),
+        "named like a file apply writes",
+    ),
+    "pairs: a picture named like a report": (picture_named("keep.csv"), "named like a file apply writes"),
 }
 
 
@@ -191,3 +213,16 @@ def test_pictures_in_the_folder_the_run_read_them_from_are_linked(native):
     save(audit, pairs, {**summary, "image_root": str(tmp / "pictures")})
     applied = AuditResult.load(audit).apply(decisions, tmp / "clean")
     assert applied.form == "table" and (tmp / "clean" / "pics" / "0.png").is_file()
+
+
+def test_the_fake_folder_audit_applies_as_the_same_folder(native):
+    """The collection's folder audited as a folder (``data.source=folder``): its ``captions.csv``
+    comes back under its name with its own columns (no ``pair_id`` added), the kept rows only."""
+    tmp, table, audit, pairs, summary, decisions = native
+    write_run(audit, run_config(table.parent, source="folder"))
+    save(audit, pairs, {**summary, "collection": str(table.parent)})
+    applied = AuditResult.load(audit).apply(decisions, tmp / "clean")
+    assert applied.form == "folder" and applied.files == ["captions.csv"]
+    source = (table.parent / "captions.csv").read_bytes().splitlines(keepends=True)
+    assert (tmp / "clean" / "captions.csv").read_bytes() == b"".join(source[:2] + source[3:])  # row 1 dropped
+    assert not (tmp / "clean" / "pics" / "1.png").exists() and (tmp / "clean" / "pics" / "0.png").is_file()

@@ -2,10 +2,13 @@
 
 The decisions (``decisions.csv`` as the report downloads it: ``pair_id,decision,caption``, the
 decision ``keep``, ``drop`` or ``replace``, the caption only for ``replace``) are checked against
-the audit, then the cleaned collection is written into a new folder: ``captions.csv``
-(``image,caption,pair_id``, and ``split`` when the collection named its splits), the image files
-at the same relative paths (hard-linked to the input's where the file system allows, else
-copied; never moved), ``keep.csv`` and ``removed.csv`` (each pair id with its reason). A pair
+the audit, then the cleaned collection is written into a new folder, in the collection's own form
+(:mod:`mispair.audit.writers`: a folder's captions file under its own name and format, with its
+own columns, a table file, shards, COCO JSON) or as apply's plain folder (``--format folder``, a
+DataFrame's audit): ``captions.csv`` (``image,caption,pair_id``, and ``split`` when the
+collection named its splits). Beside either: the image files at the same relative paths
+(hard-linked to the input's where the file system allows, else copied; never moved; not for
+shards or image bytes), ``keep.csv`` and ``removed.csv`` (each pair id with its reason). A pair
 with no decision is kept, or removed when ``threshold`` is given and its mismatch probability is
 at least that. The folder is a collection ``mispair audit`` and ``mispair train`` read as it is.
 
@@ -83,9 +86,10 @@ def apply_decisions(
     refused unless ``overwrite``: then an earlier cleaned collection holding only apply's files is
     replaced, and any other folder gets apply's files written into it, nothing else touched.
 
-    ``format="same"`` writes a table file, WebDataset shards, an imagefolder or COCO JSON in the
-    collection's own form (:mod:`mispair.audit.writers`; ``shard_bytes`` bounds an output shard);
-    ``"folder"`` (and every other form) the folder above. Keep-lists are written beside either."""
+    ``format="same"`` writes a folder with its captions file, a table file, WebDataset shards, an
+    imagefolder or COCO JSON in the collection's own form (:mod:`mispair.audit.writers`;
+    ``shard_bytes`` bounds an output shard); ``"folder"`` (and a DataFrame's audit, an audit
+    without its run) apply's plain folder above. Keep-lists are written beside either."""
     import pandas as pd
 
     from mispair.audit.writers import Decided, WriteRequest, collection_form, write_keep_lists
@@ -115,7 +119,13 @@ def apply_decisions(
     counts = {"linked": 0, "copied": 0}
     files: list[str] = []
 
-    def link_pictures(folder: Path) -> dict[str, int]:
+    def link_pictures(folder: Path, written: list[str] | tuple[str, ...] = ()) -> dict[str, int]:
+        clash = sorted(set(source) & {*written, *OUTPUT_FILES, MARKER})
+        if clash:  # a picture linked over the cleaned captions, or a report over the picture
+            raise DataError(
+                f"the audit's pairs: image id {clash[0]!r} is named like a file apply writes beside "
+                "the pictures (a damaged or tampered audit, or rename the picture and audit again)"
+            )
         for name, file in source.items():
             counts[_link_or_copy(file, folder, name)] += 1
         return dict(counts)

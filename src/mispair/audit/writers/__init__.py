@@ -1,9 +1,10 @@
 """Writers of cleaned collections, one per form a collection is read in (the counterpart of
 :mod:`mispair.data.readers`): ``mispair apply`` writes the kept pairs in the collection's own
-form — a table file as the same table, WebDataset shards as shards, a Hugging Face imagefolder as
-an imagefolder, COCO JSON as COCO JSON — or, with ``--format folder`` (and for a folder with a
-captions file, a DataFrame's audit, or a form without a writer), as apply's plain folder of
-pictures and ``captions.csv``. Beside either: ``keep.csv``, ``removed.csv`` and the keep-lists
+form — a table file as the same table, WebDataset shards as shards, a folder with a captions file
+(``captions.csv`` / ``.tsv`` / ``.jsonl``) as the same folder, a Hugging Face imagefolder as an
+imagefolder, COCO JSON as COCO JSON — or, with ``--format folder`` (and for a DataFrame's audit,
+an audit without its run, or a form without a writer), as apply's plain folder of pictures and
+``captions.csv``. Beside either: ``keep.csv``, ``removed.csv`` and the keep-lists
 (:mod:`mispair.audit.writers.keep_lists`).
 
 The form and the columns are those the audit read the collection with (its run's
@@ -22,7 +23,7 @@ from typing import Any
 from mispair.audit.audit_folder import read_run_data
 from mispair.audit.writers.base import Decided, WriteRequest, Written, own_name
 from mispair.audit.writers.coco import write_coco
-from mispair.audit.writers.imagefolder import is_imagefolder, write_imagefolder
+from mispair.audit.writers.imagefolder import folder_form, write_folder
 from mispair.audit.writers.keep_lists import KEEP_LISTS, write_keep_lists
 from mispair.audit.writers.table import write_table_file
 from mispair.audit.writers.webdataset import write_shards
@@ -54,7 +55,7 @@ def _write_table(request: WriteRequest, folder: Path) -> Written:
     written = write_table_file(
         request.collection, folder / request.collection.name, request.columns, request.decided
     )
-    counts = request.link_pictures(folder)
+    counts = request.link_pictures(folder, written.files)
     written.linked, written.copied = counts.get("linked", 0), counts.get("copied", 0)
     return written
 
@@ -64,14 +65,15 @@ class WriterForm:
     """The writer of the collections one reader (``data.source``) reads: the ``name`` of the
     form written, its ``write`` function, whether the kept pictures are linked beside it
     (``pictures``; never for image bytes unpacked into mispair's cache), whether its pair ids are
-    ``shard/key``, and whether it writes the collection at hand (``writes``; else apply's plain
-    folder, as for a folder with a captions file)."""
+    ``shard/key``, whether it writes the collection at hand (``writes``; else apply's plain
+    folder), and the form's name for a given collection (``named``; else ``name``)."""
 
     name: str
     write: Callable[[WriteRequest, Path], Written]
     pictures: bool = True
     shard_keys: bool = False
     writes: Callable[[Path], bool] = lambda collection: True
+    named: Callable[[Path], str] | None = None
 
 
 WRITERS: Registry[WriterForm] = Registry("collection writer", "data.source")
@@ -80,13 +82,13 @@ apply writes in its own form is one entry here (and one module beside this one).
 WRITERS.register("table")(WriterForm("table", _write_table))
 WRITERS.register("webdataset")(WriterForm("webdataset", write_shards, pictures=False, shard_keys=True))
 WRITERS.register("coco")(WriterForm("coco", write_coco))
-WRITERS.register("folder")(WriterForm("imagefolder", write_imagefolder, writes=is_imagefolder))
+WRITERS.register("folder")(WriterForm("folder", write_folder, named=folder_form))
 
 
 @dataclass(frozen=True)
 class CollectionForm:
     """How a cleaned collection of one form is written: ``name`` (``table``, ``webdataset``,
-    ``imagefolder``, ``coco``), its ``write`` function, whether the kept ``pictures`` are linked
+    ``folder``, ``imagefolder``, ``coco``), its ``write`` function, whether the kept ``pictures`` are linked
     beside it (not for image bytes or shards), whether its pair ids are ``shard/key``, and the
     ``columns`` the audit read it with."""
 
@@ -99,7 +101,7 @@ class CollectionForm:
 
 def collection_form(summary: dict[str, Any], format: str = "same") -> CollectionForm | None:
     """The form apply writes the audited collection in, or None for apply's plain folder
-    (``format="folder"``, a folder with a captions file, a DataFrame's audit, an audit without
+    (``format="folder"``, a DataFrame's audit, an audit without
     its run's config, a collection gone since the audit, a form without a writer).
 
     The summary and the run's config are untrusted (an audit folder may come from anyone): the
@@ -129,7 +131,8 @@ def collection_form(summary: dict[str, Any], format: str = "same") -> Collection
     if pictures:
         _check_picture_root(summary, data, collection)
     columns = Columns(**{key.removesuffix("_column"): data.get(key) for key in COLUMN_KEYS})
-    return CollectionForm(writer.name, writer.write, pictures, writer.shard_keys, columns)
+    name = writer.named(collection) if writer.named else writer.name
+    return CollectionForm(name, writer.write, pictures, writer.shard_keys, columns)
 
 
 def _still_of_form(collection: Path, source: str) -> bool:

@@ -37,14 +37,15 @@ class Decided:
 class WriteRequest:
     """What a writer needs: the input ``collection`` (a file, a folder or a shard pattern), the
     ``columns`` the audit read it with, the ``decided`` pairs, and ``link_pictures`` (puts the
-    kept pairs' picture files into a folder at their image ids, as apply checks them; returns
+    kept pairs' picture files into a folder at their image ids, as apply checks them, refusing a
+    picture named like one of the files the writer wrote there, its second argument; returns
     ``{"linked": n, "copied": m}``) for the forms that keep pictures beside their captions.
     ``shard_bytes`` bounds an output shard (WebDataset; None: one output shard per input shard)."""
 
     collection: Path
     columns: Columns
     decided: Decided
-    link_pictures: Callable[[Path], dict[str, int]]
+    link_pictures: Callable[[Path, list[str]], dict[str, int]]
     shard_bytes: int | None = None
 
 

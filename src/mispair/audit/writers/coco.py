@@ -32,7 +32,7 @@ def write_coco(request: WriteRequest, folder: Path) -> Written:
     with new_file(folder / source.name, "w", encoding="utf-8") as out:
         json.dump(document, out, ensure_ascii=False)
     written.files.append(source.name)
-    counts = request.link_pictures(folder)
+    counts = request.link_pictures(folder, written.files)
     written.linked, written.copied = counts.get("linked", 0), counts.get("copied", 0)
     return written
 

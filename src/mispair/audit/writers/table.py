@@ -13,8 +13,9 @@ column. Nothing is decoded that need not be:
   whole) rather than its row groups; the output's pages hold about a megabyte.
 - **CSV / TSV** are read record by record (:mod:`csv`, as pandas reads them); a kept record is
   written as the exact text it was read from, a replaced one written again with the new caption.
-- **JSON lines** are read line by line; a kept line is written as it was, a replaced one is its
-  object with the caption field set.
+- **JSON lines** are read line by line; a kept line is written as it was, a replaced one is the
+  same text with only the caption's value written anew (every other field's text as it was,
+  ``1.50`` staying ``1.50``); a line without the caption field gets it added.
 
 Pair ids are the reader's: the id column's text, else the row number from 0 (``row_offset``
 added, for the split files of a Hugging Face imagefolder).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -190,10 +192,47 @@ def _jsonl(source: Path, target: Path, columns: Columns, decided: Decided, offse
             if new is None:
                 out.write(line if line.endswith("\n") else line + "\n")
                 continue
-            end = "\r\n" if line.endswith("\r\n") else "\n"
-            out.write(json.dumps({**row, names.caption: new}, ensure_ascii=False) + end)
+            out.write(_with_caption(line, row, names.caption, new))
             written.replaced += 1
     return written
+
+
+WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _with_caption(line: str, row: dict, caption: str, new: str) -> str:
+    """The JSON line ``line`` (the object ``row``) with the value of its field ``caption`` (the
+    last one, as ``json`` reads a repeated key) replaced by ``new`` and nothing else changed; a
+    line without the field is its object written again with the field added."""
+    value = json.dumps(new, ensure_ascii=False)
+    span = _value_spans(line).get(caption)
+    if span is None:
+        end = "\r\n" if line.endswith("\r\n") else "\n"
+        return json.dumps({**row, caption: new}, ensure_ascii=False) + end
+    text = line[: span[0]] + value + line[span[1] :]
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _value_spans(line: str) -> dict[str, tuple[int, int]]:
+    """Where the value of each top-level field of a JSON object line starts and ends (a line
+    ``json`` has read as an object; empty if it cannot be followed)."""
+    decoder, spans = json.JSONDecoder(), {}
+    try:
+        at = WHITESPACE.match(line, line.index("{") + 1).end()
+        while line[at] == '"':
+            key, at = json.decoder.scanstring(line, at + 1)
+            at = WHITESPACE.match(line, at).end()
+            if line[at] != ":":
+                return {}
+            at = WHITESPACE.match(line, at + 1).end()
+            _, end = decoder.raw_decode(line, at)
+            spans[key] = (at, end)
+            at = WHITESPACE.match(line, end).end()
+            if line[at] == ",":
+                at = WHITESPACE.match(line, at + 1).end()
+    except (ValueError, IndexError, RecursionError):
+        return {}
+    return spans
 
 
 def _json_lines(source: Path) -> Iterator[tuple[str, dict | None]]:
