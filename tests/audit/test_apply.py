@@ -3,6 +3,7 @@ exactly the kept and replaced pairs (images hard-linked, the input untouched); e
 one-line error that writes nothing."""
 
 import hashlib
+import json
 import os
 from dataclasses import replace
 
@@ -219,7 +220,10 @@ def test_a_previous_cleaned_collection_is_replaced_only_with_overwrite(audited, 
         result.apply(some_decisions(result.pairs).head(1), tmp_path / "clean")
     again = result.apply(some_decisions(result.pairs).head(1), tmp_path / "clean", overwrite=True)
     assert again.folder == first.folder and again.removed == 1
-    assert (tmp_path / "clean" / ".mispair-output").read_text() == "mispair apply output\n"
+    clean = tmp_path / "clean"
+    first_line, listed = (clean / ".mispair-output").read_text().splitlines()
+    files = {f.relative_to(clean).as_posix() for f in clean.rglob("*") if f.is_file()}
+    assert first_line == "mispair apply output" and set(json.loads(listed)) == files - {".mispair-output"}
 
 
 def test_a_collection_without_image_files_is_refused(audited, tmp_path):

@@ -568,3 +568,31 @@ def test_a_table_named_like_apply_s_reports_is_refused_before_anything_is_writte
     finally:
         renamed.unlink()
     assert not (tmp_path / "clean").exists()
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("form", "first", "second"),
+    [("webdataset", ["--shard-size", "20KB"], []), ("folder-csv", [], []), ("table-parquet", [], [])],
+)
+def test_overwrite_leaves_exactly_a_fresh_applys_files_beside_the_users(
+    audits, tmp_path, form, first, second
+):
+    """An earlier cleaned collection applied again with ``--overwrite``: its files that this apply
+    does not write (a shard no longer written, a picture now dropped) are gone, a file the user
+    added stays, and the rest equals a fresh apply's output byte for byte."""
+    audit_dir = audits[form][1]
+    out = tmp_path / "clean"
+    keep_all = tmp_path / "none.csv"
+    pd.DataFrame(columns=["pair_id", "decision", "caption"]).to_csv(keep_all, index=False)
+    assert main(["apply", str(audit_dir), "--decisions", str(keep_all), "--out", str(out), *first]) == 0
+    (out / "my-notes.txt").write_text("mine")
+    _, fresh, _, _ = applied(audits, form, tmp_path / "fresh", *second)
+    decisions = tmp_path / "fresh" / "decisions.csv"
+    args = ["apply", str(audit_dir), "--decisions", str(decisions), "--out", str(out), "--overwrite"]
+    assert main([*args, *second]) == 0
+    assert (out / "my-notes.txt").read_text() == "mine"
+    assert {k: v for k, v in _files(out).items() if k != "my-notes.txt"} == _files(fresh)

@@ -81,7 +81,9 @@ def test_the_fake_audit_applies(setup, capsys):
     assert apply(audit, decisions, tmp / "clean") == 0
     written = pd.read_csv(tmp / "clean" / "captions.csv", dtype=str)
     assert len(written) == N - 1 and (tmp / "clean" / "pics" / "0.png").read_bytes() == b"picture 0"
-    assert (tmp / "clean" / ".mispair-output").read_text() == "mispair apply output\n"
+    first_line, listed = (tmp / "clean" / ".mispair-output").read_text().splitlines()
+    files = {f.relative_to(tmp / "clean").as_posix() for f in (tmp / "clean").rglob("*") if f.is_file()}
+    assert first_line == "mispair apply output" and set(json.loads(listed)) == files - {".mispair-output"}
 
 
 def tamper_pairs(image_id):

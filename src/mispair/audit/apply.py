@@ -19,6 +19,7 @@ collection is a folder of files, and such a collection has none to link.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 DECISIONS = ("keep", "drop", "replace")
 OUTPUT_FILES = ("captions.csv", "keep.csv", "removed.csv", "keep_keys.txt", "uids.npy")
+MARKER_TEXT = "mispair apply output\n"
+"""The first line of the marker apply writes; its second lists (JSON) the files it wrote."""
 DECISIONS_NAME = re.compile(r"^decisions-(?P<id>[0-9A-Za-z]+)(?: \(\d+\))?\.csv$")
 """The report's download name (a browser may add `` (1)`` to a second download)."""
 
@@ -148,11 +151,15 @@ def apply_decisions(
                 lambda handle, f=frame: write_csv(f[["pair_id", "reason"]], handle, line_end="\n"),
             )
         keys = kept["pair_id"].astype(str).tolist()
-        write_keep_lists(folder, keys, shard_keys=bool(form and form.shard_keys))
-        atomic_text(folder / MARKER, "mispair apply output\n")
+        lists = write_keep_lists(folder, keys, shard_keys=bool(form and form.shard_keys))
+        table = files if form is not None else ["captions.csv"]
+        wrote = [*table, *source, "keep.csv", "removed.csv", *lists]
+        atomic_text(folder / MARKER, MARKER_TEXT + json.dumps(wrote) + "\n")
 
     if mode == "into":
+        earlier = _manifest(out)
         write(out)
+        _remove_stale(out, earlier, _manifest(out) or [])
     else:
         atomic_directory(out, write, what="cleaned collection", replaceable=lambda p: mode == "replace")
     replaced = int((kept["reason"] == "replace").sum())
@@ -388,7 +395,7 @@ def _out_mode(out: Path, overwrite: bool) -> str:
     if not out.is_dir() or not any(out.iterdir()):
         return "new"
     marker = out / MARKER
-    ours = marker.is_file() and not marker.is_symlink() and _marker_text(marker).startswith("mispair apply")
+    ours = marker.is_file() and not marker.is_symlink() and _marker_text(marker).startswith(MARKER_TEXT)
     if ours and not overwrite:
         raise DataError(
             f"{out}: holds a cleaned collection an earlier `mispair apply` wrote; choose a new --out, "
@@ -406,22 +413,63 @@ def _out_mode(out: Path, overwrite: bool) -> str:
 
 def _marker_text(marker: Path) -> str:
     try:
-        return read_input(marker, 1000, "a folder's marker", links=False).decode("utf-8", "replace")
+        data = read_input(marker, limit("MAX_TABLE_BYTES"), "a folder's marker", links=False)
     except DataError:
         return ""
+    return data.decode("utf-8", "replace")
+
+
+def _manifest(out: Path) -> list[str] | None:
+    """The files an earlier apply wrote into ``out``, as its marker lists them (relative names),
+    or None where the marker lists none (written before it did, or not apply's)."""
+    text = _marker_text(out / MARKER)
+    if not text.startswith(MARKER_TEXT):
+        return None
+    try:
+        names = json.loads(text[len(MARKER_TEXT) :] or "null")
+    except ValueError:
+        return None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return None
+    return names
+
+
+def _remove_stale(out: Path, earlier: list[str] | None, now: list[str]) -> None:
+    """Remove from ``out`` the files an earlier apply wrote that this one did not write again (a
+    dropped picture, a shard that is no longer written): the cleaned collection holds only this
+    apply's output beside the files the user added. Only plain relative names of regular files
+    are removed, never a link or anything through one."""
+    for name in sorted(set(earlier or ()) - set(now)):
+        parts = PurePosixPath(name).parts
+        if not parts or name.startswith("/") or ".." in parts:
+            continue
+        path, ok = out, True
+        for part in parts[:-1]:
+            path = path / part
+            ok = ok and path.is_dir() and not path.is_symlink()
+        path = path / parts[-1]
+        if ok and path.is_file() and not path.is_symlink():
+            path.unlink()
 
 
 def _only_applys(out: Path) -> bool:
-    """``out`` holds nothing but what an earlier apply wrote (its tables, marker and the pictures
-    its ``captions.csv`` names)."""
+    """``out`` holds nothing but what an earlier apply wrote (the files its marker lists; for an
+    older marker, its tables and the pictures its ``captions.csv`` names)."""
     import pandas as pd
 
+    listed = _manifest(out)
+    if listed is not None:
+        return _holds_only(out, {*listed, MARKER})
     try:
         data = read_input(out / "captions.csv", limit("MAX_TABLE_BYTES"), "a cleaned collection", links=False)
         images = set(pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)["image"])
     except (DataError, ValueError, KeyError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return False
-    own = {*OUTPUT_FILES, MARKER, *images}
+    return _holds_only(out, {*OUTPUT_FILES, MARKER, *images})
+
+
+def _holds_only(out: Path, own: set[str]) -> bool:
+    """Every file below ``out`` is one of ``own`` (relative names) and none is a link."""
     for path in out.rglob("*"):
         name = path.relative_to(out).as_posix()
         if path.is_symlink() or (path.is_file() and name not in own):
