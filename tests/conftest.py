@@ -3,12 +3,20 @@ overrides. That default trains on the pretrained backbone (frozen MiniLM), which
 and a pass over every synthetic caption; tests get the small BiGRU model instead, unless marked
 ``pretrained_default`` (tests of the backbone itself set ``model.text_encoder=minilm``).
 
-The test run caches into a folder of its own (``MISPAIR_CACHE``, unless set already), never into
-the user's cache folder; subprocesses inherit it."""
+The suite runs on the CPU unless ``MISPAIR_TEST_DEVICE=cuda`` (then every test sees the GPU, and
+``tests/test_cuda.py`` compares the CUDA paths with the CPU's). The test run caches into a folder
+of its own (``MISPAIR_CACHE``, unless set already), never into the user's cache folder;
+subprocesses inherit it."""
 
 import os
 import shutil
 import tempfile
+
+if os.environ.get("MISPAIR_TEST_DEVICE", "cpu") == "cpu":
+    # The suite's references are CPU arithmetic (exact resumes, side-by-side equalities, golden
+    # runs), so it runs on the CPU even where a GPU is visible, as CI does (subprocesses inherit
+    # this); MISPAIR_TEST_DEVICE=cuda shows the GPU to every test (tests/test_cuda.py among them).
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 import pytest
 

@@ -1,6 +1,7 @@
 """A 4,000-pair embeddings table (``.devcheck/emb.parquet``), 30% of its captions swapped in one
 cycle, its truth in ``.devcheck/truth.npy``: the collection of the CUDA check
-(benchmarks/results/cuda_check.md), audited on CPU and on CUDA and judged by ``judge.py``."""
+(benchmarks/results/cuda_check.md), audited on CPU and on CUDA and judged by ``judge.py``;
+``tests/test_cuda.py`` audits a smaller one."""
 
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pandas as pd
 OUT = Path(".devcheck")
 
 
-def main(n: int = 4000, dim: int = 128, rate: float = 0.3, seed: int = 0) -> None:
+def write_table(out: Path, n: int = 4000, dim: int = 128, rate: float = 0.3, seed: int = 0) -> np.ndarray:
+    """``out/emb.parquet`` (columns id, img_emb, txt_emb, caption) and ``out/truth.npy``; the truth
+    (True: swapped) by row."""
     rng = np.random.default_rng(seed)
     concept = rng.normal(size=(n, dim))
     image = concept + 1.6 * rng.normal(size=(n, dim))
@@ -18,7 +21,7 @@ def main(n: int = 4000, dim: int = 128, rate: float = 0.3, seed: int = 0) -> Non
     shown = np.arange(n)
     swapped = np.sort(rng.choice(n, size=int(rate * n), replace=False))
     shown[swapped] = swapped[np.roll(rng.permutation(len(swapped)), 1)]
-    OUT.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(
         {
             "id": [f"p{k}" for k in range(n)],
@@ -26,9 +29,11 @@ def main(n: int = 4000, dim: int = 128, rate: float = 0.3, seed: int = 0) -> Non
             "txt_emb": list(text.astype(np.float32)),
             "caption": [f"caption {k}" for k in range(n)],
         }
-    ).to_parquet(OUT / "emb.parquet")
-    np.save(OUT / "truth.npy", shown != np.arange(n))
+    ).to_parquet(out / "emb.parquet")
+    truth = shown != np.arange(n)
+    np.save(out / "truth.npy", truth)
+    return truth
 
 
 if __name__ == "__main__":
-    main()
+    write_table(OUT)
