@@ -181,6 +181,11 @@ class DivisionConfig:
     collection while every pair is still scored; None: all of them. ``reference``: the clean-trained
     reference division instead, for benchmarks on planted noise: one round of out-of-fold scorers
     trained on the truly matched pairs only (the division a perfect refinement would reach).
+    ``nested_trust`` (``rounds`` > 1, from scratch): the last round's scorer of a fold trains on
+    the clean split of a held-out scoring of the other folds alone (``rounds`` − 1 rounds, one
+    fold fewer, one partition), not of every fold: the trust that picks what it trains on was
+    never decided by a model that saw the fold it scores (the refinement rounds' trust was, and a
+    fold's own pairs then score above its decoys: ``benchmarks/refinement_leak.py``).
     """
 
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -196,6 +201,7 @@ class DivisionConfig:
     refine_epochs: int | None = None  # warm-started refinement rounds (out_of_fold)
     scorer_pairs: int | None = None  # the most pairs an out-of-fold scorer trains on (a sample)
     reference: bool = False  # scorers trained on the truly matched pairs (planted noise only)
+    nested_trust: bool = False  # the last round's trust decided without the fold it scores
 
     def __post_init__(self) -> None:
         if self.folds < 2:
@@ -205,6 +211,12 @@ class DivisionConfig:
         if self.refine_epochs is not None and self.refine_epochs < 1:
             raise ConfigError(
                 f"division.refine_epochs: at least 1 (or null: from scratch), got {self.refine_epochs}"
+            )
+        if self.nested_trust and (self.rounds < 2 or self.refine_epochs is not None):
+            raise ConfigError(
+                "division.nested_trust: needs division.rounds of at least 2 and refinement from "
+                f"scratch (division.refine_epochs: null), got rounds {self.rounds}, refine_epochs "
+                f"{self.refine_epochs}"
             )
         for key in ("epochs", "rounds", "repeats"):
             if getattr(self, key) < 1:

@@ -75,8 +75,9 @@ class _RoundPlan:
         repeat, k = divmod(job, self.plan.folds)
         seed = self.scoring.seeds.scorers[repeat][k]
         training = self.dealt.fold[repeat] != k
-        if self.start.trusted is not None:
-            training = training & self.start.trusted
+        trusted = self.start.trusted
+        if trusted is not None:
+            training = training & (trusted[job] if trusted.ndim == 2 else trusted)
         scorer = self.scoring.scorer
         epochs = scorer.train.epochs if self.start.epochs is None else self.start.epochs
         config = replace(scorer, train=replace(scorer.train, seed=seed, epochs=epochs))

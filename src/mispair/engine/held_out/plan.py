@@ -34,7 +34,8 @@ class HeldOutPlan:
     the scores averaged), ``score_kind`` (a name of
     :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`) at temperature ``tau``, ``refine_epochs``
     (warm-started refinement rounds; None: from scratch), ``scorer_pairs`` (the most pairs a
-    scorer trains on; None: all) and ``reference`` (scorers trained on the truly matched pairs)."""
+    scorer trains on; None: all), ``reference`` (scorers trained on the truly matched pairs) and
+    ``nested_trust`` (the last round's trust of a fold decided by the other folds alone)."""
 
     folds: int = 5
     rounds: int = 1
@@ -45,6 +46,7 @@ class HeldOutPlan:
     refine_epochs: int | None = None
     scorer_pairs: int | None = None
     reference: bool = False
+    nested_trust: bool = False
 
     @classmethod
     def of(cls, division: DivisionConfig) -> HeldOutPlan:
@@ -59,6 +61,7 @@ class HeldOutPlan:
             refine_epochs=division.refine_epochs,
             scorer_pairs=division.scorer_pairs,
             reference=division.reference,
+            nested_trust=division.nested_trust,
         )
 
     def but(self, **changes: object) -> HeldOutPlan:
@@ -88,9 +91,10 @@ class Runtime:
 class RoundStart:
     """What one round of out-of-fold scorers starts from: its ``index`` (the stash's round),
     ``trusted [n_pairs]`` bool (the scorers train on the trusted pairs of the other folds only;
-    None: all), ``start`` (each job's initial weights, by job; None: fresh), whether to
-    ``keep_scorers`` (return this process's trained weights, for a warm-started next round) and
-    the scorers' ``epochs`` (a warm-started round's own, shorter schedule; None: the scorer's)."""
+    ``[jobs, n_pairs]``: each job's own; None: all), ``start`` (each job's initial weights, by
+    job; None: fresh), whether to ``keep_scorers`` (return this process's trained weights, for a
+    warm-started next round) and the scorers' ``epochs`` (a warm-started round's own, shorter
+    schedule; None: the scorer's)."""
 
     index: int = 0
     trusted: np.ndarray | None = None
