@@ -13,6 +13,12 @@ the old mixture estimate beside them, against the truth.
         --rates 0 0.2 0.4 0.7 --seeds 0 1 2
     python benchmarks/audit_calibration.py table > benchmarks/results/calibration/table.md
 
+A variant of the audit's run scores into its own folder and is tabled from it, e.g. nested trust:
+
+    python benchmarks/audit_calibration.py score --collections tuxpaint --rates 0 0.2 0.4 0.7 \
+        --override division.nested_trust=true --scores benchmarks/results/calibration/nested_trust/scores
+    python benchmarks/audit_calibration.py table --scores benchmarks/results/calibration/nested_trust/scores
+
 Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English descriptions),
 ``tuxpaint_near`` (the same, each swap within a stamp category: a caption of a similar picture,
 a near miss), ``openclipart`` (the package's clips with a title, at most ``--openclipart-max`` of
@@ -192,17 +198,19 @@ def held_out_scores(
 
 
 def score(args: argparse.Namespace) -> None:
-    SCORES.mkdir(parents=True, exist_ok=True)
+    scores = Path(args.scores)
+    scores.mkdir(parents=True, exist_ok=True)
     for name in args.collections:
         for rate in args.rates:
             for seed in args.seeds:
                 tag = f"{name}_r{rate:g}_s{seed}"
-                target = SCORES / f"{tag}.npz"
+                target = scores / f"{tag}.npz"
                 if target.is_file() and not args.again:
                     continue
                 started = time.time()
                 folder = WORK / tag
                 overrides = (f"data.cache_dir={args.cache_dir}",) if args.cache_dir else ()
+                overrides += tuple(args.override)
                 if name == "synthetic":
                     collection = synthetic_collection(folder / "collection")
                     found = held_out_scores(
@@ -243,12 +251,20 @@ def main() -> None:
         help="one feature cache for every collection (its pictures are the same: extracted once)",
     )
     run.add_argument("--keep", action="store_true")
-    sub.add_parser("table")
+    run.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="a setting of the audit's run, KEY=VALUE (repeatable): a variant, scored into its own --scores",
+    )
+    run.add_argument("--scores", default=str(SCORES), help="where the scores go (a variant's folder)")
+    tab = sub.add_parser("table")
+    tab.add_argument("--scores", default=str(SCORES), help="the scores read (rows.json beside them)")
     args = parser.parse_args()
     if args.stage == "score":
         score(args)
     else:
-        table()
+        table(Path(args.scores))
 
 
 OLD_RESAMPLES = 30
@@ -294,11 +310,11 @@ def row(path: Path) -> dict[str, float]:
     }
 
 
-def table() -> None:
-    cache = RESULTS / "rows.json"
+def table(scores: Path = SCORES) -> None:
+    cache = scores.parent / "rows.json"
     known = json.loads(cache.read_text()) if cache.is_file() else {}
     rows = {}
-    for path in sorted(SCORES.glob("*.npz")):  # a row is computed again when its scores changed
+    for path in sorted(scores.glob("*.npz")):  # a row is computed again when its scores changed
         fresh, digest = known.get(path.stem), hashlib.sha256(path.read_bytes()).hexdigest()[:16]
         if fresh is None or fresh.get("scores") != digest:
             fresh = {**row(path), "scores": digest}
