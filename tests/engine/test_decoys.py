@@ -12,6 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from mispair.config import load_config
 from mispair.data.batching import TrainingPairs
+from mispair.distributed import Shard
 from mispair.engine.assembly import load_run_data
 from mispair.engine.held_out import (
     HeldOutPlan,
@@ -24,7 +25,7 @@ from mispair.engine.held_out import (
 )
 from mispair.engine.held_out.contrast import contrast_scores, contrast_with_decoys
 from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
-from mispair.engine.held_out.rounds import refined_out_of_fold_scores
+from mispair.engine.held_out.rounds import nested_trust, refined_out_of_fold_scores
 from mispair.engine.held_out.scorers import train_scorer
 from tests.engine.test_division_scores import TINY, _setup
 
@@ -182,3 +183,17 @@ def test_a_refinement_round_leaks_through_its_trust_and_nested_trust_does_not():
     assert _mean_difference_p(leaky.score[truth], leaky.null) < 0.01
     assert _mean_difference_p(nested.score[truth], nested.null) > 0.05
     assert roc_auc_score(truth, -nested.score) > 0.75
+
+
+def test_nested_trust_never_trusts_the_fold_it_scores_and_deals_its_jobs_over_the_ranks():
+    """Each job's trusted pairs lie in the other folds only, and two ranks (each computing its own
+    jobs' rows, ``rank, rank + world, …``) give together what one process gives."""
+    config, data, train = _setup()
+    scoring = HeldOutScoring(config, HeldOutPlan(folds=3, rounds=2, nested_trust=True))
+    fold = sampling.deal_pairs(scoring, train, None, data.train.n_images).fold
+    whole = nested_trust(scoring, data, train, fold, Runtime())
+    ranks = [nested_trust(scoring, data, train, fold, Runtime(shard=Shard(rank, 2))) for rank in (0, 1)]
+    for job, trusted in enumerate(whole):
+        repeat, k = divmod(job, 3)
+        assert trusted.any() and not trusted[fold[repeat] == k].any()
+        assert np.array_equal(ranks[job % 2][job], trusted) and not ranks[1 - job % 2][job].any()
