@@ -250,3 +250,20 @@ def test_formulas_in_decisions_downloaded_by_the_report_read_back_as_typed(setup
     applied = AuditResult.load(audit).apply(decisions, tmp / "clean")
     written = pd.read_csv(applied.folder / "captions.csv", dtype=str).set_index("pair_id")["caption"]
     assert written["2"] == "=1+1 a dog"  # the collection holds the caption as typed
+
+
+def test_a_tampered_marker_never_removes_a_file_outside_the_cleaned_collection(setup):
+    """``--overwrite`` removes the files an earlier apply's marker lists and this apply does not
+    write; a marker rewritten to list files above the folder or through a link removes none."""
+    tmp, _collection, audit, _, _, decisions = setup
+    assert apply(audit, decisions, tmp / "clean") == 0
+    (tmp / "victim.txt").write_text("mine")
+    (tmp / "elsewhere").mkdir()
+    (tmp / "elsewhere" / "inside.txt").write_text("mine")
+    os.symlink(tmp / "elsewhere", tmp / "clean" / "link")
+    listed = ["../victim.txt", str(tmp / "victim.txt"), "link/inside.txt", "keep.csv"]
+    (tmp / "clean" / ".mispair-output").write_text("mispair apply output\n" + json.dumps(listed) + "\n")
+    AuditResult.load(audit).apply(decisions, tmp / "clean", overwrite=True)
+    assert (tmp / "victim.txt").read_text() == "mine"
+    assert (tmp / "elsewhere" / "inside.txt").read_text() == "mine"
+    assert len(pd.read_csv(tmp / "clean" / "captions.csv")) == N - 1

@@ -133,7 +133,7 @@ def apply_decisions(
             counts[_link_or_copy(file, folder, name)] += 1
         return dict(counts)
 
-    def write(folder: Path) -> None:
+    def write(folder: Path) -> list[str]:
         if form is not None:
             new = [c if r == "replace" else None for c, r in zip(kept["caption"], kept["reason"])]
             decided = Decided(dict(zip(kept["pair_id"].astype(str), new)))
@@ -155,11 +155,11 @@ def apply_decisions(
         table = files if form is not None else ["captions.csv"]
         wrote = [*table, *source, "keep.csv", "removed.csv", *lists]
         atomic_text(folder / MARKER, MARKER_TEXT + json.dumps(wrote) + "\n")
+        return wrote
 
     if mode == "into":
         earlier = _manifest(out)
-        write(out)
-        _remove_stale(out, earlier, _manifest(out) or [])
+        _remove_stale(out, earlier, write(out))
     else:
         atomic_directory(out, write, what="cleaned collection", replaceable=lambda p: mode == "replace")
     replaced = int((kept["reason"] == "replace").sum())

@@ -72,12 +72,12 @@ def nested_trust(
     (``fold [repeats, n_pairs]``, as dealt)."""
     plan = scoring.plan
     inner = replace(
-        scoring,
-        plan=replace(plan, folds=plan.folds - 1, repeats=1, rounds=plan.rounds - 1, nested_trust=False),
+        scoring, plan=plan.but(folds=plan.folds - 1, repeats=1, rounds=plan.rounds - 1, nested_trust=False)
     )
     trusted = np.zeros((plan.repeats * plan.folds, len(train)), dtype=bool)
     alone = Runtime(device=runtime.device, progress=False, train_fold=runtime.train_fold)
-    for job in range(runtime.shard.rank, plan.repeats * plan.folds, runtime.shard.world):
+    jobs = range(runtime.shard.rank, plan.repeats * plan.folds, runtime.shard.world)
+    for job in progress_bar(jobs, desc="nested trust", disable=not runtime.progress, leave=False):
         repeat, k = divmod(job, plan.folds)
         others = np.flatnonzero(fold[repeat] != k)
         scored = refined_out_of_fold_scores(inner, data, train.subset(others), runtime=alone)
