@@ -19,6 +19,7 @@ BEFORE = {  # the formulas as they stood at their call sites
     "fold": lambda s, k, folds: s * folds + k,
     "batch labels": lambda e, first: first + 7919 * e,
     "decoys": lambda s: s * 7 + 424_242,  # new with the audit's decoys (issue 48): its formula as made
+    "trust": lambda s, held: (s * 65_537 + held) % 2**32,  # new with nested trust's lattice (issue 48)
 }
 
 

@@ -181,11 +181,11 @@ class DivisionConfig:
     collection while every pair is still scored; None: all of them. ``reference``: the clean-trained
     reference division instead, for benchmarks on planted noise: one round of out-of-fold scorers
     trained on the truly matched pairs only (the division a perfect refinement would reach).
-    ``nested_trust`` (``rounds`` > 1, from scratch): the last round's scorer of a fold trains on
-    the clean split of a held-out scoring of the other folds alone (``rounds`` − 1 rounds, one
-    fold fewer, one partition), not of every fold: the trust that picks what it trains on was
-    never decided by a model that saw the fold it scores (the refinement rounds' trust was, and a
-    fold's own pairs then score above its decoys: ``benchmarks/refinement_leak.py``).
+    ``nested_trust`` (1 < ``rounds`` < ``folds``, from scratch): the rounds before the last train
+    one scorer per set of folds held out together (:mod:`~mispair.engine.held_out.nested`), so
+    that no scorer trains on pairs trusted by a model that saw a fold it holds out (the plain
+    refinement rounds' trust was, and a fold's own pairs then score above its decoys:
+    ``benchmarks/refinement_leak.py``).
     """
 
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -212,11 +212,11 @@ class DivisionConfig:
             raise ConfigError(
                 f"division.refine_epochs: at least 1 (or null: from scratch), got {self.refine_epochs}"
             )
-        if self.nested_trust and (self.rounds < 2 or self.refine_epochs is not None):
+        if self.nested_trust and not (1 < self.rounds < self.folds and self.refine_epochs is None):
             raise ConfigError(
-                "division.nested_trust: needs division.rounds of at least 2 and refinement from "
-                f"scratch (division.refine_epochs: null), got rounds {self.rounds}, refine_epochs "
-                f"{self.refine_epochs}"
+                "division.nested_trust: needs division.rounds of at least 2 and below division.folds, "
+                f"and refinement from scratch (division.refine_epochs: null), got rounds {self.rounds}, "
+                f"folds {self.folds}, refine_epochs {self.refine_epochs}"
             )
         for key in ("epochs", "rounds", "repeats"):
             if getattr(self, key) < 1:

@@ -35,6 +35,9 @@ PURPOSES: dict[str, Callable[..., int]] = {
     "repeat": lambda seed, r: seed if r == 0 else seed + 1_000_003 * r,
     # the scorer of fold k of ``folds`` (from its repeat's seed): seed · folds + k
     "fold": lambda seed, k, folds: seed * folds + k,
+    # the scorer of nested trust that holds out the folds of bitmask ``held`` (from its repeat's
+    # seed): seed · 65537 + held, modulo 2³² (a seed's range)
+    "trust": lambda seed, held: (seed * 65_537 + held) % 2**32,
     # the decoy pairs of a held-out scoring (captions shown with other images: the audit's null)
     "decoys": lambda seed: seed * 7 + 424_242,
     # RCL's complementary labels of a batch at epoch e whose first pair is i (the epoch is the

@@ -2,6 +2,8 @@
 either side (by construction, and by a permutation test against a collection's truly mismatched
 pairs), and scored from the same similarities as the real pairs (against brute-force loops)."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -19,13 +21,15 @@ from mispair.engine.held_out import (
     HeldOutScoring,
     HeldOutSeeds,
     Runtime,
+    nested,
     out_of_fold_scores,
     sampling,
     scores_and_decoys,
 )
 from mispair.engine.held_out.contrast import contrast_scores, contrast_with_decoys
 from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
-from mispair.engine.held_out.rounds import nested_trust, refined_out_of_fold_scores
+from mispair.engine.held_out.nested import nested_trust
+from mispair.engine.held_out.rounds import refined_out_of_fold_scores
 from mispair.engine.held_out.scorers import train_scorer
 from tests.engine.test_division_scores import TINY, _setup
 
@@ -174,26 +178,52 @@ def test_a_refinement_round_leaks_through_its_trust_and_nested_trust_does_not():
     backbone, as the audit scores: the small from-scratch test model shows no leak here."""
     config, data, pairs, truth = _one_caption_per_picture_with_swaps(0.7)
     found = {}
-    for nested in (False, True):
-        plan = HeldOutPlan(folds=5, rounds=2, score_kind="contrast", nested_trust=nested)
-        scores = refined_out_of_fold_scores(HeldOutScoring(config, plan), data, pairs)
-        found[nested] = scores
-    leaky, nested = found[False], found[True]
+    for nested_on in (False, True):
+        plan = HeldOutPlan(folds=5, rounds=2, score_kind="contrast", nested_trust=nested_on)
+        found[nested_on] = refined_out_of_fold_scores(HeldOutScoring(config, plan), data, pairs)
+    leaky, tight = found[False], found[True]
     assert leaky.score[truth].mean() > leaky.null.mean()
     assert _mean_difference_p(leaky.score[truth], leaky.null) < 0.01
-    assert _mean_difference_p(nested.score[truth], nested.null) > 0.05
-    assert roc_auc_score(truth, -nested.score) > 0.75
+    assert _mean_difference_p(tight.score[truth], tight.null) > 0.05
+    assert roc_auc_score(truth, -tight.score) > 0.75
 
 
-def test_nested_trust_never_trusts_the_fold_it_scores_and_deals_its_jobs_over_the_ranks():
-    """Each job's trusted pairs lie in the other folds only, and two ranks (each computing its own
-    jobs' rows, ``rank, rank + world, …``) give together what one process gives."""
+def test_nested_trust_trains_each_scorer_outside_its_held_set_and_deals_them_over_the_ranks(monkeypatch):
+    """Down the lattice (4 folds, 3 rounds): every scorer of a round trains on pairs of exactly
+    ``folds − size`` folds (never one of its held-out set), one per set and partition; each job's
+    trust lies outside its fold; and two ranks, each training its share of the scorers, fill
+    disjoint scores that add up to one process's."""
     config, data, train = _setup()
-    scoring = HeldOutScoring(config, HeldOutPlan(folds=3, rounds=2, nested_trust=True))
-    fold = sampling.deal_pairs(scoring, train, None, data.train.n_images).fold
-    whole = nested_trust(scoring, data, train, fold, Runtime())
-    ranks = [nested_trust(scoring, data, train, fold, Runtime(shard=Shard(rank, 2))) for rank in (0, 1)]
+    scoring = HeldOutScoring(config, HeldOutPlan(folds=4, rounds=3, repeats=2, nested_trust=True))
+    dealt = sampling.deal_pairs(scoring, train, None, data.train.n_images)
+    seen, summed = [], []
+    real_trained = nested.trained_scorers
+
+    def recording(runs, *args):
+        seen.append([(run.job, run.pairs) for run in runs])
+        return real_trained(runs, *args)
+
+    monkeypatch.setattr(nested, "trained_scorers", recording)
+    monkeypatch.setattr(nested, "sum_over", lambda shard, scores: summed.append(scores) or scores)
+    whole = nested_trust(scoring, data, train, dealt, Runtime())
+    for size, runs in zip((3, 2), seen, strict=True):
+        sets = math.comb(4, size)
+        assert len(runs) == 2 * sets
+        for job, pairs in runs:  # jobs in order: each partition's sets, in order
+            assert len(np.unique(dealt.fold[job // sets, pairs])) == 4 - size
     for job, trusted in enumerate(whole):
-        repeat, k = divmod(job, 3)
-        assert trusted.any() and not trusted[fold[repeat] == k].any()
-        assert np.array_equal(ranks[job % 2][job], trusted) and not ranks[1 - job % 2][job].any()
+        repeat, k = divmod(job, 4)
+        assert trusted.any() and not trusted[dealt.fold[repeat] == k].any()
+    rounds_of_whole = list(summed)
+    parts = {}
+    for rank in (0, 1):
+        summed.clear()
+        answers = iter(rounds_of_whole)  # each rank goes on from the whole's sums, as all_reduce gives
+        monkeypatch.setattr(
+            nested, "sum_over", lambda shard, scores, given=answers: summed.append(scores) or next(given)
+        )
+        assert np.array_equal(nested_trust(scoring, data, train, dealt, Runtime(shard=Shard(rank, 2))), whole)
+        parts[rank] = list(summed)
+    for whole_round, mine, theirs in zip(rounds_of_whole, parts[0], parts[1], strict=True):
+        assert not ((mine != 0) & (theirs != 0)).any()
+        np.testing.assert_allclose(mine + theirs, whole_round, atol=1e-5)

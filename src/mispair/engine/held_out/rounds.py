@@ -4,7 +4,6 @@ on every pair, each pair's similarity averaged over its first epochs)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -15,6 +14,7 @@ from mispair.distributed import from_main
 from mispair.division.scores import TRAINING_MIXTURE, clean_split
 from mispair.encoding import evaluating, pair_similarities
 from mispair.engine.assembly import RunData
+from mispair.engine.held_out.nested import nested_trust
 from mispair.engine.held_out.out_of_fold import OutOfFoldScores, scored_round
 from mispair.engine.held_out.plan import ON_CPU, HeldOutPlan, HeldOutScoring, RoundStart, Runtime
 from mispair.engine.held_out.sampling import deal_pairs
@@ -43,14 +43,15 @@ def refined_out_of_fold_scores(
     scores are returned). With ``plan.refine_epochs``, each later round's scorer of a fold starts
     from the previous round's scorer of that fold (trained on the other folds only: the fold stays
     unseen) and trains ``refine_epochs`` epochs on the new clean split instead of the scorer's
-    epochs from scratch. With ``plan.nested_trust`` only the last round is scored, each fold's
-    scorer trained on the trusted pairs :func:`nested_trust` finds in the other folds alone."""
+    epochs from scratch. With ``plan.nested_trust`` the rounds before the last train the scorers of
+    :mod:`~mispair.engine.held_out.nested` instead, so that no scorer trains on pairs trusted by a
+    model that saw a fold it holds out."""
     plan = scoring.plan
     trusted: np.ndarray | None = None
     start: dict[int, dict[str, Tensor]] | None = None
     dealt = deal_pairs(scoring, train, others, data.train.n_images)
     if plan.nested_trust and plan.rounds > 1:
-        last = RoundStart(plan.rounds - 1, nested_trust(scoring, data, train, dealt.fold, runtime))
+        last = RoundStart(plan.rounds - 1, nested_trust(scoring, data, train, dealt, runtime))
         return scored_round(scoring, data, train, dealt, runtime, last)
     warm = plan.refine_epochs is not None and plan.rounds > 1
     for round_index in range(plan.rounds):
@@ -60,29 +61,6 @@ def refined_out_of_fold_scores(
         scores = scored_round(scoring, data, train, dealt, runtime, round_start)
         start, trusted = scores.scorers, from_main(runtime.shard, partial(_clean, scores.score, plan))
     return scores
-
-
-def nested_trust(
-    scoring: HeldOutScoring, data: RunData, train: TrainingPairs, fold: np.ndarray, runtime: Runtime
-) -> np.ndarray:
-    """``[repeats × folds, n_pairs]`` bool: for each of this process's jobs (``repeat × folds +
-    fold``; the others' rows stay False), the trusted pairs of the other folds, decided by a
-    held-out scoring of those folds alone (``rounds − 1`` rounds, one fold fewer, one partition,
-    on one process): nothing the job's scorer trains on was chosen by a model that saw its fold
-    (``fold [repeats, n_pairs]``, as dealt)."""
-    plan = scoring.plan
-    inner = replace(
-        scoring, plan=plan.but(folds=plan.folds - 1, repeats=1, rounds=plan.rounds - 1, nested_trust=False)
-    )
-    trusted = np.zeros((plan.repeats * plan.folds, len(train)), dtype=bool)
-    alone = Runtime(device=runtime.device, progress=False, train_fold=runtime.train_fold)
-    jobs = range(runtime.shard.rank, plan.repeats * plan.folds, runtime.shard.world)
-    for job in progress_bar(jobs, desc="nested trust", disable=not runtime.progress, leave=False):
-        repeat, k = divmod(job, plan.folds)
-        others = np.flatnonzero(fold[repeat] != k)
-        scored = refined_out_of_fold_scores(inner, data, train.subset(others), runtime=alone)
-        trusted[job, others] = _clean(scored.score, plan)
-    return trusted
 
 
 def _clean(score: np.ndarray, plan: HeldOutPlan) -> np.ndarray:

@@ -1,0 +1,124 @@
+"""Nested trust: a refinement round whose trust was never decided by a model that saw the fold
+it scores.
+
+A refinement round trains fold ``k``'s scorer on the pairs of the other folds that the previous
+round trusted. When that trust came from the previous round's scorers, each trained on every
+fold but its own, the trust of fold ``j``'s pairs was decided by a model that trained on fold
+``k``: the pairs of fold ``k``, mismatched ones too, then score above its decoys
+(``benchmarks/refinement_leak.py``). Here the trust of each set of folds is decided by scorers
+that hold that set out, round by round down a lattice of held-out sets.
+
+With ``R`` rounds and ``F`` folds, round ``t < R`` trains one scorer per set ``S`` of ``R − t + 1``
+folds, on the pairs outside ``S`` (trusted, from round 2 on, as decided for ``S`` below), and scores
+the pairs of each fold ``j`` of ``S`` with it. The trust of the pairs outside a set ``T`` of
+``R − t`` folds is the clean split (:func:`~mispair.division.scores.clean_split`) of their scores,
+fold ``j`` scored by the scorer of ``T ∪ {j}``, which saw none of ``T``. The last round's scorer of
+fold ``k`` trains on the trust of ``{k}``. Scorers per partition: ``C(F, 2) + … + C(F, R)``, for
+two rounds of five folds ten (as many as three leaky rounds' fifteen less the last five), each on
+``F − R`` of the ``F`` folds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from itertools import combinations
+
+import numpy as np
+
+from mispair.data.batching import TrainingPairs
+from mispair.distributed import sum_over
+from mispair.division.scores import TRAINING_MIXTURE, clean_split
+from mispair.engine.assembly import RunData
+from mispair.engine.held_out.kinds import KindSettings, scores_and_decoys
+from mispair.engine.held_out.plan import HeldOutScoring, Runtime
+from mispair.engine.held_out.sampling import NO_DECOYS, DealtPairs, contrast_groups, grouped_scores, sampled
+from mispair.engine.held_out.scorers import ScorerRun, trained_scorers
+from mispair.progress import progress_bar
+from mispair.seeds import child_seed
+
+HeldSet = tuple[int, ...]
+"""A set of folds held out together, sorted."""
+
+
+def nested_trust(
+    scoring: HeldOutScoring, data: RunData, train: TrainingPairs, dealt: DealtPairs, runtime: Runtime
+) -> np.ndarray:
+    """``[repeats × folds, n_pairs]`` bool: for each job (``repeat × folds + fold``), the pairs of the
+    other folds its last-round scorer trains on, decided down the lattice of held-out sets of
+    ``dealt.fold`` (module docstring). Every rank returns every row: the lattice's scorers are
+    dealt over ``runtime.shard``'s ranks and their scores summed."""
+    plan = scoring.plan
+    if not 1 < plan.rounds < plan.folds:
+        raise ValueError(f"nested trust needs 1 < rounds < folds, got {plan.rounds} and {plan.folds}")
+    trust: dict[tuple[int, HeldSet], np.ndarray] = {}
+    for size in range(plan.rounds, 1, -1):
+        trust = _trust_below(scoring, data, train, dealt, runtime, size, trust)
+    trusted = np.zeros((plan.repeats * plan.folds, len(train)), dtype=bool)
+    for (repeat, (k,)), mask in trust.items():
+        trusted[repeat * plan.folds + k] = mask
+    return trusted
+
+
+def _trust_below(
+    scoring: HeldOutScoring,
+    data: RunData,
+    train: TrainingPairs,
+    dealt: DealtPairs,
+    runtime: Runtime,
+    size: int,
+    trust: dict[tuple[int, HeldSet], np.ndarray],
+) -> dict[tuple[int, HeldSet], np.ndarray]:
+    """One round of the lattice: a scorer per ``(repeat, set of size folds)`` trained outside its
+    set (on ``trust`` of that set where given), and from their scores the trust of every set one
+    fold smaller: ``{(repeat, set): [n_pairs] bool}`` (False inside the set)."""
+    plan = scoring.plan
+    below = [(r, held) for r in range(plan.repeats) for held in combinations(range(plan.folds), size - 1)]
+    index = {key: i for i, key in enumerate(below)}
+    scores = np.zeros((len(below), len(train)), dtype=np.float32)
+    sets = [(r, held) for r in range(plan.repeats) for held in combinations(range(plan.folds), size)]
+    mine = sets[runtime.shard.rank :: runtime.shard.world]
+    runs = [
+        _scorer(scoring, dealt.fold[r], held, trust.get((r, held)), job, r)
+        for job, (r, held) in enumerate(mine)
+    ]
+    settings = KindSettings(plan.tau, scoring.scorer.train.eval_batch_size, runtime.device)
+    trained = trained_scorers(runs, data, train, runtime.device, runtime.train_fold)
+    desc = f"nested trust ({size} folds out)"
+    for run, model in progress_bar(
+        trained, total=len(runs), desc=desc, disable=not runtime.progress, leave=False
+    ):
+        repeat, held = mine[run.job]
+        score = partial(scores_and_decoys, model, kind=plan.score_kind, settings=settings)
+        for j in held:
+            pairs = np.flatnonzero(dealt.fold[repeat] == j)
+            fold_pairs = train.subset(pairs)
+            group = contrast_groups(dealt.content, fold_pairs, run.seed)
+            rest = tuple(f for f in held if f != j)
+            scores[index[(repeat, rest)], pairs] = grouped_scores(score, fold_pairs, group, NO_DECOYS)[0]
+    scores = sum_over(runtime.shard, scores)
+    below_trust = {}
+    for (repeat, held), row in zip(below, scores, strict=True):
+        outside = np.flatnonzero(~np.isin(dealt.fold[repeat], held))
+        mask = np.zeros(len(train), dtype=bool)
+        mask[outside] = clean_split(row[outside], plan.p_threshold, TRAINING_MIXTURE)
+        below_trust[(repeat, held)] = mask
+    return below_trust
+
+
+def _scorer(
+    scoring: HeldOutScoring,
+    fold: np.ndarray,
+    held: HeldSet,
+    trusted: np.ndarray | None,
+    job: int,
+    repeat: int,
+) -> ScorerRun:
+    """The scorer that holds out the folds ``held`` of ``fold [n_pairs]``: it trains on the pairs
+    outside them (those ``trusted`` only, where given), seeded by its repeat and set."""
+    seed = child_seed(scoring.seeds.repeats[repeat], "trust", sum(1 << f for f in held))
+    training = ~np.isin(fold, held)
+    if trusted is not None:
+        training &= trusted
+    config = replace(scoring.scorer, train=replace(scoring.scorer.train, seed=seed))
+    return ScorerRun(job, config, sampled(np.flatnonzero(training), scoring.plan.scorer_pairs, seed))
