@@ -10,7 +10,9 @@ within a few epochs on a small collection (in-sample detection AUC falls towards
   ever trained on by the model that scores it, and the folds do not depend on the row order;
   ``repeats`` partitions of the groups, each pair's score the mean of its repeats (the mean of
   several held-out scorers varies less than one: on Tux Paint at 0.4, detection AUC 0.85 → 0.90
-  with 3 repeats and 3 rounds instead of 1 and 2);
+  with 3 repeats and 3 rounds instead of 1 and 2); each later round trains on the pairs the
+  round before trusted, with ``nested_trust`` (the audit's default) trust decided by scorers
+  that held out every fold a later scorer holds out (:mod:`~mispair.engine.held_out.nested`);
 - **early**: one model trained on all pairs, each pair's similarity averaged over its first
   epochs, before the mismatched pairs are fitted (one training instead of ``k``: for large data).
 
@@ -29,7 +31,8 @@ the pairs dealt once into folds, groups and decoys; samples),
 :mod:`~mispair.engine.held_out.contrast`, :mod:`~mispair.engine.held_out.decoys`,
 :mod:`~mispair.engine.held_out.scorers` and :mod:`~mispair.engine.held_out.side_by_side` (scorer
 training), :mod:`~mispair.engine.held_out.out_of_fold` (one round) and
-:mod:`~mispair.engine.held_out.rounds` (refinement rounds, the early scorer).
+:mod:`~mispair.engine.held_out.rounds` (refinement rounds, the early scorer) with
+:mod:`~mispair.engine.held_out.nested` (their trust down a lattice of held-out folds).
 """
 
 from mispair.engine.held_out.entry import division_scores

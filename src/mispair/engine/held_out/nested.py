@@ -27,7 +27,7 @@ from itertools import combinations
 import numpy as np
 
 from mispair.data.batching import TrainingPairs
-from mispair.distributed import sum_over
+from mispair.distributed import from_main, sum_over
 from mispair.division.scores import TRAINING_MIXTURE, clean_split
 from mispair.engine.assembly import RunData
 from mispair.engine.held_out.kinds import KindSettings, scores_and_decoys
@@ -97,13 +97,21 @@ def _trust_below(
             rest = tuple(f for f in held if f != j)
             scores[index[(repeat, rest)], pairs] = grouped_scores(score, fold_pairs, group, NO_DECOYS)[0]
     scores = sum_over(runtime.shard, scores)
-    below_trust = {}
+    return from_main(runtime.shard, partial(_trusted, scores, below, dealt.fold, plan.p_threshold))
+
+
+def _trusted(
+    scores: np.ndarray, below: list[tuple[int, HeldSet]], fold: np.ndarray, p_threshold: float
+) -> dict[tuple[int, HeldSet], np.ndarray]:
+    """The trust of each ``(repeat, set)`` of ``below``: the clean split of its row of ``scores
+    [len(below), n_pairs]`` over the pairs outside the set (fitted once, on rank 0)."""
+    trust = {}
     for (repeat, held), row in zip(below, scores, strict=True):
-        outside = np.flatnonzero(~np.isin(dealt.fold[repeat], held))
-        mask = np.zeros(len(train), dtype=bool)
-        mask[outside] = clean_split(row[outside], plan.p_threshold, TRAINING_MIXTURE)
-        below_trust[(repeat, held)] = mask
-    return below_trust
+        outside = np.flatnonzero(~np.isin(fold[repeat], held))
+        mask = np.zeros(len(row), dtype=bool)
+        mask[outside] = clean_split(row[outside], p_threshold, TRAINING_MIXTURE)
+        trust[(repeat, held)] = mask
+    return trust
 
 
 def _scorer(
