@@ -13,11 +13,13 @@ the old mixture estimate beside them, against the truth.
         --rates 0 0.2 0.4 0.7 --seeds 0 1 2
     python benchmarks/audit_calibration.py table > benchmarks/results/calibration/table.md
 
-A variant of the audit's run scores into its own folder and is tabled from it, e.g. nested trust:
+A variant of the audit's run scores into its own folder and is tabled from it, e.g. the three
+refinement rounds without nested trust that the audit ran before (``three_rounds/``):
 
     python benchmarks/audit_calibration.py score --collections tuxpaint --rates 0 0.2 0.4 0.7 \
-        --override division.nested_trust=true --scores benchmarks/results/calibration/nested_trust/scores
-    python benchmarks/audit_calibration.py table --scores benchmarks/results/calibration/nested_trust/scores
+        --override division.rounds=3 --override division.nested_trust=false \
+        --scores benchmarks/results/calibration/three_rounds/scores
+    python benchmarks/audit_calibration.py table --scores benchmarks/results/calibration/three_rounds/scores
 
 Collections: ``tuxpaint`` (the 950 stamps of the Debian package, their English descriptions),
 ``tuxpaint_near`` (the same, each swap within a stamp category: a caption of a similar picture,

@@ -22,6 +22,10 @@ from mispair.data.synthetic import write_synthetic_dataset
 
 from .test_audit_run import PLANT, TINY
 
+ROUNDS = [*TINY, "division.rounds=2"]
+"""The tiny audit with a refinement round, so that nested trust's lattice (the audit's default)
+runs across the nodes too."""
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -35,7 +39,7 @@ def node_command(collection, out, node: int, port: int, run_id: str) -> list[str
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node),
         "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
-        "-m", "mispair", "audit", str(collection), *TINY,
+        "-m", "mispair", "audit", str(collection), *ROUNDS,
         "--out", str(out), "--plant", str(PLANT), "--quiet",
     ]  # fmt: skip
 
@@ -57,7 +61,7 @@ def _wait_for_listener(port: int, agent: subprocess.Popen, seconds: float = 120.
 def audits(tmp_path_factory):
     root = tmp_path_factory.mktemp("nodes")
     collection = write_synthetic_dataset(root / "toy_precomp", n_train=100, n_dev=30, n_test=30)
-    one = [sys.executable, "-m", "mispair", "audit", str(collection), *TINY]
+    one = [sys.executable, "-m", "mispair", "audit", str(collection), *ROUNDS]
     done = subprocess.run(
         [*one, "--out", str(root / "one"), "--plant", str(PLANT), "--quiet"],
         capture_output=True, text=True, timeout=600, cwd=root,
