@@ -94,3 +94,17 @@ def test_the_audit_trains_the_holdout_that_the_benchmarks_measured(dataset):
     differ = {k for k, v in vars(audit.train).items() if getattr(benchmarked.train, k) != v}
     assert differ <= named, differ - named
     assert audit.train.epochs < benchmarked.train.epochs
+
+
+def test_nested_trust_refuses_what_would_leak_or_cannot_run_and_is_a_no_op_for_one_round():
+    from mispair.audit.collection import AUDIT_RUN
+
+    with pytest.raises(ConfigError, match=r"^division\.refine_epochs: .* set division\.nested_trust=false"):
+        load_config(None, ["division.refine_epochs=2"], default=AUDIT_RUN)
+    leaves_none = r"^division\.nested_trust: division\.rounds=3 with division\.folds=3 leaves no fold"
+    with pytest.raises(ConfigError, match=leaves_none):
+        load_config(None, ["division.folds=3", "division.rounds=3"], default=AUDIT_RUN)
+    one_round = load_config(None, ["division.rounds=1", "division.refine_epochs=2"], default=AUDIT_RUN)
+    assert one_round.division.nested_trust and one_round.division.rounds == 1
+    plain = load_config(None, ["division.nested_trust=false", "division.refine_epochs=2"], default=AUDIT_RUN)
+    assert plain.division.refine_epochs == 2

@@ -214,8 +214,9 @@ class DivisionConfig:
             )
         if self.nested_trust and self.rounds > 1 and self.rounds >= self.folds:
             raise ConfigError(
-                f"division.nested_trust: needs division.rounds below division.folds (its first round "
-                f"holds out `rounds` folds at once), got rounds {self.rounds}, folds {self.folds}"
+                f"division.nested_trust: division.rounds={self.rounds} with division.folds={self.folds} "
+                "leaves no fold to train its first round on (it holds out `rounds` folds at once): "
+                "use more folds, division.rounds=1 or division.nested_trust=false"
             )
         if self.nested_trust and self.rounds > 1 and self.refine_epochs is not None:
             raise ConfigError(

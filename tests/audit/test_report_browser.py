@@ -32,6 +32,7 @@ TINY = [
     "train.epochs=2",
     "train.batch_size=8",
     "division.folds=2",
+    "division.rounds=1",  # two folds leave none for nested trust's first round
     "division.epochs=2",
     "division.repeats=1",
 ]
