@@ -6,8 +6,8 @@ chance (docs/results.md). ``holdout`` takes its division from the run's held-out
 (``division.scored_by: out_of_fold``, averaged over ``division.repeats`` partitions and refined over
 ``division.rounds``, or ``early``; :mod:`mispair.engine.pair_scores`), computed once before
 training (the configs: 3 repeats, 3 rounds, InfoNCE scorers at τ 0.2; detection AUC on Tux
-Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, τ 0.05; a user's
-collection, :data:`~mispair.config.ROBUST_RUN`: 2 rounds with nested trust):
+Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, τ 0.05; the audit,
+:data:`~mispair.audit.collection.AUDIT_RUN`: 2 rounds with nested trust):
 
 - each pair's clean probability ``w`` is a two-component GMM over its held-out score (NCR's
   mixture, on scores no model has fitted);
