@@ -31,6 +31,7 @@ from mispair.engine.held_out.decoys import cells_of, decoy_pairs, local_decoys
 from mispair.engine.held_out.nested import nested_trust
 from mispair.engine.held_out.rounds import refined_out_of_fold_scores
 from mispair.engine.held_out.scorers import train_scorer
+from mispair.engine.held_out.stash import FoldStash
 from tests.engine.test_division_scores import TINY, _setup
 
 
@@ -228,3 +229,26 @@ def test_nested_trust_trains_each_scorer_outside_its_held_set_and_deals_them_ove
     for whole_round, mine, theirs in zip(rounds_of_whole, parts[0], parts[1], strict=True):
         assert not ((mine != 0) & (theirs != 0)).any()
         np.testing.assert_allclose(mine + theirs, whole_round, atol=1e-5)
+
+
+def test_nested_trust_resumes_from_the_stash_training_only_the_scorers_it_lacks(tmp_path, monkeypatch):
+    """A scoring with nested trust interrupted after some of its lattice's scorers resumes from
+    the stash: it trains only the scorers whose scores are missing, and its scores equal those of
+    a run from scratch."""
+    config, data, train = _setup()
+    scoring = HeldOutScoring(config, HeldOutPlan(folds=3, rounds=2, nested_trust=True))
+    trained = []
+    real_trained = nested.trained_scorers
+
+    def counting(runs, *args):
+        trained.append(sorted(run.job for run in runs))
+        return real_trained(runs, *args)
+
+    monkeypatch.setattr(nested, "trained_scorers", counting)
+    whole = refined_out_of_fold_scores(scoring, data, train)
+    stash = FoldStash(tmp_path / "folds", "key")
+    first = refined_out_of_fold_scores(scoring, data, train, runtime=Runtime(stash=stash))
+    assert trained[-1] == [0, 1, 2] and np.array_equal(first.score, whole.score)
+    (tmp_path / "folds" / "trust2_1.npz").unlink()  # one lattice scorer lost, as if interrupted
+    resumed = refined_out_of_fold_scores(scoring, data, train, runtime=Runtime(stash=stash))
+    assert trained[-1] == [1] and np.array_equal(resumed.score, whole.score)

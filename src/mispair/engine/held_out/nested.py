@@ -70,34 +70,61 @@ def _trust_below(
     trust: dict[tuple[int, HeldSet], np.ndarray],
 ) -> dict[tuple[int, HeldSet], np.ndarray]:
     """One round of the lattice: a scorer per ``(repeat, set of size folds)`` trained outside its
-    set (on ``trust`` of that set where given), and from their scores the trust of every set one
-    fold smaller: ``{(repeat, set): [n_pairs] bool}`` (False inside the set)."""
+    set (on ``trust`` of that set where given; read back from ``runtime.stash`` when an earlier run
+    finished it), and from their scores the trust of every set one fold smaller: ``{(repeat, set):
+    [n_pairs] bool}`` (False inside the set)."""
     plan = scoring.plan
     below = [(r, held) for r in range(plan.repeats) for held in combinations(range(plan.folds), size - 1)]
     index = {key: i for i, key in enumerate(below)}
     scores = np.zeros((len(below), len(train)), dtype=np.float32)
     sets = [(r, held) for r in range(plan.repeats) for held in combinations(range(plan.folds), size)]
-    mine = sets[runtime.shard.rank :: runtime.shard.world]
-    runs = [
-        _scorer(scoring, dealt.fold[r], held, trust.get((r, held)), job, r)
-        for job, (r, held) in enumerate(mine)
-    ]
+    stash, stage = runtime.stash, f"trust{size}"  # its scorers stashed beside the rounds', to resume
+    todo = []
+    for job in range(runtime.shard.rank, len(sets), runtime.shard.world):
+        repeat, held = sets[job]
+        scored = np.flatnonzero(np.isin(dealt.fold[repeat], held))  # held's folds, in pair order
+        kept = None if stash is None else stash.load(stage, job)
+        if kept is not None and len(kept) == len(scored):
+            _fill(scores, index, repeat, held, dealt.fold[repeat], scored, kept)
+        else:
+            todo.append(_scorer(scoring, dealt.fold[repeat], held, trust.get((repeat, held)), job, repeat))
     settings = KindSettings(plan.tau, scoring.scorer.train.eval_batch_size, runtime.device)
-    trained = trained_scorers(runs, data, train, runtime.device, runtime.train_fold)
+    trained = trained_scorers(todo, data, train, runtime.device, runtime.train_fold)
     desc = f"nested trust ({size} folds out)"
     for run, model in progress_bar(
-        trained, total=len(runs), desc=desc, disable=not runtime.progress, leave=False
+        trained, total=len(todo), desc=desc, disable=not runtime.progress, leave=False
     ):
-        repeat, held = mine[run.job]
+        repeat, held = sets[run.job]
         score = partial(scores_and_decoys, model, kind=plan.score_kind, settings=settings)
+        scored = np.flatnonzero(np.isin(dealt.fold[repeat], held))
+        kept = np.zeros(len(scored), dtype=np.float32)
         for j in held:
-            pairs = np.flatnonzero(dealt.fold[repeat] == j)
-            fold_pairs = train.subset(pairs)
+            in_fold = np.flatnonzero(dealt.fold[repeat][scored] == j)
+            fold_pairs = train.subset(scored[in_fold])
             group = contrast_groups(dealt.content, fold_pairs, run.seed)
-            rest = tuple(f for f in held if f != j)
-            scores[index[(repeat, rest)], pairs] = grouped_scores(score, fold_pairs, group, NO_DECOYS)[0]
+            kept[in_fold] = grouped_scores(score, fold_pairs, group, NO_DECOYS)[0]
+        if stash is not None:
+            stash.save(stage, run.job, kept)
+        _fill(scores, index, repeat, held, dealt.fold[repeat], scored, kept)
     scores = sum_over(runtime.shard, scores)
     return from_main(runtime.shard, partial(_trusted, scores, below, dealt.fold, plan.p_threshold))
+
+
+def _fill(
+    scores: np.ndarray,
+    index: dict[tuple[int, HeldSet], int],
+    repeat: int,
+    held: HeldSet,
+    fold: np.ndarray,
+    scored: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """The scores ``kept [len(scored)]`` of the set ``held``'s scorer (of the pairs ``scored``, its
+    folds') into ``scores``: fold ``j``'s into the row of the set ``held`` less ``j``."""
+    for j in held:
+        in_fold = fold[scored] == j
+        rest = tuple(f for f in held if f != j)
+        scores[index[(repeat, rest)], scored[in_fold]] = kept[in_fold]
 
 
 def _trusted(

@@ -16,20 +16,24 @@ from mispair.safe_parse import read_npz
 class FoldStash:
     """Finished scorers' held-out scores of an out-of-fold scoring kept on disk
     (``folder/<round>_<scorer>.npz``, scorer = repeat × folds + fold, written atomically, each
-    tagged with ``key``: what the scores depend on), so an interrupted scoring resumes at its first
-    missing scorer; :meth:`clear` removes them once the whole scores are saved."""
+    tagged with ``key``: what the scores depend on; a round is its index, or the name of a stage
+    such as nested trust's ``trust2``, whose scorers number its held-out sets), so an interrupted
+    scoring resumes at its first missing scorer; :meth:`clear` removes them once the whole scores
+    are saved."""
 
     def __init__(self, folder: Path, key: str) -> None:
         self.folder, self.key = folder, key
 
-    def load(self, round_index: int, scorer: int) -> np.ndarray | None:
+    def load(self, round_index: int | str, scorer: int) -> np.ndarray | None:
         path = self.folder / f"{round_index}_{scorer}.npz"
         if not path.is_file():
             return None
         saved = read_npz(path, ("score", "key"))
         return saved["score"] if str(saved.get("key")) == self.key else None
 
-    def save(self, round_index: int, scorer: int, score: np.ndarray, weights: dict | None = None) -> None:
+    def save(
+        self, round_index: int | str, scorer: int, score: np.ndarray, weights: dict | None = None
+    ) -> None:
         """Keep a finished scorer's held-out scores (and its ``weights``, which a warm-started
         next round starts from; written first, so scores on disk always have theirs)."""
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -43,7 +47,7 @@ class FoldStash:
             lambda handle: np.savez(handle, score=score, key=np.array(self.key)),
         )
 
-    def load_weights(self, round_index: int, scorer: int) -> dict[str, Tensor] | None:
+    def load_weights(self, round_index: int | str, scorer: int) -> dict[str, Tensor] | None:
         """The weights kept with a finished scorer, or None."""
         path = self.folder / f"{round_index}_{scorer}.pt"
         if not path.is_file():
