@@ -64,13 +64,14 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
     if not path.exists():
         raise DataError(f"--labels {path}: no such file; give the labels file the review page downloaded")
-    data = read_input(path, limit("MAX_DECISIONS_BYTES"), "a labels file", hint=raise_hint("MAX_DECISIONS_BYTES"))
+    bound = limit("MAX_DECISIONS_BYTES")
+    data = read_input(path, bound, "a labels file", hint=raise_hint("MAX_DECISIONS_BYTES"))
     try:
         return pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text; save the labels as UTF-8") from None
     except pd.errors.EmptyDataError:
-        raise DataError(f"{path}: empty; a labels file has a header pair_id,label and a row per answer") from None
+        raise DataError(f"{path}: empty; give a header pair_id,label and a row per answer") from None
     except (pd.errors.ParserError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: not a readable CSV file ({first})") from None
