@@ -20,6 +20,7 @@ BEFORE = {  # the formulas as they stood at their call sites
     "batch labels": lambda e, first: first + 7919 * e,
     "decoys": lambda s: s * 7 + 424_242,  # new with the audit's decoys (issue 48): its formula as made
     "trust": lambda s, held: (s * 65_537 + held) % 2**32,  # new with nested trust's lattice (issue 48)
+    "sample": lambda s: s * 13 + 575_757,  # new with the labelled sample (issue 57)
 }
 
 

@@ -40,6 +40,8 @@ PURPOSES: dict[str, Callable[..., int]] = {
     "trust": lambda seed, held: (seed * 65_537 + held) % 2**32,
     # the decoy pairs of a held-out scoring (captions shown with other images: the audit's null)
     "decoys": lambda seed: seed * 7 + 424_242,
+    # the audit's random order of its pairs for a person to judge (sample.csv)
+    "sample": lambda seed: seed * 13 + 575_757,
     # RCL's complementary labels of a batch at epoch e whose first pair is i (the epoch is the
     # seed here): i + 7919 · e
     "batch labels": lambda epoch, first: first + 7919 * epoch,

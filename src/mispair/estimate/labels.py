@@ -146,9 +146,7 @@ def merge_labels(tables: Sequence[pd.DataFrame], reviewers: Sequence[str] | None
     labels = pd.DataFrame({"pair_id": wide.index.astype(str), "label": agreed.to_numpy()})
     split = answers.map(len) > 1
     disagreements = wide[split].reset_index().rename(columns={"index": "pair_id"}).fillna("")
-    kappa = {
-        f"{a} / {b}": cohen_kappa(wide[a], wide[b]) for k, a in enumerate(names) for b in names[k + 1 :]
-    }
+    kappa = {f"{a} / {b}": cohen_kappa(wide[a], wide[b]) for k, a in enumerate(names) for b in names[k + 1 :]}
     return MergedLabels(labels, disagreements, kappa, names)
 
 

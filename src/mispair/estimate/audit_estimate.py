@@ -1,0 +1,322 @@
+"""``mispair estimate``: what a person's answers on the audit's random sample prove — the share of
+mismatched pairs with an interval valid however they stopped (:mod:`mispair.estimate.share`),
+the ranking's AUC and recall on their own judgements (:mod:`mispair.estimate.trust`) and, with a
+false-discovery rate, the pairs to drop with a finite-sample guarantee
+(:mod:`mispair.estimate.selection`). Written as ``estimate.json`` (and ``estimate_pairs.csv``)
+into the audit's folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mispair.atomic import atomic_text, atomic_write
+from mispair.errors import ConfigError
+from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
+from mispair.estimate.sample import SAMPLE, sample_positions
+from mispair.estimate.selection import conformal_selection, recalibrated
+from mispair.estimate.share import (
+    ALPHA,
+    TARGET_HALF_WIDTH,
+    SampleShare,
+    ShareEstimate,
+    anytime_share,
+    sample_share,
+)
+from mispair.estimate.trust import Interval, blind_spot, ranking_auc, wilson
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    Labels = str | Path | pd.DataFrame
+
+ESTIMATE = "estimate.json"
+ESTIMATE_PAIRS = "estimate_pairs.csv"
+METHOD = (
+    "PPI++ (power-tuned prediction-powered inference; Angelopoulos, Duchi & Zrnic 2023) with the "
+    "audit's calibrated probabilities as predictions, over the first n pairs of sample.csv's "
+    "random order; the interval an asymptotic confidence sequence (Waudby-Smith et al. 2024), "
+    "valid at every n, so stopping when it is tight keeps it valid; unsure answers bound either way"
+)
+
+
+@dataclass(frozen=True)
+class LabelledDrop:
+    """The drop chosen against the answers at false-discovery rate ``fdr``: ``suspected`` (how
+    many), ``kept_mismatched`` (the estimated share of mismatched pairs among those left, with
+    its interval), ``recalibrated`` (whether the probabilities were refitted on the answers)."""
+
+    fdr: float
+    suspected: int
+    kept: int
+    kept_mismatched: ShareEstimate
+    recalibrated: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fdr": self.fdr,
+            "method": "conformal selection against the pairs judged correct (Jin & Candès 2023), "
+            "Benjamini-Hochberg over the unjudged pairs; the pairs judged mismatched dropped too",
+            "suspected": self.suspected,
+            "kept": self.kept,
+            "kept_mismatched_share": self.kept_mismatched.share,
+            "kept_mismatched_share_interval": [self.kept_mismatched.low, self.kept_mismatched.high],
+            "probabilities_recalibrated": self.recalibrated,
+        }
+
+
+@dataclass(frozen=True)
+class AuditEstimate:
+    """What the answers prove about an audit (``estimate.json``); ``pairs``: with a drop, every
+    pair's ``pair_id``, recalibrated ``mismatch_probability``, ``suspected``, ``label``."""
+
+    audit_id: str
+    pairs_total: int
+    share: SampleShare
+    audit_share: float | None
+    audit_share_interval: list[float] | None
+    auc: Interval | None
+    recall: Interval | None
+    warning: str | None
+    merged: MergedLabels
+    drop: LabelledDrop | None = None
+    pairs: pd.DataFrame | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.share
+        data: dict[str, Any] = {
+            "audit_id": self.audit_id,
+            "method": METHOD,
+            "level": 1 - ALPHA,
+            "pairs": self.pairs_total,
+            "mismatched_share": s.estimate.share,
+            "mismatched_share_interval": [s.estimate.low, s.estimate.high],
+            "labels_only_interval": [s.labels_only.low, s.labels_only.high],
+            "fixed_n_interval": [s.fixed_n.low, s.fixed_n.high],
+            "labels": s.answers,
+            "mismatched": s.mismatched,
+            "correct": s.correct,
+            "unsure": s.unsure,
+            "lambda": s.estimate.lam,
+            "answers_for_3_points": s.answers_for_target,
+            "audit_share": self.audit_share,
+            "audit_share_interval": self.audit_share_interval,
+            "ranking_auc": None if self.auc is None else self.auc.value,
+            "ranking_auc_interval": None if self.auc is None else self.auc.to_list(),
+            "recall": None if self.recall is None else self.recall.value,
+            "recall_interval": None if self.recall is None else self.recall.to_list(),
+            "warning": self.warning,
+            "reviewers": list(self.merged.reviewers),
+            "kappa": self.merged.kappa,
+            "disagreements": len(self.merged.disagreements),
+        }
+        if self.drop is not None:
+            data["drop"] = self.drop.to_dict()
+        return data
+
+    def save(self, folder: str | Path) -> list[Path]:
+        """Write ``estimate.json`` (and, with a drop, ``estimate_pairs.csv``) into ``folder``."""
+        from mispair.audit.result import write_csv
+
+        folder, written = Path(folder), []
+        if self.pairs is not None:
+            pairs = self.pairs
+            atomic_write(folder / ESTIMATE_PAIRS, lambda handle: write_csv(pairs, handle))
+            written.append(folder / ESTIMATE_PAIRS)
+        atomic_text(folder / ESTIMATE, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        return [folder / ESTIMATE, *written]
+
+    def lines(self) -> list[str]:
+        """What the command line prints."""
+        s, e = self.share, self.share.estimate
+        judged = f"{s.mismatched} mismatched, {s.correct} correct"
+        judged += f", {s.unsure} unsure" if s.unsure else ""
+        lines = [
+            f"your {s.answers} answers ({judged}): {e.share:.1%} of the {self.pairs_total:,} pairs are "
+            f"mismatched (95% interval {e.low:.1%}–{e.high:.1%}, valid wherever you stop; from the "
+            f"answers alone {s.labels_only.low:.1%}–{s.labels_only.high:.1%})"
+        ]
+        if self.audit_share is not None and self.audit_share_interval is not None:
+            low, high = self.audit_share_interval
+            lines.append(f"  the audit's scores alone said {self.audit_share:.1%} ({low:.1%}–{high:.1%})")
+        if s.answers_for_target is None:
+            lines.append(f"  ± {TARGET_HALF_WIDTH:.0%} is out of reach within this collection's pairs")
+        elif s.answers_for_target > s.answers:
+            lines.append(
+                f"  about {s.answers_for_target - s.answers} more answers would give "
+                f"± {TARGET_HALF_WIDTH:.0%}"
+            )
+        if self.auc is not None:
+            lines.append(
+                f"  the ranking on your answers: AUC {self.auc.value:.2f} "
+                f"({self.auc.low:.2f}–{self.auc.high:.2f})"
+            )
+        if self.recall is not None:
+            lines.append(
+                f"  the audit suspected {self.recall.value:.0%} "
+                f"({self.recall.low:.0%}–{self.recall.high:.0%}) of the pairs you judged mismatched"
+            )
+        if self.warning:
+            lines.append(f"  warning: {self.warning}")
+        if len(self.merged.reviewers) > 1:
+            kappas = ", ".join(
+                f"{k} κ {'n/a' if v is None else f'{v:.2f}'}" for k, v in self.merged.kappa.items()
+            )
+            lines.append(
+                f"  {len(self.merged.reviewers)} reviewers, {len(self.merged.disagreements)} disagreement(s) "
+                f"(counted unsure); {kappas}"
+            )
+        if self.drop is not None:
+            d, k = self.drop, self.drop.kept_mismatched
+            lines.append(
+                f"  at a false-discovery rate of {d.fdr:g}: {d.suspected} pairs suspected; of the {d.kept:,} "
+                f"left an estimated {k.share:.1%} ({k.low:.1%}–{k.high:.1%}) are mismatched "
+                f"({ESTIMATE_PAIRS}; `mispair apply AUDIT --decisions` takes it)"
+            )
+        return lines
+
+
+def estimate_pairs(
+    pairs: pd.DataFrame,
+    sample: pd.DataFrame,
+    labels: Sequence[Labels],
+    *,
+    audit: str,
+    fdr: float | None = None,
+    audit_share: float | None = None,
+    audit_share_interval: list[float] | None = None,
+    reviewers: Sequence[str] | None = None,
+) -> AuditEstimate:
+    """The estimate from the ``labels`` (one file or table per reviewer, merged) on the audit's
+    ``pairs`` (``pair_id``, ``mismatch_probability``, ``suspected``) and its ``sample`` order.
+    ``fdr``: also choose the drop (:func:`~mispair.estimate.selection.conformal_selection`)."""
+    if not labels:
+        raise ConfigError("--labels: give at least one labels file")
+    if fdr is not None and not 0 < fdr < 1:
+        raise ConfigError(f"--fdr: a rate in (0, 1), got {fdr}")
+    names = list(
+        reviewers
+        or (str(x) if not hasattr(x, "columns") else f"reviewer {k + 1}" for k, x in enumerate(labels))
+    )
+    tables = [read_labels(source, audit=audit) for source in labels]
+    merged = merge_labels(tables, names)
+    where = names[0] if len(names) == 1 else "the merged labels"
+    ids = pairs["pair_id"].astype(str).to_numpy()
+    places = sample_positions(list(merged.labels["pair_id"]), sample, where)
+    in_order = sample["pair_id"].iloc[: len(places)].tolist()
+    answer_of = dict(zip(merged.labels["pair_id"], merged.labels["label"]))
+    answers = np.array([_value(answer_of[i]) for i in in_order])
+    probability = pairs.set_index(pairs["pair_id"].astype(str))["mismatch_probability"].astype("float64")
+    everything = probability.to_numpy()
+    share = sample_share(answers, probability.loc[in_order].to_numpy(), everything)
+    suspected = (
+        pairs.set_index(pairs["pair_id"].astype(str))["suspected"].astype(bool)
+        if "suspected" in pairs
+        else None
+    )
+    auc, recall = _trust(
+        answers,
+        probability.loc[in_order].to_numpy(),
+        None if suspected is None else suspected.loc[in_order].to_numpy(),
+    )
+    warning = blind_spot(share.estimate.low, share.estimate.share, recall)
+    estimate = AuditEstimate(
+        audit, len(pairs), share, audit_share, audit_share_interval, auc, recall, warning, merged
+    )
+    if fdr is None:
+        return estimate
+    every_answer = np.full(len(ids), np.nan)
+    position = {pid: k for k, pid in enumerate(ids)}
+    for pid, value in zip(in_order, answers):
+        every_answer[position[pid]] = 0.5 if np.isnan(value) else value
+    drop, table = _drop(ids, everything, every_answer, answers, in_order, position, fdr)
+    return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
+
+
+def _value(label: str) -> float:
+    return {"mismatched": 1.0, "correct": 0.0}.get(label, float("nan"))
+
+
+def _trust(
+    answers: np.ndarray, predicted: np.ndarray, suspected: np.ndarray | None
+) -> tuple[Interval | None, Interval | None]:
+    firm = ~np.isnan(answers)
+    auc = ranking_auc(predicted[firm], answers[firm] == 1)
+    if suspected is None:
+        return auc, None
+    mismatched = firm & (answers == 1)
+    return auc, wilson(int(suspected[mismatched].sum()), int(mismatched.sum()))
+
+
+def _drop(
+    ids: np.ndarray,
+    probability: np.ndarray,
+    every_answer: np.ndarray,
+    answers: np.ndarray,
+    in_order: list[str],
+    position: dict[str, int],
+    fdr: float,
+) -> tuple[LabelledDrop, pd.DataFrame]:
+    """The labelled drop and its table. The share left mismatched is estimated as the share of
+    the pairs the rule keeps by its scores alone (a judged pair: kept had it not been judged, its
+    p-value above the selection's), with the sample's answers, less the judged mismatched pairs
+    that the answers themselves drop."""
+    import pandas as pd
+
+    selection = conformal_selection(probability, every_answer, fdr)
+    refit = recalibrated(probability, every_answer)
+    judged_at = np.array([position[i] for i in in_order], dtype=np.int64)
+    kept_by_score = _kept_by_score(probability, every_answer, selection.threshold)
+    mean_kept = float(np.mean(probability * kept_by_score))
+    reads = []
+    for fill in (0.0, 1.0):
+        y = np.where(np.isnan(answers), fill, answers) * kept_by_score[judged_at]
+        reads.append(anytime_share(y, probability[judged_at] * kept_by_score[judged_at], mean_kept))
+    kept = int((~selection.suspected).sum())
+    removed = float(np.nansum(np.where(np.isnan(answers), 0.0, answers) * kept_by_score[judged_at]))
+    scale = len(ids) / max(kept, 1)
+
+    def left(value: float) -> float:
+        return min(max((value * len(ids) - removed) / max(kept, 1), 0.0), 1.0)
+
+    kept_share = ShareEstimate(
+        (left(reads[0].share) + left(reads[1].share)) / 2,
+        left(min(r.low for r in reads)),
+        left(max(r.high for r in reads)),
+        reads[0].lam,
+        max(r.std for r in reads) * scale,
+        len(answers),
+    )
+    labels = np.where(
+        np.isnan(every_answer),
+        "",
+        np.where(every_answer == 1, "mismatched", np.where(every_answer == 0, "correct", "unsure")),
+    )
+    table = pd.DataFrame(
+        {
+            "pair_id": ids,
+            "mismatch_probability": np.round(probability if refit is None else refit, 6),
+            "suspected": selection.suspected,
+            "label": labels,
+        }
+    )
+    drop = LabelledDrop(fdr, int(selection.suspected.sum()), kept, kept_share, refit is not None)
+    return drop, table
+
+
+def _kept_by_score(probability: np.ndarray, every_answer: np.ndarray, threshold: float) -> np.ndarray:
+    """``[N]`` 1.0 where the selection keeps a pair by its score: an unjudged pair not selected, a
+    judged pair whose p-value, had it not been judged, would be above the selection's largest."""
+    judged = ~np.isnan(every_answer)
+    calibration = np.sort(probability[judged & (every_answer < 1)])
+    at_least = len(calibration) - np.searchsorted(calibration, probability, side="left")
+    p = (1.0 + at_least) / (judged.sum() + 1.0)
+    return (p > threshold).astype(np.float64) if threshold > 0 else np.ones(len(probability))
+
+
+__all__ = ["ESTIMATE", "ESTIMATE_PAIRS", "SAMPLE", "AuditEstimate", "LabelledDrop", "estimate_pairs"]

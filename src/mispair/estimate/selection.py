@@ -1,0 +1,88 @@
+"""The drop with an error a person can prove: conformal selection of the mismatched pairs against
+the pairs a person judged correct (Jin & Candès, *Selection by prediction with conformal
+p-values*, JMLR 2023), and each pair's probability recalibrated on the answers.
+
+The judged pairs are a uniform random sample, so the pairs judged correct are exchangeable with
+the unjudged correct pairs. For an unjudged pair ``j`` with mismatch probability ``f_j``, the
+conformal p-value (their clipped score, deterministic form)
+
+    p_j = (1 + #{judged i : i correct, f_i ≥ f_j}) / (n + 1),      n = every judged pair,
+
+is super-uniform when ``j`` is correct; Benjamini–Hochberg at level ``q`` over the unjudged
+pairs' ``p_j`` then selects a set whose expected share of correct pairs is at most ``q``
+(their Theorem 2.3), whatever the scores' quality. The pairs judged mismatched are suspected
+too (known); unsure answers count as correct in the p-values (conservative) and are not
+selected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Selection:
+    """``suspected`` ``[N]`` (bool), ``p_values`` ``[N]`` (conformal; NaN for judged pairs),
+    ``threshold`` (the largest p-value selected, or 0 when none is)."""
+
+    suspected: np.ndarray
+    p_values: np.ndarray
+    threshold: float
+
+
+def conformal_selection(probability: np.ndarray, answers: np.ndarray, fdr: float) -> Selection:
+    """The pairs to drop at false-discovery rate ``fdr``.
+
+    Args:
+        probability: ``[N]`` every pair's mismatch probability (higher = more suspect).
+        answers: ``[N]`` 1 judged mismatched, 0 judged correct, 0.5 unsure, NaN not judged.
+        fdr: the level ``q`` in (0, 1).
+    """
+    f = np.asarray(probability, dtype=np.float64)
+    y = np.asarray(answers, dtype=np.float64)
+    judged = ~np.isnan(y)
+    calibration = np.sort(f[judged & (y < 1)])  # correct or unsure: the nulls' scores
+    n = int(judged.sum())
+    # correct judged pairs scoring at least f_j: how many of the sorted scores are >= f_j
+    at_least = len(calibration) - np.searchsorted(calibration, f[~judged], side="left")
+    p = np.full(len(f), np.nan)
+    p[~judged] = (1.0 + at_least) / (n + 1.0)
+    chosen = benjamini_hochberg(p[~judged], fdr)
+    suspected = judged & (y == 1)
+    suspected[np.flatnonzero(~judged)[chosen]] = True
+    threshold = float(p[~judged][chosen].max()) if chosen.any() else 0.0
+    return Selection(suspected, p, threshold)
+
+
+def benjamini_hochberg(p_values: np.ndarray, level: float) -> np.ndarray:
+    """``[m]`` bool: the hypotheses Benjamini–Hochberg rejects at ``level`` (the largest ``r``
+    with ``p_(r) ≤ level · r / m``; every p-value at most ``p_(r)``)."""
+    m = len(p_values)
+    if m == 0:
+        return np.zeros(0, dtype=bool)
+    ordered = np.sort(p_values)
+    passing = np.flatnonzero(ordered <= level * np.arange(1, m + 1) / m)
+    if not len(passing):
+        return np.zeros(m, dtype=bool)
+    return p_values <= ordered[passing[-1]]
+
+
+def recalibrated(probability: np.ndarray, answers: np.ndarray) -> np.ndarray | None:
+    """``[N]`` each pair's mismatch probability refitted on the firm answers: a logistic
+    regression of the answer on the logit of the audit's probability (Platt scaling, two
+    parameters, little to overfit on a hundred answers; scikit-learn, nearly unpenalised), the
+    judged pairs given their answer (0 or 1; unsure ones keep the refit). None when the answers
+    hold one kind only (nothing to fit)."""
+    from sklearn.linear_model import LogisticRegression
+
+    f = np.clip(np.asarray(probability, dtype=np.float64), 1e-6, 1 - 1e-6)
+    y = np.asarray(answers, dtype=np.float64)
+    firm = (y == 0) | (y == 1)
+    if len(set(y[firm].tolist())) < 2:
+        return None
+    logit = np.log(f / (1 - f)).reshape(-1, 1)
+    model = LogisticRegression(C=1e4).fit(logit[firm], y[firm].astype(int))
+    refit = model.predict_proba(logit)[:, 1]
+    return np.where(firm, y, refit)

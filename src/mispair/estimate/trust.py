@@ -1,0 +1,71 @@
+"""How far the ranking can be trusted, on the person's own judgements: the ranking's AUC on the
+judged pairs (DeLong's interval), and the scorer's recall on the person's notion of a mismatch
+(of the pairs judged mismatched, the share the audit suspected; Wilson's interval). Where the
+answers say many pairs are mismatched but the scores find few of them — a near miss, or a kind
+of error the scores do not see — the headline says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mispair.estimate.share import Z_975
+
+
+@dataclass(frozen=True)
+class Interval:
+    value: float
+    low: float
+    high: float
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
+
+
+def ranking_auc(probability: np.ndarray, mismatched: np.ndarray) -> Interval | None:
+    """The AUC of ``probability`` ``[n]`` against the judgements ``mismatched`` ``[n]`` (bool)
+    with DeLong's 95% interval (DeLong, DeLong & Clarke-Pearson 1988: the variance from the
+    structural components of the two classes; ties count a half). None with fewer than two of
+    either kind."""
+    f = np.asarray(probability, dtype=np.float64)
+    y = np.asarray(mismatched, dtype=bool)
+    pos, neg = f[y], f[~y]
+    if len(pos) < 2 or len(neg) < 2:
+        return None
+    wins = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    auc = float(wins.mean())
+    v10, v01 = wins.mean(axis=1), wins.mean(axis=0)  # per mismatched pair, per correct pair
+    variance = float(np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg))
+    half = Z_975 * math.sqrt(max(variance, 0.0))
+    return Interval(auc, max(auc - half, 0.0), min(auc + half, 1.0))
+
+
+def wilson(successes: int, trials: int) -> Interval | None:
+    """The share ``successes / trials`` with Wilson's 95% score interval (None without trials)."""
+    if trials == 0:
+        return None
+    p, z2 = successes / trials, Z_975**2
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = Z_975 * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials**2)) / (1 + z2 / trials)
+    return Interval(p, max(centre - half, 0.0), min(centre + half, 1.0))
+
+
+BLIND_SPOT_RECALL = 0.5
+"""Below this recall's upper bound (of the pairs judged mismatched, the share suspected), with a
+share whose interval is clear of zero, the headline says that the scores miss the mismatches."""
+
+
+def blind_spot(share_low: float, share: float, recall: Interval | None) -> str | None:
+    """The headline's warning when the answers say pairs are mismatched that the scores do not
+    find (``share_low`` above zero, the recall's upper bound below :data:`BLIND_SPOT_RECALL`),
+    else None."""
+    if recall is None or share_low <= 0 or recall.high >= BLIND_SPOT_RECALL:
+        return None
+    return (
+        f"your answers say about {share:.0%} of the pairs are mismatched; the scores find few of "
+        f"them (the audit suspected {recall.value:.0%} of those you judged mismatched): a near miss "
+        "or a kind of error the scores do not see; review by another means"
+    )
