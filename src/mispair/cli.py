@@ -27,6 +27,8 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
               mispair audit photos/ --out runs/photos-audit
   apply     write the cleaned collection from your decisions on an audit (its report's decisions.csv)
               mispair apply runs/photos-audit --decisions decisions.csv --out photos-clean
+  estimate  the mismatched share, proven by your answers on the audit's random sample
+              mispair estimate runs/photos-audit --labels labels.csv
   train     train a retriever (the robust recipe by default) on a collection or a config
               mispair train photos/ --out runs/photos
   eval      retrieval metrics (R@K, rSum) of a checkpoint
@@ -538,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
         _prepare_parser,
     ):
         add(sub)
+    from mispair.commands import estimate
+
+    estimate.add_parsers(sub)
     return parser
 
 

@@ -7,10 +7,14 @@ suspect pair to the least, each ``[pair_id, image (index into images), caption, 
 probability, held-out score, split, suggested captions [[caption, score], ...], suggested images
 [[image index, score], ...], why, duplicate of (image index or -1), pairs sharing the caption,
 truly mismatched (1, 0 or null), map ([image x, image y, caption x, caption y] in [0, 1], or
-null), raw similarity (the given embeddings' cosine, or null)]``. Suggestions are the columns
-``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table
-has them, else the single ``suggested_caption`` / ``suggested_image_id``. The page computes
-nothing: every number is here.
+null), raw similarity (the given embeddings' cosine, or null)]``, and ``sample``: the first pairs
+of the audit's random order for its "check a sample" (``n_pairs``, ``mean_p``: the mean mismatch
+probability over every pair, and ``rows``: ``[pair_id, image, caption, mismatch probability]``,
+the probabilities unrounded: the page's estimate equals ``mispair estimate``'s to 1e-9).
+Suggestions are the columns ``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with
+``..._score_1..3``) when the table has them, else the single ``suggested_caption`` /
+``suggested_image_id``. The page computes no score: every pair's number is here; it computes
+only the estimate from a person's answers (the formulas of :mod:`mispair.estimate.share`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 PAGE_DATA = "pairs.js"
 MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
 """The pairs table's map columns: where each pair's image and caption lie (:mod:`mispair.audit.atlas`)."""
+SAMPLE_SHOWN = 2000
+"""The pairs of the random order the page carries: more than a person judges in a sitting (the
+interval is within ± 3 points at a few hundred answers where the scores help)."""
 FIELDS = (
     "pair_id",
     "image",
@@ -50,11 +57,14 @@ def page_data(
     audit: str,
     threshold: float,
     rest: pd.DataFrame | None = None,
+    sample: pd.DataFrame | None = None,
+    mean_probability: float | None = None,
 ) -> str:
     """``pairs.js`` for the ranked ``table`` (``pairs.csv``'s rows), ``thumbnails`` (image id →
     path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``;
     ``rest``: the pairs the page does not show, counted (``rest``: their number and the sum of
-    their mismatch probabilities) so the bulk drop's estimates cover every pair."""
+    their mismatch probabilities) so the bulk drop's estimates cover every pair; ``sample``: the
+    rows of :func:`sample_rows`, with ``mean_probability`` over every pair."""
     images: dict[str, int] = {}
 
     def image(image_id: str | None) -> int:
@@ -95,6 +105,18 @@ def page_data(
                 suspected[k],
             ]
         )
+    judged = None
+    if sample is not None:
+        judged = {
+            "n_pairs": n + (0 if rest is None else len(rest)),
+            "mean_p": mean_probability,
+            "rows": [
+                [str(pid), image(str(iid)), str(caption), float(p)]
+                for pid, iid, caption, p in sample[
+                    ["pair_id", "image_id", "caption", "mismatch_probability"]
+                ].itertuples(index=False)
+            ],
+        }
     data = {
         "audit_id": audit,
         "threshold": threshold,
@@ -105,9 +127,19 @@ def page_data(
         "fields": FIELDS,
         "images": [[i, thumbnails.get(i, "")] for i in images],
         "rows": rows,
+        "sample": judged,
     }
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return f"window.mispairAudit = {text};\n"
+
+
+def sample_rows(table: pd.DataFrame, sample: pd.DataFrame) -> pd.DataFrame:
+    """The first :data:`SAMPLE_SHOWN` pairs of the ``sample`` order (``pair_id``, ``order``)
+    with their ``image_id``, ``caption`` and ``mismatch_probability`` from ``table``."""
+    first = sample.sort_values("order").head(SAMPLE_SHOWN)
+    columns = ["pair_id", "image_id", "caption", "mismatch_probability"]
+    rows = table[columns].assign(pair_id=table["pair_id"].astype(str)).set_index("pair_id")
+    return rows.loc[first["pair_id"].astype(str)].reset_index()
 
 
 def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[str | None, float | None]]]:

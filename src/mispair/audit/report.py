@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.page_data import page_data
+from mispair.audit.page_data import page_data, sample_rows
 from mispair.audit.result import audit_id
 from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
@@ -63,15 +63,28 @@ def review_page(
     *,
     top: int | None = None,
     progress: bool = False,
+    sample: pd.DataFrame | None = None,
 ) -> ReviewPage:
     """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
     all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
-    ``summary`` carries the table's ``audit_id`` (:func:`~mispair.audit.result.audit_id`)."""
+    ``summary`` carries the table's ``audit_id`` (:func:`~mispair.audit.result.audit_id`);
+    ``sample``: the audit's random order (``pair_id``, ``order``), whose first
+    :data:`~mispair.audit.page_data.SAMPLE_SHOWN` pairs the page's "check a sample" walks."""
     shown = table if top is None else table.head(top)
-    thumbnails = write_thumbnails(report_images(shown), pictures, folder, progress=progress)
+    judged = None if sample is None else sample_rows(table, sample)
+    images = report_images(shown) + ([] if judged is None else judged["image_id"].astype(str).tolist())
+    thumbnails = write_thumbnails(list(dict.fromkeys(images)), pictures, folder, progress=progress)
     audit = audit_id(table)
     rest = table.iloc[len(shown) :]
-    data = page_data(shown, thumbnails, audit=audit, threshold=summary.threshold, rest=rest)
+    data = page_data(
+        shown,
+        thumbnails,
+        audit=audit,
+        threshold=summary.threshold,
+        rest=rest,
+        sample=judged,
+        mean_probability=float(table["mismatch_probability"].astype("float64").mean()),
+    )
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     fields = {**summary.to_dict(), "audit_id": audit}
     page = render_report(

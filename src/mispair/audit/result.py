@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -21,10 +22,22 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mispair.audit.apply import AppliedCollection
+    from mispair.estimate.audit_estimate import AuditEstimate
     from mispair.timings import Timings
 
-OUTPUTS = ("summary.json", "report.html", "pairs.js", "pairs.csv", "pairs.parquet", "refused.csv")
+OUTPUTS = (
+    "summary.json",
+    "report.html",
+    "pairs.js",
+    "pairs.csv",
+    "pairs.parquet",
+    "refused.csv",
+    "sample.csv",
+)
 """What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
+LATER_OUTPUTS = ("estimate.json", "estimate_pairs.csv")
+"""What ``mispair estimate`` adds to an audit's folder: removed when the audit is written anew
+(answers on an earlier audit's sample do not describe this one)."""
 
 
 @dataclass
@@ -48,6 +61,9 @@ class AuditResult:
         page_data: the report's ``pairs.js`` (:mod:`mispair.audit.page_data`).
         thumbs: the folder of the report's thumbnails (copied beside the page when it is saved
             elsewhere), or None.
+        sample: every pair in the audit's random order (``sample.csv``: ``pair_id``, ``order``
+            from 1): the first ``n`` are a uniform sample for a person to judge
+            (:mod:`mispair.estimate`), or None for an audit written before it existed.
     """
 
     pairs: pd.DataFrame
@@ -56,6 +72,7 @@ class AuditResult:
     refused: pd.DataFrame | None = field(default=None)
     page_data: str = ""
     thumbs: Path | None = None
+    sample: pd.DataFrame | None = None
 
     def keep(self, max_mismatch: float | None = None) -> pd.DataFrame:
         """The rows to keep: mismatch probability below ``max_mismatch`` (default: the rows the
@@ -77,14 +94,18 @@ class AuditResult:
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"{folder}: exists and is not a folder; give a folder for the audit's files")
         folder.mkdir(parents=True, exist_ok=True)
-        for name in OUTPUTS:
+        for name in (*OUTPUTS, *LATER_OUTPUTS):
             (folder / name).unlink(missing_ok=True)
         atomic_write(folder / "pairs.csv", lambda handle: write_csv(self.pairs, handle))
         atomic_write(folder / "pairs.parquet", lambda handle: write_parquet(self.pairs, handle))
         wrote_refused = self.refused is not None and len(self.refused) > 0
         if wrote_refused:
             atomic_write(folder / "refused.csv", lambda handle: write_csv(self.refused, handle))
-        self.summary.files = [name for name in self.summary.files if name != "refused.csv" or wrote_refused]
+        if self.sample is not None:
+            sample = self.sample
+            atomic_write(folder / "sample.csv", lambda handle: write_csv(sample, handle))
+        written = {"refused.csv": wrote_refused, "sample.csv": self.sample is not None}
+        self.summary.files = [name for name in self.summary.files if written.get(name, True)]
         if self.thumbs is not None and self.thumbs.is_dir() and self.thumbs != folder / THUMBS:
             shutil.copytree(self.thumbs, folder / THUMBS, dirs_exist_ok=True)
         atomic_text(folder / "pairs.js", self.page_data)
@@ -101,10 +122,40 @@ class AuditResult:
         is spreadsheet-safe, not the exact text), every file checked as untrusted input
         (:func:`mispair.audit.audit_folder.read_audit_folder`)."""
         from mispair.audit.audit_folder import read_audit_folder
+        from mispair.estimate.sample import SAMPLE, read_sample
 
         read = read_audit_folder(folder)
         pairs, summary, page, rejected = read.pairs, read.summary, read.report, read.refused
-        return cls(pairs, AuditSummary.from_dict(summary), page, rejected)
+        sample = read_sample(folder) if (Path(folder) / SAMPLE).exists() else None
+        return cls(pairs, AuditSummary.from_dict(summary), page, rejected, sample=sample)
+
+    def estimate(
+        self,
+        labels: str | Path | pd.DataFrame | Sequence[str | Path | pd.DataFrame],
+        *,
+        fdr: float | None = None,
+    ) -> AuditEstimate:
+        """What a person's answers on the audit's random sample prove (:mod:`mispair.estimate`):
+        ``labels`` a labels file (``pair_id,label``: correct / mismatched / unsure; the review
+        page's decisions file too) or a DataFrame, or several reviewers' (merged); the answers
+        must be the first ``n`` pairs of :attr:`sample`. ``fdr``: also choose the pairs to drop
+        with that false-discovery rate against the answers. The same numbers as
+        ``mispair estimate`` and the review page's "check a sample"."""
+        from mispair.estimate.audit_estimate import estimate_pairs
+
+        if self.sample is None:
+            raise ConfigError("this audit has no random sample (audited before it existed); audit it again")
+        many = isinstance(labels, (list, tuple))
+        sources = list(labels) if many else [labels]  # type: ignore[list-item]
+        return estimate_pairs(
+            self.pairs,
+            self.sample,
+            sources,
+            audit=self.summary.audit_id or "",
+            fdr=fdr,
+            audit_share=self.summary.estimated_mismatched_share,
+            audit_share_interval=_interval(self.summary.estimated_mismatched_share_interval),
+        )
 
     def apply(
         self,
@@ -138,6 +189,10 @@ class AuditResult:
             format=format,
             shard_bytes=shard_bytes,
         )
+
+
+def _interval(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else [float(interval[0]), float(interval[1])]
 
 
 def audit_id(pairs: pd.DataFrame) -> str:

@@ -51,6 +51,7 @@ from mispair.engine.checks import check_run_config
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
+from mispair.estimate.sample import sample_order
 from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.sanity import check_finite
 from mispair.timings import Timings
@@ -284,12 +285,21 @@ def _audit(
     raw = _with_raw_similarity(table, audited, request.config.data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
     result = _audit_summary(request, ranked, sources, table, retrieval)
+    sample = sample_order(table["pair_id"].tolist(), options.seed)
+    result.sample_seed = options.seed
     plots = _plots(result, ranked, raw)
     timings.lap("ranking")
-    report = _report(request, table, result, plots, ranked.verdicts.division, sources.pictures, retrieval)
+    division, pictures = ranked.verdicts.division, sources.pictures
+    report = _report(request, table, result, plots, division, pictures, retrieval, sample)
     result.seconds = round(time.time() - request.started, 1)
     audit = AuditResult(
-        table, result, report.page, sources.refused, page_data=report.data, thumbs=report.thumbs
+        table,
+        result,
+        report.page,
+        sources.refused,
+        page_data=report.data,
+        thumbs=report.thumbs,
+        sample=sample,
     )
     claim_folder(request.out, "audit", AUDIT_OUTPUTS, overwrite=options.overwrite)
     audit.save(request.out, timings=timings)
@@ -378,8 +388,10 @@ def _report(
     division: Division,
     pictures: Path | None,
     retrieval: Retrieval,
+    sample: pd.DataFrame,
 ) -> ReviewPage:
-    """The review page of the ``top`` most suspect pairs (default: up to :data:`REPORT_PAIRS`)."""
+    """The review page of the ``top`` most suspect pairs (default: up to :data:`REPORT_PAIRS`)
+    and the first pairs of the random ``sample`` order (its "check a sample")."""
     options, top = request.options, request.options.top
     if top is None and len(table) > REPORT_PAIRS:
         options.log(
@@ -390,7 +402,16 @@ def _report(
     tables = [("this run", retrieval.test)]
     tables += [("clean run", retrieval.clean_run_test)] if retrieval.clean_run_test else []
     return review_page(
-        table, result, plots, division, tables, pictures, request.out, top=top, progress=options.progress
+        table,
+        result,
+        plots,
+        division,
+        tables,
+        pictures,
+        request.out,
+        top=top,
+        progress=options.progress,
+        sample=sample,
     )
 
 

@@ -176,6 +176,7 @@ class AuditSummary(Mapping[str, object]):
     seconds: float | None = None
     timings: dict[str, float] | None = None
     warnings: list[str] | None = None
+    sample_seed: int | None = None
 
     def to_dict(self) -> Json:
         """``summary.json``'s content (format :data:`SUMMARY_FORMAT`)."""
@@ -219,6 +220,8 @@ class AuditSummary(Mapping[str, object]):
                 out[key] = value.to_dict() if isinstance(value, RawScore) else value
         if self.warnings is not None:
             out["warnings"] = list(self.warnings)
+        if self.sample_seed is not None:
+            out["sample"] = {"seed": self.sample_seed, "file": "sample.csv", "order": "uniform random"}
         out["format"] = SUMMARY_FORMAT
         return out
 
@@ -230,6 +233,9 @@ class AuditSummary(Mapping[str, object]):
         division = data.get("division")
         if isinstance(division, Mapping):
             named["scored_by"] = str(division.get("scores", ""))
+        sample = data.get("sample")
+        if isinstance(sample, Mapping) and isinstance(sample.get("seed"), int):
+            named["sample_seed"] = sample["seed"]
         interval = data.get("estimated_mismatched_share_interval")
         if isinstance(interval, (list, tuple)) and len(interval) == 2:
             named["estimated_mismatched_share_interval"] = (interval[0], interval[1])
