@@ -1,9 +1,10 @@
 """Several processes on ``torch.distributed``: the process group, each process's shard, the few
 collectives mispair needs, and DDP around a training step.
 
-``torchrun --nproc_per_node N -m mispair train ...`` (or ``mispair train --nproc N``) starts one
-process per rank; :func:`process_group` joins them (NCCL on CUDA, Gloo on the CPU) and gives each
-its :class:`Shard`. Every function here is the identity for ``Shard()`` (rank 0 of 1), so a run
+``torchrun --nproc_per_node N -m mispair train ...`` (or ``mispair train --nproc N``, which meets
+them at a private file, with nothing listening beyond loopback) starts one process per rank;
+:func:`process_group` joins them (NCCL on CUDA, Gloo on the CPU) and gives each its
+:class:`Shard`. Every function here is the identity for ``Shard()`` (rank 0 of 1), so a run
 without torchrun computes exactly what it computed before. The data, methods and engine layers all
 read a shard, so this module sits beside :mod:`mispair.progress`, below them.
 
@@ -17,15 +18,19 @@ dealt over the ranks), evaluation (image blocks gathered on rank 0), checkpoints
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
+import signal
+import socket
+import subprocess
 import sys
-import uuid
+import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -40,6 +45,9 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 3600.0
 """Seconds a collective waits for the other processes before the run fails (``--timeout``)."""
+
+STORE_ENV = "MISPAIR_STORE_FILE"
+"""The variable through which :func:`launch` hands its processes the file they meet at."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,10 @@ def process_group(
     if owned:
         gpu = device.type == "cuda"
         dist.init_process_group(
-            "nccl" if gpu else "gloo", timeout=timedelta(seconds=timeout), device_id=device if gpu else None
+            "nccl" if gpu else "gloo",
+            timeout=timedelta(seconds=timeout),
+            device_id=device if gpu else None,
+            **_meeting_point(),
         )
     shard = Shard(dist.get_rank(), dist.get_world_size())
     if not shard.is_main:
@@ -140,6 +151,19 @@ def process_group(
     finally:
         if owned:
             dist.destroy_process_group()
+
+
+def _meeting_point() -> dict[str, Any]:
+    """How the processes find each other: the file :func:`launch` named (nothing listening on the
+    network), else torchrun's environment (``MASTER_ADDR`` and ``MASTER_PORT``)."""
+    store = os.environ.get(STORE_ENV)
+    if not store:
+        return {}
+    return {
+        "init_method": Path(store).as_uri(),
+        "rank": int(os.environ["RANK"]),
+        "world_size": int(os.environ["WORLD_SIZE"]),
+    }
 
 
 def _local_gpu() -> torch.device:
@@ -297,39 +321,83 @@ def replicated_step(shard: Shard, parameters: Iterable[nn.Parameter]) -> Callabl
 
 # ------------------------------------------------------------------------------- launcher
 def launch(nproc: int, args: list[str]) -> None:
-    """Run ``python -m mispair ARGS`` in ``nproc`` processes on this machine, as ``torchrun
-    --standalone --nproc_per_node NPROC -m mispair ARGS`` does (one CPU thread per process unless
-    ``OMP_NUM_THREADS`` says otherwise). When one fails, the launcher stops the others and this
-    raises a one-line :class:`~mispair.errors.MispairError` naming it."""
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    """Run ``python -m mispair ARGS`` in ``nproc`` processes on this machine (one CPU thread per
+    process unless ``OMP_NUM_THREADS`` says otherwise). When one fails, the others are stopped and
+    this raises a one-line :class:`~mispair.errors.MispairError` naming it.
 
-    for name in ("torch.distributed.run", "torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    Nothing listens beyond loopback: the processes meet at a file in a private temporary folder
+    (torch's TCP store, which torchrun's rendezvous uses, binds every interface whatever host it is
+    given), and Gloo and NCCL connect over the loopback interface only."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # DDP's C++ warning that find_unused_parameters may be off (it may not: co-training uses one
     # model per step), printed once per process, is hidden with the other C++ warnings
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nproc,
-        run_id=str(uuid.uuid4()),
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        rdzv_configs={"timeout": 900},
-        max_restarts=0,
-    )
-    try:
-        elastic_launch(config, sys.executable)("-u", "-m", "mispair", *args)
-    except ChildFailedError as exc:
-        rank, failure = exc.get_first_failure()
-        how = (
-            f"was killed by {failure.signal_name()}"
-            if failure.exitcode < 0
-            else f"exited with status {failure.exitcode}"
-        )
+    with tempfile.TemporaryDirectory(prefix="mispair-processes-") as folder:  # mode 0700
+        store = Path(folder) / "store"
+        command = [sys.executable, "-u", "-m", "mispair", *args]
+        children = [subprocess.Popen(command, env=_process_env(rank, nproc, store)) for rank in range(nproc)]
+        try:
+            failed = _first_failure(children)
+        finally:
+            _stop(children)
+    if failed is not None:
+        rank, code = failed
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
         raise MispairError(
             f"process {rank} of {nproc} {how}, which ended the run; rerun the same command "
             "to resume from the last checkpoint"
-        ) from None
+        )
+
+
+def _process_env(rank: int, world: int, store: Path) -> dict[str, str]:
+    """Process ``rank``'s environment: torchrun's variables, the store file, loopback sockets."""
+    loopback = _loopback_interface()
+    return {
+        **os.environ,
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "GROUP_RANK": "0",
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world),
+        STORE_ENV: str(store),
+        "GLOO_SOCKET_IFNAME": loopback,
+        "NCCL_SOCKET_IFNAME": loopback,
+    }
+
+
+def _loopback_interface() -> str:
+    """The name of this machine's loopback interface (``lo`` on Linux, ``lo0`` on macOS)."""
+    names = [name for _, name in socket.if_nameindex() if name.startswith("lo")]
+    return min(names, key=len) if names else "lo"
+
+
+def _first_failure(children: list[subprocess.Popen[bytes]]) -> tuple[int, int] | None:
+    """Wait until every process has ended well (None) or one has failed: its ``(rank, status)``."""
+    while True:
+        codes = [child.poll() for child in children]
+        for rank, code in enumerate(codes):
+            if code not in (None, 0):
+                return rank, code
+        if all(code == 0 for code in codes):
+            return None
+        time.sleep(0.1)
+
+
+def _stop(children: list[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """End the processes still running: asked first, killed after ``grace`` seconds."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    for child in children:
+        try:
+            child.wait(grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -46,15 +46,13 @@ def evaluate_split(
         block = similarity_blocks(models, pairs, tokens, batch_size=batch_size, device=device)
         streamed = partial(streamed_retrieval_metrics, block, pairs.n_images, pairs.n_captions)
         return _metrics(streamed, pairs, per_image, folds)
-    block = similarity_matrix(
-        models,
-        pairs,
-        tokens,
-        batch_size=batch_size,
-        device=device,
-        progress=progress,
-        images=shard.block(pairs.n_images),
-    )
+    images = shard.block(pairs.n_images)
+    if images.start == images.stop:  # fewer images than processes: this rank scores none
+        block = torch.zeros((0, pairs.n_captions), device=device)
+    else:
+        block = similarity_matrix(
+            models, pairs, tokens, batch_size=batch_size, device=device, progress=progress, images=images
+        )
     sims = gather_rows(shard, block, pairs.n_images)
     return from_main(shard, lambda: _metrics(partial(retrieval_metrics, sims), pairs, per_image, folds))
 
