@@ -22,13 +22,14 @@ from mispair.notebook import as_before_on_failure, keyword_overrides, quiet_unle
 
 if TYPE_CHECKING:
     import pandas as pd
+    from datasets import Dataset, DatasetDict
 
     from mispair.engine.run import TrainSummary
     from mispair.search.model import SearchModel
 
 
 def train(
-    source: str | Path | pd.DataFrame,
+    source: str | Path | pd.DataFrame | Dataset | DatasetDict,
     out: str | Path | None = None,
     *,
     recipe: str | None = None,

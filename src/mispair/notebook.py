@@ -18,6 +18,7 @@ from mispair.progress import is_quiet, set_quiet
 
 if TYPE_CHECKING:
     import pandas as pd
+    from datasets import Dataset, DatasetDict
 
 COLUMN_OPTIONS = (
     "image_column",
@@ -53,15 +54,21 @@ def keyword_overrides(options: Mapping[str, Any]) -> list[str]:
 
 
 def source_path(
-    source: str | Path | pd.DataFrame, out: Path, options: Mapping[str, Any]
+    source: str | Path | pd.DataFrame | Dataset | DatasetDict, out: Path, options: Mapping[str, Any]
 ) -> tuple[Path, list[str]]:
-    """A path the readers open, and the overrides it needs: ``source`` itself, or a DataFrame
+    """A path the readers open, and the overrides it needs: ``source`` itself, a Hugging Face
+    ``Dataset`` or ``DatasetDict`` saved as ``out/input_dataset`` (its pictures known by path are
+    the caller's own, read wherever they lie), or a DataFrame
     written as ``out/input.parquet`` with its relative image paths made absolute — resolved
     against ``options["image_root"]`` when given (a folder; itself relative to the working
     folder), else against the working folder — read with its image paths outside ``out`` allowed
     (they are the caller's own)."""
     if isinstance(source, (str, Path)):
         return Path(source), []
+    from mispair.data.readers.hf_dataset import is_dataset_object, save_input
+
+    if is_dataset_object(source):  # a Hugging Face Dataset: saved as out/input_dataset, read as one
+        return save_input(source, out), ["data.folder_allow_outside=true"]
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency

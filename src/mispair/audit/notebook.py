@@ -14,16 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mispair.audit.run import audit_collection
+from mispair.data.readers.hf_dataset import is_dataset_object
 from mispair.notebook import as_before_on_failure, keyword_overrides, quiet_unless, silent, source_path
 
 if TYPE_CHECKING:
     import pandas as pd
+    from datasets import Dataset, DatasetDict
 
     from mispair.audit.result import AuditResult
 
 
 def audit(
-    source: str | Path | pd.DataFrame,
+    source: str | Path | pd.DataFrame | Dataset | DatasetDict,
     out: str | Path | None = None,
     *,
     plant: float | None = None,
@@ -35,9 +37,11 @@ def audit(
     fdr: float = 0.1,
     **options: Any,
 ) -> AuditResult:
-    """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, or
-    a DataFrame with an image and a caption column) into the folder ``out`` (default: a new
-    temporary folder, kept) and return the :class:`~mispair.audit.AuditResult`.
+    """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, a
+    DataFrame with an image and a caption column, or a Hugging Face ``Dataset`` / ``DatasetDict``
+    with an ``Image`` column: saved as ``out/input_dataset``, its columns back with
+    ``result.to_dataset()``) into the folder ``out`` (default: a new temporary folder, kept) and
+    return the :class:`~mispair.audit.AuditResult`.
 
     A DataFrame's relative picture paths are resolved against ``image_root`` when given (a
     folder), else against the working folder (``os.getcwd()``); a path source's against its own
@@ -75,4 +79,6 @@ def audit(
         )
     if caught:
         result.summary.warnings = caught
+    if is_dataset_object(source):
+        result.dataset = source  # to_dataset() adds the audit's columns to the caller's own Dataset
     return result

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from mispair.atomic import atomic_text, atomic_write
 from mispair.audit.summary import AuditSummary
@@ -64,6 +64,8 @@ class AuditResult:
         sample: every pair in the audit's random order (``sample.csv``: ``pair_id``, ``order``
             from 1): the first ``n`` are a uniform sample for a person to judge
             (:mod:`mispair.estimate`), or None for an audit written before it existed.
+        dataset: the Hugging Face ``Dataset`` given to ``mispair.audit`` (for
+            :meth:`to_dataset`), or None.
     """
 
     pairs: pd.DataFrame
@@ -73,6 +75,15 @@ class AuditResult:
     page_data: str = ""
     thumbs: Path | None = None
     sample: pd.DataFrame | None = None
+    dataset: Any = field(default=None, repr=False)
+
+    def to_dataset(self) -> Any:
+        """The audited Hugging Face ``Dataset`` (or ``DatasetDict``) with the audit's columns
+        added, aligned with its rows (:mod:`mispair.audit.hf_dataset`): the one given to
+        ``mispair.audit`` (``dataset``), else the ``save_to_disk`` folder audited."""
+        from mispair.audit.hf_dataset import audited_dataset
+
+        return audited_dataset(self.pairs, self.summary, self.dataset)
 
     def keep(self, max_mismatch: float | None = None) -> pd.DataFrame:
         """The rows to keep: mismatch probability below ``max_mismatch`` (default: the rows the
@@ -189,6 +200,14 @@ class AuditResult:
             format=format,
             shard_bytes=shard_bytes,
         )
+
+    def to_fiftyone(self, name: str, *, overwrite: bool = False) -> Any:
+        """The audit as the persistent FiftyOne dataset ``name``: a sample per picture, its
+        captions as labels with the audit's fields, the map as the brain run ``map``
+        (:mod:`mispair.audit.fiftyone_dataset`; pip install 'mispair[fiftyone]')."""
+        from mispair.audit.fiftyone_dataset import to_fiftyone
+
+        return to_fiftyone(self.pairs, self.summary.to_dict(), name, overwrite=overwrite)
 
 
 def _interval(interval: tuple[float, float] | None) -> list[float] | None:

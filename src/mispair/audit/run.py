@@ -67,7 +67,7 @@ reading the collection and the text encoder's features, the held-out scorers, th
 its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
 embedding and projection, and writing the report and tables."""
 
-AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet")  # input.parquet: a DataFrame audited
+AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet", "input_dataset")  # DataFrame, Dataset
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 
@@ -331,7 +331,7 @@ def _table(ranked: Ranked) -> pd.DataFrame:
     table = pair_table(
         audited, verdicts.mismatch, verdicts.suspected, ranked.matches, ranked.duplicates, verdicts.q_value
     )
-    order = suspicion_order(audited.score)
+    order = suspicion_order(audited.score, verdicts.mismatch, audited.pair_id)
     return table.assign(**map_columns(ranked.points, audited.pairs.image_of_caption, order))
 
 
@@ -572,7 +572,7 @@ def pair_table(
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
-    order = suspicion_order(audited.score)
+    order = suspicion_order(audited.score, mismatch, audited.pair_id)
     suggested = Suggestions.of(audited, matches, order)
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],

@@ -33,9 +33,10 @@ RUN_OUTPUTS = (
     PAIR_SCORES_FILE,
     str(Path(PAIR_SCORES_FILE).with_suffix(".folds")),
     "input.parquet",
+    "input_dataset",
 )
 """What a run writes into its folder (and nothing else there is touched; ``input.parquet``: the
-DataFrame ``mispair.train`` was given)."""
+DataFrame ``mispair.train`` was given, ``input_dataset``: the Hugging Face Dataset)."""
 
 
 def check_resume(

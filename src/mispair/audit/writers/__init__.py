@@ -1,11 +1,11 @@
 """Writers of cleaned collections, one per form a collection is read in (the counterpart of
-:mod:`mispair.data.readers`): ``mispair apply`` writes the kept pairs in the collection's own
-form — a table file as the same table, WebDataset shards as shards, a folder with a captions file
+:mod:`mispair.data.readers`): ``mispair apply`` writes the kept pairs in the collection's own form
+— a table file as the same table, WebDataset shards as shards, a folder with a captions file
 (``captions.csv`` / ``.tsv`` / ``.jsonl``) as the same folder, a Hugging Face imagefolder as an
-imagefolder, COCO JSON as COCO JSON — or, with ``--format folder`` (and for a DataFrame's audit,
-an audit without its run, or a form without a writer), as apply's plain folder of pictures and
-``captions.csv``. Beside either: ``keep.csv``, ``removed.csv`` and the keep-lists
-(:mod:`mispair.audit.writers.keep_lists`).
+imagefolder, COCO JSON as COCO JSON, a Hugging Face ``save_to_disk`` folder as one — or, with
+``--format folder`` (and for a DataFrame's audit, an audit without its run, or a form without a
+writer), as apply's plain folder of pictures and ``captions.csv``. Beside either: ``keep.csv``,
+``removed.csv`` and the keep-lists (:mod:`mispair.audit.writers.keep_lists`).
 
 The form and the columns are those the audit read the collection with (its run's
 ``config.json``: ``data.source`` and the column options), so a writer finds the pair ids the
@@ -23,6 +23,7 @@ from typing import Any
 from mispair.audit.audit_folder import read_run_data
 from mispair.audit.writers.base import Decided, WriteRequest, Written, own_name
 from mispair.audit.writers.coco import write_coco
+from mispair.audit.writers.hf import write_dataset
 from mispair.audit.writers.imagefolder import folder_form, write_folder
 from mispair.audit.writers.keep_lists import KEEP_LISTS, write_keep_lists
 from mispair.audit.writers.table import write_table_file
@@ -83,6 +84,7 @@ WRITERS.register("table")(WriterForm("table", _write_table))
 WRITERS.register("webdataset")(WriterForm("webdataset", write_shards, pictures=False, shard_keys=True))
 WRITERS.register("coco")(WriterForm("coco", write_coco))
 WRITERS.register("folder")(WriterForm("folder", write_folder, named=folder_form))
+WRITERS.register("hf")(WriterForm("hf", write_dataset, pictures=False))
 
 
 @dataclass(frozen=True)
