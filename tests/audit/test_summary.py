@@ -64,7 +64,11 @@ def test_a_summary_from_before_the_calibration_loads_without_one():
 
 def test_the_lines_say_the_calibrated_share_and_where_the_files_are():
     lines = AuditSummary.from_dict(BEFORE).lines(Path("out"))
-    assert lines[0].startswith("audited 10 of 10 pairs of icons (8 train, 2 test): about 20% of the pairs")
+    # the rows given (11), not only those read (10): the refused one is counted where it is said
+    start = "audited 10 of 11 rows of icons (8 train, 2 test; 1 refused, refused.csv): about 20% of the pairs"
+    assert lines[0].startswith(start)
+    alone = AuditSummary.from_dict({**BEFORE, "pairs_read": 10, "pairs_refused": 0}).lines(Path("out"))
+    assert alone[0].startswith("audited 10 of 10 pairs of icons (8 train, 2 test): about 20% of the pairs")
     assert lines[1] == "trust: fine (40 decoy pairs)"
     assert any("refused 1 of 11 rows" in line for line in lines)
     assert lines[-1].startswith("wrote out/report.html")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -310,10 +310,21 @@ def others(
     return np.take_along_axis(top, keep, axis=1), np.take_along_axis(scores, keep, axis=1)
 
 
-def suspicion_order(score: np.ndarray) -> np.ndarray:
-    """``[n_pairs]`` pair indices from the most suspect (lowest held-out score) to the least;
-    ties keep the collection's order."""
-    return np.argsort(score, kind="stable")
+def suspicion_order(score: np.ndarray, mismatch: np.ndarray, pair_ids: Sequence[str]) -> np.ndarray:
+    """``[n_pairs]`` pair indices from the most suspect to the least: by mismatch probability
+    (highest first), ties by held-out score (lowest first), then by pair id.
+
+    The probability leads because it is what a reviewer reads: each split's scores are calibrated
+    apart, so ordered by the raw score a pair shown 1.00 could sit below pairs shown 0.84. Within a
+    split the probability never falls as the score rises, so there the order is the score's."""
+    score, mismatch = np.asarray(score), np.asarray(mismatch)
+    order = np.lexsort((score, -mismatch))
+    tied = (np.diff(score[order]) == 0) & (np.diff(mismatch[order]) == 0)
+    starts = np.flatnonzero(tied & ~np.r_[False, tied[:-1]])  # runs of equal (probability, score)
+    ends = np.flatnonzero(tied & ~np.r_[tied[1:], False]) + 2
+    for start, end in zip(starts, ends):  # few: only pairs of equal scores tie
+        order[start:end] = sorted(order[start:end], key=lambda k: pair_ids[k])
+    return order
 
 
 def score_division(score: np.ndarray) -> Division:

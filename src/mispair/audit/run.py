@@ -331,7 +331,7 @@ def _table(ranked: Ranked) -> pd.DataFrame:
     table = pair_table(
         audited, verdicts.mismatch, verdicts.suspected, ranked.matches, ranked.duplicates, verdicts.q_value
     )
-    order = suspicion_order(audited.score)
+    order = suspicion_order(audited.score, verdicts.mismatch, audited.pair_id)
     return table.assign(**map_columns(ranked.points, audited.pairs.image_of_caption, order))
 
 
@@ -572,7 +572,7 @@ def pair_table(
     import pandas as pd
 
     ids, captions = audited.image_ids, audited.pairs.pairs.captions
-    order = suspicion_order(audited.score)
+    order = suspicion_order(audited.score, mismatch, audited.pair_id)
     suggested = Suggestions.of(audited, matches, order)
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],

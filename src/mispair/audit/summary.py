@@ -295,6 +295,11 @@ class AuditSummary(Mapping[str, object]):
         """The first line: the pairs audited, the suspects and the share."""
         splits = ", ".join(f"{n} {name}" for name, n in self.pairs_by_split.items())
         audited = f"audited {self.pairs_scored} of {self.pairs} pairs of {self.collection_name} ({splits})"
+        if self.pairs_refused:  # the rows given, not only those read: none vanishes from the count
+            audited = (
+                f"audited {self.pairs_scored} of {self.pairs_read} rows of {self.collection_name} "
+                f"({splits}; {self.pairs_refused} refused, refused.csv)"
+            )
         share = 100 * (self.estimated_mismatched_share or 0.0)
         low, high = (100 * x for x in self.estimated_mismatched_share_interval or (0.0, 0.0))
         calibration = self.calibration
