@@ -2,7 +2,8 @@
 image bytes, caption vectors) goes to the user's cache folder (``$MISPAIR_CACHE``, else
 ``$XDG_CACHE_HOME/mispair``, else ``~/.cache/mispair``; ``data.cache_dir`` names another), one
 folder per collection; the collection is only read, byte for byte, even when nobody may write
-it; a cache an older mispair left beside the data is still read."""
+it; a cache left beside the data (by an older mispair, or shipped with the collection) is ignored
+unless named."""
 
 import hashlib
 import json
@@ -69,7 +70,7 @@ def test_an_audit_only_reads_the_collection(form, tmp_path, monkeypatch):
     assert after == before  # byte-identical: nothing added, changed or removed
     assert len(result.pairs) == len(rows())
     kept = list((tmp_path / "cache" / "collections").iterdir())
-    assert len(kept) == 1 and list(kept[0].glob("*.npz"))  # the features, in the user's cache
+    assert len(kept) == 1 and list(kept[0].glob("*.chunk"))  # the features, in the user's cache
 
 
 @pytest.mark.skipif(
@@ -93,7 +94,7 @@ def test_as_a_user_who_may_not_write_the_collection_the_audit_works():
         env = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(base / "home"),
-            "MISPAIR_CACHE": str(base / "cache"),
+            "MISPAIR_CACHE": str(base / "cache" / "mine"),  # made by that user: private
             "PYTHONPATH": os.pathsep.join(sys.path),
         }
         args = [sys.executable, "-c", code, str(path), str(base / "out-parent" / "out"), json.dumps(TINY)]
@@ -125,15 +126,15 @@ def test_the_cache_folder_follows_the_environment_and_the_config(tmp_path, monke
     assert collection_cache(DataConfig(root="x", cache_dir=str(tmp_path / "there"))) == tmp_path / "there"
 
 
-def test_a_cache_an_older_mispair_left_beside_the_data_is_read_not_written(tmp_path, monkeypatch):
+def test_a_cache_inside_the_collection_is_ignored_unless_named(tmp_path, monkeypatch):
     folder = write_form("folder-csv", tmp_path / "collection")
-    old = folder / ".mispair_cache"
-    first = load_split(resolve_source(DataConfig(root=str(folder), cache_dir=str(old))), "train")
-    chunks = sorted(old.glob("*.npz"))
-    assert chunks
+    shipped = folder / ".mispair_cache"
+    first = load_split(resolve_source(DataConfig(root=str(folder), cache_dir=str(shipped))), "train")
+    assert sorted(shipped.glob("*.chunk"))
     before = tree(folder)
     monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
-    again = load_split(resolve_source(DataConfig(root=str(folder))), "train")
+    with pytest.warns(UserWarning, match=r"\.mispair_cache: a cache folder inside the collection, ignored"):
+        again = load_split(resolve_source(DataConfig(root=str(folder))), "train")
     np.testing.assert_array_equal(again.images, first.images)
-    assert tree(folder) == before
-    assert not list((tmp_path / "cache").rglob("*.npz"))  # every chunk read from the old cache
+    assert tree(folder) == before  # only read
+    assert list((tmp_path / "cache").rglob("*.chunk"))  # every chunk computed in the user's own cache

@@ -87,7 +87,7 @@ def test_features_resume_after_a_killed_run_and_reuse_the_cache(tmp_path):
     encoder = TinyGrid()
     with pytest.raises(Killed):
         extract_grid_features(keys, load, tmp_path, encoder, chunk_size=3, progress=False)
-    assert len(list(tmp_path.glob("*.npz"))) == 1  # chunk [0, 3) finished, [3, 6) did not
+    assert len(list(tmp_path.glob("*.chunk"))) == 1  # chunk [0, 3) finished, [3, 6) did not
     loaded.clear()
     features, _ = extract_grid_features(keys, load, tmp_path, encoder, chunk_size=3, progress=False)
     assert loaded == [3, 4, 5, 6]
@@ -110,7 +110,7 @@ def test_changed_key_recomputes_only_its_chunk_and_prunes_stale(tmp_path):
     calls = encoder.calls
     run(["a", "b", "c", "d2"])
     assert encoder.calls == calls + 1
-    assert len(list(tmp_path.glob("*.npz"))) == 2
+    assert len(list(tmp_path.glob("*.chunk"))) == 2
 
 
 def test_real_encoder_gives_49_grid_fragments_of_1280():

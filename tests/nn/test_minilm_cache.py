@@ -8,6 +8,7 @@ import torch
 
 from mispair.config import ModelConfig
 from mispair.data.batching import pad_tokens
+from mispair.data.cache_files import read_arrays
 from mispair.data.pairset import PairSet
 from mispair.data.tokenizers import MiniLMTokenizer
 from mispair.nn.assembly import build_model, reads_mean_feature
@@ -63,8 +64,8 @@ def test_a_killed_precomputation_resumes_at_the_first_missing_shard(tmp_path):
     cache.use_directory(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         cache.fill(ids, killed, batch_size=2, chunk_size=4)
-    assert len(list((tmp_path / "fake").glob("*.pt"))) == 1  # one complete shard, no partial file
-    assert not [p for p in (tmp_path / "fake").iterdir() if p.suffix != ".pt"]
+    assert len(list((tmp_path / "fake").glob("*.states"))) == 1  # one complete shard, no partial file
+    assert not [p for p in (tmp_path / "fake").iterdir() if p.suffix != ".states"]
 
     resumed = Counting()
     cache = TokenStateCache("fake")
@@ -100,7 +101,7 @@ def test_the_cached_encoder_matches_the_transformer_run_on_every_batch(tmp_path,
     torch.manual_seed(0)
     frozen = MiniLMTextEncoder(embed_dim=32)
     MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm", head="sgr"), ids, tmp_path)
-    assert len(list(tmp_path.rglob("*.pt"))) == 1
+    assert len(list(tmp_path.rglob("*.states"))) == 1
     cached = frozen(tokens, lengths)
     with torch.no_grad():
         states = minilm_states(frozen_minilm(), tokens, lengths)
@@ -123,10 +124,13 @@ def test_a_pooled_only_model_caches_one_mean_state_per_caption_and_embeds_as_the
     ).text_encoder
     pooled_only.load_state_dict(tokenwise.state_dict())
     MiniLMTextEncoder.prepare(ModelConfig(text_encoder="minilm", head="cosine"), ids, tmp_path)
-    [shard] = tmp_path.rglob("*.pt")
+    [shard] = tmp_path.rglob("*.states")
     assert "mean-hidden" in str(shard)  # its own cache, beside the token states'
-    keys, states = torch.load(shard, weights_only=True)
-    assert len(keys) == 3 and all(s.shape == (1, 384) for s in states)  # one row per distinct caption
+    shard_arrays = read_arrays(shard)
+    assert shard_arrays["keys"].shape == (3, 16) and shard_arrays["states"].shape == (
+        3,
+        384,
+    )  # a row per caption
     with torch.no_grad():
         mine, reference = pooled_only(tokens, lengths), tokenwise(tokens, lengths)
     assert mine.local.shape == (4, 1, 32) and mine.mask.all()
@@ -211,7 +215,7 @@ def test_a_run_caches_its_text_features_in_the_cache_folder(tmp_path, monkeypatc
 
     run("a")
     assert any(m.startswith("text features: ") for m in messages)
-    assert list((tmp_path / "cache" / "collections").glob("toy_precomp-*/text/**/*.pt"))
+    assert list((tmp_path / "cache" / "collections").glob("toy_precomp-*/text/**/*.states"))
     assert not (root / "cache").exists()  # the collection is only read
     from mispair.nn.text import state_cache
 
@@ -236,8 +240,8 @@ def test_per_caption_states_are_written_as_one_tensor_and_read_back_equal(tmp_pa
     cache = TokenStateCache("mean", per_caption=True)
     cache.use_directory(tmp_path)
     assert cache.fill(ids, means, batch_size=3, chunk_size=4) == 7
-    shards = sorted((tmp_path / "mean").glob("*.pt"))
-    assert len(shards) == 2 and all(torch.is_tensor(torch.load(p, weights_only=True)[1]) for p in shards)
+    shards = sorted((tmp_path / "mean").glob("*.states"))
+    assert len(shards) == 2 and all(read_arrays(p)["states"].shape[1] == 2 for p in shards)
     reread = TokenStateCache("mean", per_caption=True)
     reread.use_directory(tmp_path)
     tokens, lengths = torch.tensor(ids), torch.full((len(ids),), 4)
@@ -303,24 +307,23 @@ def test_cleared_states_are_freed_then_read_again_from_disk_or_computed_anew(tmp
     assert torch.equal(cache.vectors(captions[:3], means), alone[:3]) and computed == [3]
 
 
-def test_per_caption_shards_of_older_versions_a_list_of_states_are_read(tmp_path):
+def test_shards_of_older_versions_are_not_read_their_captions_are_computed_again(tmp_path):
     keys = [token_key([101, k, 102]) for k in (1, 2)]
     table = torch.tensor([list(k) for k in keys], dtype=torch.uint8)
     (tmp_path / "mean").mkdir()
     torch.save((table, [torch.full((1, 3), 1.0), torch.full((1, 3), 2.0)]), tmp_path / "mean" / "old.pt")
     cache = TokenStateCache("mean", per_caption=True)
-    cache.use_directory(tmp_path)
-    assert cache.vectors([[101, 2, 102], [101, 1, 102]], Counting(fail_after=0)).tolist() == [
-        [2.0] * 3,
-        [1.0] * 3,
-    ]
+    cache.use_directory(tmp_path)  # an unchecked .pt is nobody's entry: never loaded
+    assert len(cache) == 0
+    captions = [[101, 2, 102], [101, 1, 102]]
+    assert torch.equal(cache.vectors(captions, _means), _means(*pad_tokens(captions))[:, 0])
 
 
 def test_bfloat16_states_are_cached_apart_and_close_to_float32s(tmp_path, minilm_tokens):
     ids, tokens, lengths = minilm_tokens
     config = ModelConfig(text_encoder="minilm", head="cosine", embed_dim=32, text_precision="bfloat16")
     MiniLMTextEncoder.prepare(config, ids, tmp_path)
-    [shard] = tmp_path.rglob("*.pt")
+    [shard] = tmp_path.rglob("*.states")
     assert shard.parent.name.endswith("-bfloat16")  # never read by a float32 run
     encoder = build_model(config, 8, 10).text_encoder
     assert encoder.cache.tag.endswith("-bfloat16")

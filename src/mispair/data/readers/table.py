@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mispair.data.cache_folder import collection_cache, existing
+from mispair.data.cache_folder import collection_cache, shipped
 from mispair.data.pairset import PairSet
 from mispair.data.readers.base import Reader
 from mispair.data.readers.columns import columns_of
@@ -198,7 +198,7 @@ class TableReader(Reader):
         if data.cache_dir:
             return []
         root = Path(data.root)
-        return existing((root if root.is_dir() else root.parent) / CACHE_FOLDER)
+        return shipped((root if root.is_dir() else root.parent) / CACHE_FOLDER)
 
     def picture_dirs(self, data: DataConfig) -> list[Path]:
         return [self.prepared(data).table.image_root]

@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mispair.data.cache_folder import existing
+from mispair.data.cache_folder import shipped
 from mispair.data.readers.base import READERS
 from mispair.data.readers.columns import USUAL_NAMES
 from mispair.data.readers.files import unpacked_view, write_image_bytes
@@ -93,7 +93,7 @@ class WebDatasetReader(TableReader):
         return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in self._shards(data))
 
     def old_cache_dirs(self, data: DataConfig) -> list[Path]:
-        return [] if data.cache_dir else existing(self._shards(data)[0].parent / CACHE_FOLDER)
+        return [] if data.cache_dir else shipped(self._shards(data)[0].parent / CACHE_FOLDER)
 
     def table(self, data: DataConfig) -> CollectionTable:
         import pandas as pd

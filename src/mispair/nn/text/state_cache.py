@@ -7,9 +7,13 @@ is a new key and is computed anew; an unchanged caption never is). The cache of 
 (``tag``: model files and output kind) is shared by every model of the process.
 
 On disk (:meth:`TokenStateCache.use_directory`), the states are written in shards of
-``chunk_size`` captions, each written atomically as ``{directory}/{tag}/{digest}.pt`` once
-complete: a killed precomputation resumes at the first missing shard, and a second run loads
-every shard without running the encoder.
+``chunk_size`` captions, each written atomically as ``{directory}/{tag}/{digest}.states`` once
+complete (``digest``: of the shard's keys): a killed precomputation resumes at the first missing
+shard, and a second run loads every shard without running the encoder. A shard is read through
+:mod:`mispair.data.cache_files` (a regular file this user's mispair wrote under this name, finite
+states) and must hold the keys its name says, each once, with one state each; one that does not
+is removed and its captions computed again, with one warning line, so no shard can decide a
+caption's states but the one this cache wrote for it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mispair.atomic import atomic_write, ensure_directory
+from mispair.data.cache_files import BadEntry, Rejected, write_arrays
+from mispair.data.cache_folder import private_folder
 from mispair.progress import progress_bar
 
 StateFn = Callable[[Tensor, Tensor], Tensor]
@@ -59,16 +64,43 @@ class TokenStateCache:
         return len(self.rows)
 
     def use_directory(self, directory: str | Path) -> None:
-        """Keep new states under ``directory/<tag>/`` and load the shards already there (a
-        folder that cannot be created or written is a one-line ``DataError``)."""
-        self.directory = ensure_directory(Path(directory) / self.tag, "text feature cache")
-        shards = [s for s in sorted(self.directory.glob("*.pt")) if s not in self._loaded]
+        """Keep new states under ``directory/<tag>/`` and load the shards already there that pass
+        their check (the others are removed, said in one warning line; their captions are
+        computed when asked for). A folder that cannot be created or written, or that is not
+        the user's alone, is a one-line ``DataError``."""
+        directory = Path(directory)
+        self.directory = private_folder(directory / self.tag, "text feature cache", top=_top(directory))
+        shards = [s for s in sorted(self.directory.glob("*.states")) if s not in self._loaded]
+        rejected = Rejected("text feature cache")
         for left, shard in zip(range(len(shards), 0, -1), shards):
-            keys, states = torch.load(shard, map_location="cpu", weights_only=True)
+            arrays = rejected.load(shard, self._shard_check(shard))
+            if arrays is None:
+                continue
+            keys = [bytes(k) for k in arrays["keys"].tolist()]
             if self.per_caption:  # room for the shards left, each as large as this one
                 self._reserve(len(self) + len(keys) * left)
-            self._add([bytes(k) for k in keys.tolist()], states)
+            self._add(keys, _states_of(arrays, self.per_caption))
             self._loaded.add(shard)
+        rejected.warn()
+
+    def _shard_check(self, shard: Path) -> Callable[[dict[str, np.ndarray]], None]:
+        """What a shard named ``shard`` must hold: distinct 16-byte keys whose digest is its name,
+        and one state per key (of this cache's kind)."""
+
+        def check(arrays: dict[str, np.ndarray]) -> None:
+            keys, states = arrays.get("keys"), arrays.get("states")
+            if keys is None or states is None or keys.ndim != 2 or keys.shape[1] != 16 or states.ndim != 2:
+                raise BadEntry("not a shard of token states")
+            if _shard_name([bytes(k) for k in keys.tolist()]) != shard.name:
+                raise BadEntry("its keys are not those its name says")
+            lengths = arrays.get("lengths")
+            rows = len(keys) if self.per_caption else None if lengths is None else int(lengths.sum())
+            if rows != len(states) or (
+                lengths is not None and (len(lengths) != len(keys) or (lengths < 1).any())
+            ):
+                raise BadEntry("its states do not match its keys")
+
+        return check
 
     def clear(self) -> None:
         """Forget every state held in memory (a million per-caption states: 1.5 GB); the shards on
@@ -202,16 +234,39 @@ class TokenStateCache:
     def _write_shard(self, keys: list[bytes]) -> None:
         if self.directory is None or not keys:
             return
-        digest = hashlib.blake2b(b"".join(sorted(keys)), digest_size=12).hexdigest()
-        path = self.directory / f"{digest}.pt"
-        table = torch.tensor([list(k) for k in keys], dtype=torch.uint8)
-        if self.per_caption:  # one tensor [n, 1, H]: read back 20x faster than n small ones
+        path = self.directory / _shard_name(keys)
+        table = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 16)
+        arrays = {"keys": table}
+        if self.per_caption:  # one matrix [n, H]: read back 20x faster than n small tensors
             assert self._matrix is not None
-            states: Tensor | list[Tensor] = self._matrix[[self.rows[k] for k in keys]][:, None].clone()
+            arrays["states"] = self._matrix[[self.rows[k] for k in keys]].numpy()
         else:
             states = [self._ragged[self.rows[k]] for k in keys]
-        atomic_write(path, lambda handle: torch.save((table, states), handle))
+            arrays["states"] = torch.cat(states).numpy()
+            arrays["lengths"] = np.array([len(s) for s in states], dtype=np.int64)
+        write_arrays(path, arrays)
         self._loaded.add(path)
+
+
+def _shard_name(keys: Sequence[bytes]) -> str:
+    """The file name of the shard of ``keys``: a digest of them, sorted (their order aside)."""
+    return hashlib.blake2b(b"".join(sorted(keys)), digest_size=12).hexdigest() + ".states"
+
+
+def _states_of(arrays: dict[str, np.ndarray], per_caption: bool) -> Tensor | list[Tensor]:
+    """A checked shard's states: ``[n, 1, H]`` per caption, else one ``[L_i, H]`` per key."""
+    states = torch.from_numpy(arrays["states"])
+    if per_caption:
+        return states[:, None]
+    return list(torch.split(states, arrays["lengths"].tolist()))
+
+
+def _top(directory: Path) -> Path | None:
+    """The highest folder of the cache whose privacy :func:`private_folder` checks for
+    ``directory``: the cache root when ``directory`` lies in it, else ``directory``."""
+    from mispair.data.cache_folder import cache_root
+
+    return None if directory.is_relative_to(cache_root()) else directory
 
 
 _CACHES: dict[str, TokenStateCache] = {}
