@@ -148,8 +148,10 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     saved = download.value.path()
     with open(saved, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        assert reader.fieldnames == ["pair_id", "decision", "caption"]
-        got = [(r["pair_id"], r["decision"], r["caption"]) for r in reader]
+        assert reader.fieldnames == ["pair_id", "decision", "caption", "audit_id"]  # bound to its audit
+        rows = list(reader)
+        got = [(r["pair_id"], r["decision"], r["caption"]) for r in rows]
+    assert {r["audit_id"] for r in rows} == {result.summary["audit_id"]}
     assert {i: (d, c) for i, d, c in got} == expected
     assert [i for i, _, _ in got] == [i for i in ids if i in expected]  # in rank order, once each
 

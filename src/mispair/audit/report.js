@@ -1,7 +1,8 @@
 // The review page of report.html: every pair of the audit (window.mispairAudit, from pairs.js),
 // paged, filtered, and a decision per pair (keep, drop, replace the caption) saved in the
-// browser under the audit's id and downloaded as decisions-<audit_id>.csv. The page computes no
-// score; every text from the data is set as text, never as markup.
+// browser under the audit's id and downloaded as decisions-<audit_id>.csv; and "check a sample",
+// a person's answers on the audit's random order turned into the share's estimate. The page
+// computes no score; every text from the data is set as text, never as markup.
 (function () {
   "use strict";
   var data = window.mispairAudit, review = document.getElementById("review");
@@ -15,6 +16,7 @@
   data.fields.forEach(function (name, k) { F[name] = k; });
   var rows = data.rows, images = data.images;
   var decisions = load(), undo = [], visible = [], page = 0, cursor = 0, haystack = null, typing = null;
+  var checking = false;
   var $ = function (id) { return document.getElementById(id); };
   var body = $("pairs").tBodies[0];
 
@@ -253,15 +255,23 @@
     $("bulk-note").textContent = edits.length + " pairs dropped";
     showEstimate();
   }
-  function download() {
-    var lines = ["pair_id,decision,caption"];
-    rows.forEach(function (row) {
-      var d = decisions[row[F.pair_id]];
-      if (d) { lines.push([row[F.pair_id], d.d, d.d === "replace" ? d.c : ""].map(csvField).join(",")); }
-    });
+  function download() {  // every decision (the rows' in rank order, then the sample's others), bound to the audit
+    var lines = ["pair_id,decision,caption,audit_id"], written = {};
+    function line(id) {
+      var d = decisions[id];
+      if (d && !written[id]) {
+        written[id] = 1;
+        lines.push([id, d.d, d.d === "replace" ? d.c : "", data.audit_id].map(csvField).join(","));
+      }
+    }
+    rows.forEach(function (row) { line(row[F.pair_id]); });
+    Object.keys(decisions).forEach(line);
+    saveFile(lines, "decisions-" + data.audit_id + ".csv");
+  }
+  function saveFile(lines, name) {
     var link = document.createElement("a");
     link.href = URL.createObjectURL(new Blob([lines.join("\r\n") + "\r\n"], {type: "text/csv"}));
-    link.download = "decisions-" + data.audit_id + ".csv";
+    link.download = name;
     document.body.appendChild(link);
     link.click();
     link.remove();
@@ -299,6 +309,13 @@
   document.addEventListener("keydown", function (event) {
     var tag = event.target.tagName;
     if (event.ctrlKey || event.metaKey || event.altKey || tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") {
+      return;
+    }
+    if (checking) {  // check a sample: c correct, m mismatched, s not sure, b back, Escape to the review
+      var act = {c: "correct", m: "mismatched", s: "unsure"}[event.key];
+      if (act) { answer(act); } else if (event.key === "b" || event.key === "Backspace") { back(); }
+      else if (event.key === "Escape") { sampleMode(false); } else { return; }
+      event.preventDefault();
       return;
     }
     var row = current(), key = event.key, handled = true;
@@ -370,6 +387,158 @@
       });
       if (best !== null) { open(best); }
     });
+  }
+  // Check a sample: judge the pairs of the audit's random order (sample.csv) one at a time, the
+  // audit's probability hidden until answered; after each answer the share's estimate with its
+  // anytime-valid 95% interval (mispair.estimate.share: the same formulas, the same order of
+  // additions, so `mispair estimate` on the downloaded labels gives the same numbers). Answers
+  // are kept in this browser, download as labels-<audit_id>.csv and count as decisions
+  // (correct → keep, mismatched → drop).
+  var sample = data.sample, LABEL_KEY = "mispair-labels-" + data.audit_id, answers = loadAnswers();
+  var ALPHA = 0.05, TUNED_FOR = 100, TARGET = 0.03, reveal = null, priors = {};
+  function loadAnswers() {
+    try { return JSON.parse(localStorage.getItem(LABEL_KEY) || "[]"); } catch (e) { return []; }
+  }
+  function saveAnswers() {
+    try { localStorage.setItem(LABEL_KEY, JSON.stringify(answers)); } catch (e) { $("storage-note").hidden = false; }
+  }
+  function boundary(t) {
+    var rho2 = (-2 * Math.log(ALPHA) + Math.log(-2 * Math.log(ALPHA) + 1)) / TUNED_FOR;
+    return Math.sqrt(2 * (t * rho2 + 1) / (t * t * rho2) * Math.log(Math.sqrt(t * rho2 + 1) / ALPHA));
+  }
+  function anytime(y, f, meanF, power) {  // mispair.estimate.share.anytime_share
+    var n = y.length, k;
+    if (n === 0) { return {share: meanF, low: 0, high: 1, lam: 1, std: NaN, answers: 0}; }
+    var sy = 0, sf = 0;
+    for (k = 0; k < n; k++) { sy += y[k]; }
+    for (k = 0; k < n; k++) { sf += f[k]; }
+    var m = n + 2, my = (sy + 1) / m, mf = (sf + 2 * meanF) / m, dy = [], df = [];
+    for (k = 0; k < n; k++) { dy.push(y[k] - my); df.push(f[k] - mf); }
+    dy.push(-my, 1 - my); df.push(meanF - mf, meanF - mf);
+    var syy = 0, sff = 0, syf = 0;
+    for (k = 0; k < dy.length; k++) { syy += dy[k] * dy[k]; }
+    for (k = 0; k < df.length; k++) { sff += df[k] * df[k]; }
+    for (k = 0; k < dy.length; k++) { syf += dy[k] * df[k]; }
+    var lam = power && sff > 0 ? Math.min(Math.max(syf / sff, 0), 1) : 0;
+    var variance = (syy - 2 * lam * syf + lam * lam * sff) / (m - 1);
+    var share = lam * meanF + (sy - lam * sf) / n, std = Math.sqrt(Math.max(variance, 0)), half = std * boundary(n);
+    return {share: share, low: Math.max(share - half, 0), high: Math.min(share + half, 1), lam: lam, std: std, answers: n};
+  }
+  function union(a, b) {
+    return {share: (a.share + b.share) / 2, low: Math.min(a.low, b.low), high: Math.max(a.high, b.high),
+            lam: (a.lam + b.lam) / 2, std: Math.max(a.std, b.std), answers: a.answers};
+  }
+  function answersFor(std, half, n, most) {  // mispair.estimate.share.answers_for
+    if (!(std > 0)) { return n; }
+    var start = Math.max(n, 1);
+    if (std * boundary(start) <= half) { return start; }
+    var high = start;
+    while (std * boundary(high) > half) {
+      if (high >= most) { return null; }
+      high = Math.min(high * 2, most);
+    }
+    var low = Math.floor(high / 2) >= start ? Math.floor(high / 2) : start;
+    while (high - low > 1) {
+      var middle = Math.floor((low + high) / 2);
+      if (std * boundary(middle) <= half) { high = middle; } else { low = middle; }
+    }
+    return high;
+  }
+  function sampleEstimate() {  // mispair.estimate.share.sample_share, without the fixed-n interval
+    var P = {}, lowRead = [], highRead = [], f = [], zeros = [], counts = {correct: 0, mismatched: 0, unsure: 0};
+    sample.rows.forEach(function (row) { P[row[0]] = row[3]; });
+    answers.forEach(function (a) {
+      var value = a[1] === "mismatched" ? 1 : a[1] === "correct" ? 0 : null;
+      counts[a[1]] += 1;
+      lowRead.push(value === null ? 0 : value); highRead.push(value === null ? 1 : value);
+      f.push(P[a[0]]); zeros.push(0);
+    });
+    var ppi = union(anytime(lowRead, f, sample.mean_p, true), anytime(highRead, f, sample.mean_p, true));
+    var alone = union(anytime(lowRead, zeros, sample.mean_p, false), anytime(highRead, zeros, sample.mean_p, false));
+    return {share: ppi.share, low: ppi.low, high: ppi.high, lam: ppi.lam, std: ppi.std,
+            labels_only: [alone.low, alone.high], answers: answers.length, correct: counts.correct,
+            mismatched: counts.mismatched, unsure: counts.unsure,
+            answers_for_target: answersFor(ppi.std, TARGET, answers.length, sample.n_pairs)};
+  }
+  function showSample() {
+    var at = answers.length, box = $("sample-pair");
+    box.textContent = "";
+    $("sample-position").textContent = at < sample.rows.length ?
+      "pair " + (at + 1) + " of the random sample" : "every pair of the sample carried by this page is judged";
+    if (at < sample.rows.length) {
+      var row = sample.rows[at], image = images[row[1]], picture = el("div", null, "sample-picture");
+      if (image && image[1]) {
+        var img = el("img"); img.alt = ""; img.src = image[1]; picture.appendChild(img);
+      } else { picture.appendChild(el("span", "no picture", "noimg")); }
+      picture.appendChild(el("small", image ? image[0] : ""));
+      box.appendChild(picture);
+      box.appendChild(el("div", row[2], "caption sample-caption"));
+      box.setAttribute("data-pair-id", row[0]);
+    }
+    $("sample-reveal").textContent = reveal;
+    var e = sampleEstimate(), text;
+    if (!e.answers) {
+      text = "No answer yet: the estimate appears with your first answer.";
+    } else {
+      text = "Your " + e.answers + " answer" + (e.answers > 1 ? "s" : "") + " (" + e.mismatched + " mismatched, " + e.correct +
+        " correct" + (e.unsure ? ", " + e.unsure + " not sure" : "") + "): " + pct(e.share) + " of the " +
+        sample.n_pairs + " pairs are mismatched (95% interval " + pct(e.low) + "–" + pct(e.high) +
+        ", valid wherever you stop; from your answers alone " + pct(e.labels_only[0]) + "–" + pct(e.labels_only[1]) + "). " +
+        (e.answers_for_target === null ? "± 3 points needs more answers than the collection has pairs." :
+          e.answers_for_target > e.answers ? "About " + (e.answers_for_target - e.answers) + " more answers would give ± 3 points." :
+            "The interval is within ± 3 points.");
+    }
+    $("sample-estimate").textContent = text;
+    var shown = $("sample-estimate");
+    ["share", "low", "high"].forEach(function (k) { shown.setAttribute("data-" + k, String(e[k])); });
+    shown.setAttribute("data-answers", String(e.answers));
+    $("sample-count").textContent = answers.length + " answered";
+  }
+  function answer(label) {
+    var at = answers.length;
+    if (at >= sample.rows.length) { return; }
+    var row = sample.rows[at];
+    answers.push([row[0], label]);
+    saveAnswers();
+    reveal = "The audit gave the pair you just judged a mismatch probability of " + row[3].toFixed(2) + ".";
+    var before = decisions[row[0]];  // a caption typed for the pair stays: it is a mismatch, mended
+    priors[row[0]] = before || null;
+    if (label !== "unsure" && !(before && before.d === "replace" && label === "mismatched")) {
+      change([[row[0], {d: label === "mismatched" ? "drop" : "keep", c: ""}]]);
+    }
+    showSample();
+  }
+  function back() {  // the last answer taken back, and the decision it made
+    var last = answers.pop();
+    if (!last) { return; }
+    saveAnswers();
+    var made = {mismatched: "drop", correct: "keep"}[last[1]], d = decisions[last[0]];
+    if (made && d && d.d === made) { change([[last[0], priors[last[0]] || null]]); }
+    reveal = null;
+    showSample();
+  }
+  function downloadLabels() {
+    var lines = ["pair_id,label,order,audit_id"];
+    answers.forEach(function (a, k) { lines.push([a[0], a[1], String(k + 1), data.audit_id].map(csvField).join(",")); });
+    saveFile(lines, "labels-" + data.audit_id + ".csv");
+  }
+  function sampleMode(on) {
+    checking = on;
+    $("sample-check").hidden = !on;
+    $("review").hidden = on;
+    document.body.setAttribute("data-mode", on ? "sample" : "review");
+    if (on) { showSample(); window.scrollTo(0, $("sample-check").offsetTop); }
+  }
+  window.mispairSample = {estimate: sampleEstimate, answers: function () { return answers.slice(); }};
+  if (sample) {
+    $("sample-start").hidden = false;
+    $("sample-start").addEventListener("click", function () { sampleMode(true); });
+    $("sample-exit").addEventListener("click", function () { sampleMode(false); });
+    [["sample-correct", "correct"], ["sample-mismatched", "mismatched"], ["sample-unsure", "unsure"]].forEach(function (b) {
+      $(b[0]).addEventListener("click", function () { answer(b[1]); });
+    });
+    $("sample-back").addEventListener("click", back);
+    $("sample-download").addEventListener("click", downloadLabels);
   }
   window.mispairReview = {open: open};
   filter();

@@ -83,7 +83,7 @@ def review_page(
         threshold=summary.threshold,
         rest=rest,
         sample=judged,
-        mean_probability=float(table["mismatch_probability"].astype("float64").mean()),
+        mean_probability=float(np.mean(table["mismatch_probability"].astype("float64").to_numpy())),
     )
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     fields = {**summary.to_dict(), "audit_id": audit}

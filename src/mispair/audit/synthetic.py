@@ -13,6 +13,7 @@ from mispair.audit.report import METRIC_KEYS, review_page
 from mispair.audit.result import AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share
 from mispair.audit.summary import AuditSummary
+from mispair.estimate.sample import sample_order
 
 COLOURS = {
     "red": (220, 30, 30),
@@ -71,8 +72,14 @@ def synthetic_audit(
     )
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
-    report = review_page(table, summary, [], division, retrieval, pictures, out, top=top, progress=progress)
-    result = AuditResult(table, summary, report.page, page_data=report.data, thumbs=report.thumbs)
+    sample = sample_order(table["pair_id"].tolist(), seed)
+    summary.sample_seed = seed
+    report = review_page(
+        table, summary, [], division, retrieval, pictures, out, top=top, progress=progress, sample=sample
+    )
+    result = AuditResult(
+        table, summary, report.page, page_data=report.data, thumbs=report.thumbs, sample=sample
+    )
     result.save(out)
     return result
 
