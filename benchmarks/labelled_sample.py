@@ -139,7 +139,7 @@ def stoppers(scored: Scored, count: int, seed: int) -> tuple[float, float]:
     held, answered = 0, []
     for _ in range(count):
         order = rng.permutation(len(truth))
-        share, low, high = prefix_intervals(truth[order], p[order], float(p.mean()), True)
+        _, low, high = prefix_intervals(truth[order], p[order], float(p.mean()), True)
         tight = np.flatnonzero(high - low <= STOP_WIDTH)
         k = int(tight[0]) if len(tight) else len(truth) - 1
         if k == len(truth) - 1:  # every pair judged: the share is known
@@ -185,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _pooled(rows: dict[Scored, dict[str, list[float]]], members: list[Scored], n: int):
+    """A figure at ``n`` answers pooled over the seeds of a collection."""
+    return lambda name: np.concatenate([rows[s].get(f"{name}@{n}", []) for s in members])
+
+
 def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[float, float]], args) -> str:
     lines = [
         f"# A person's answers against the truth ({args.reviewers} honest reviewers per collection, "
@@ -196,8 +201,8 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
         "over reviewers and seeds; the score-only drop's beside it) and the share of the mismatched pairs "
         "it finds, and how often the AUC's interval on the answers held the true AUC.",
         "",
-        "| collection | truly mismatched | AUC | n | interval holds (PPI / labels) | PPI width / labels width "
-        "| labelled drop FDR (score-only) | found | AUC interval holds |",
+        "| collection | truly mismatched | AUC | n | interval holds (PPI / labels) "
+        "| PPI width / labels width | labelled drop FDR (score-only) | found | AUC interval holds |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[str, list[Scored]] = {}
@@ -209,7 +214,7 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
         auc = np.nanmean([_auc(s.probability, s.truth) for s in members])
         score_only = np.mean([1 - s.truth[s.suspected].mean() if s.suspected.any() else 0.0 for s in members])
         for n in SIZES:
-            key = lambda k: np.concatenate([rows[s].get(f"{k}@{n}", []) for s in members])  # noqa: E731
+            key = _pooled(rows, members, n)
             if not len(key("covered")):
                 continue
             covered_all.extend(key("covered"))
