@@ -232,9 +232,9 @@ def estimate_pairs(
         return estimate
     every_answer = np.full(len(ids), np.nan)
     position = {pid: k for k, pid in enumerate(ids)}
-    for pid, value in zip(in_order, answers):
-        every_answer[position[pid]] = 0.5 if np.isnan(value) else value
-    drop, table = _drop(ids, everything, every_answer, answers, in_order, position, fdr)
+    judged_at = np.array([position[pid] for pid in in_order], dtype=np.int64)
+    every_answer[judged_at] = np.where(np.isnan(answers), 0.5, answers)
+    drop, table = _drop(ids, everything, suspicion_score(pairs), every_answer, judged_at, fdr)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
 
 
@@ -256,46 +256,46 @@ def _trust(
 def _drop(
     ids: np.ndarray,
     probability: np.ndarray,
+    suspicion: np.ndarray,
     every_answer: np.ndarray,
-    answers: np.ndarray,
-    in_order: list[str],
-    position: dict[str, int],
+    judged_at: np.ndarray,
     fdr: float,
 ) -> tuple[LabelledDrop, pd.DataFrame]:
-    """The labelled drop and its table. The share left mismatched is estimated as the share of
-    the pairs the rule keeps by its scores alone (a judged pair: kept had it not been judged, its
-    p-value above the selection's), with the sample's answers, less the judged mismatched pairs
-    that the answers themselves drop."""
+    """The labelled drop (selected on ``suspicion``) and its table. The share left mismatched:
+    the PPI estimate of the mismatched pairs the rule keeps by their scores (a judged pair is
+    counted as if unjudged: kept when its p-value is above the selection's), less the judged
+    mismatched pairs among them, which the answers themselves drop, over the pairs left."""
     import pandas as pd
 
-    selection = conformal_selection(probability, every_answer, fdr)
+    selection = conformal_selection(suspicion, every_answer, fdr)
     refit = recalibrated(probability, every_answer)
-    judged_at = np.array([position[i] for i in in_order], dtype=np.int64)
-    kept_by_score = _kept_by_score(probability, every_answer, selection.threshold)
-    mean_kept = float(np.mean(probability * kept_by_score))
-    reads = []
-    for fill in (0.0, 1.0):
-        y = np.where(np.isnan(answers), fill, answers) * kept_by_score[judged_at]
-        reads.append(anytime_share(y, probability[judged_at] * kept_by_score[judged_at], mean_kept))
+    by_score = (selection.p_values > selection.threshold).astype(np.float64)
+    mean_kept = float(np.mean(probability * by_score))
+    answers, kept_at = every_answer[judged_at], by_score[judged_at]
     kept = int((~selection.suspected).sum())
-    removed = float(np.nansum(np.where(np.isnan(answers), 0.0, answers) * kept_by_score[judged_at]))
-    scale = len(ids) / max(kept, 1)
 
-    def left(value: float) -> float:
-        return min(max((value * len(ids) - removed) / max(kept, 1), 0.0), 1.0)
+    def left(count_share: float) -> float:  # the share of all pairs → the share of those left
+        return min(max((count_share * len(ids) - dropped) / max(kept, 1), 0.0), 1.0)
 
+    dropped = float(np.sum((answers == 1) * kept_at))
+    reads = [
+        anytime_share(
+            np.where(answers == 0.5, fill, answers) * kept_at, probability[judged_at] * kept_at, mean_kept
+        )
+        for fill in (0.0, 1.0)
+    ]
     kept_share = ShareEstimate(
         (left(reads[0].share) + left(reads[1].share)) / 2,
         left(min(r.low for r in reads)),
         left(max(r.high for r in reads)),
         reads[0].lam,
-        max(r.std for r in reads) * scale,
+        max(r.std for r in reads) * len(ids) / max(kept, 1),
         len(answers),
     )
-    labels = np.where(
-        np.isnan(every_answer),
-        "",
-        np.where(every_answer == 1, "mismatched", np.where(every_answer == 0, "correct", "unsure")),
+    labels = np.select(
+        [np.isnan(every_answer), every_answer == 1, every_answer == 0],
+        ["", "mismatched", "correct"],
+        "unsure",
     )
     table = pd.DataFrame(
         {
@@ -303,20 +303,27 @@ def _drop(
             "mismatch_probability": np.round(probability if refit is None else refit, 6),
             "suspected": selection.suspected,
             "label": labels,
+            "conformal_p_value": np.round(selection.p_values, 6),
         }
     )
     drop = LabelledDrop(fdr, int(selection.suspected.sum()), kept, kept_share, refit is not None)
     return drop, table
 
 
-def _kept_by_score(probability: np.ndarray, every_answer: np.ndarray, threshold: float) -> np.ndarray:
-    """``[N]`` 1.0 where the selection keeps a pair by its score: an unjudged pair not selected, a
-    judged pair whose p-value, had it not been judged, would be above the selection's largest."""
-    judged = ~np.isnan(every_answer)
-    calibration = np.sort(probability[judged & (every_answer < 1)])
-    at_least = len(calibration) - np.searchsorted(calibration, probability, side="left")
-    p = (1.0 + at_least) / (judged.sum() + 1.0)
-    return (p > threshold).astype(np.float64) if threshold > 0 else np.ones(len(probability))
+def suspicion_score(pairs: pd.DataFrame) -> np.ndarray:
+    """``[N]`` each pair's place in the order of suspicion, higher = more suspect: by mismatch
+    probability, ties (many pairs share 0 or 1) broken by the held-out score (lower = more
+    suspect), so a pair judged correct ties with no other."""
+    p = pairs["mismatch_probability"].astype("float64").to_numpy()
+    score = (
+        pairs["held_out_score"].astype("float64").to_numpy()
+        if "held_out_score" in pairs
+        else np.zeros(len(p))
+    )
+    order = np.lexsort((-np.nan_to_num(score, nan=np.inf), p))  # ascending suspicion
+    places = np.empty(len(p))
+    places[order] = np.arange(len(p))
+    return places
 
 
 __all__ = ["ESTIMATE", "ESTIMATE_PAIRS", "SAMPLE", "AuditEstimate", "LabelledDrop", "estimate_pairs"]

@@ -24,8 +24,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Selection:
-    """``suspected`` ``[N]`` (bool), ``p_values`` ``[N]`` (conformal; NaN for judged pairs),
-    ``threshold`` (the largest p-value selected, or 0 when none is)."""
+    """``suspected`` ``[N]`` (bool), ``p_values`` ``[N]`` (conformal; a judged pair's as if it
+    were not judged), ``threshold`` (the largest p-value selected, or 0 when none is):
+    ``p_values > threshold`` are the pairs the rule keeps by their scores."""
 
     suspected: np.ndarray
     p_values: np.ndarray
@@ -36,7 +37,8 @@ def conformal_selection(probability: np.ndarray, answers: np.ndarray, fdr: float
     """The pairs to drop at false-discovery rate ``fdr``.
 
     Args:
-        probability: ``[N]`` every pair's mismatch probability (higher = more suspect).
+        probability: ``[N]`` every pair's suspicion (higher = more suspect; ties are best broken
+            beforehand: a tie with a pair judged correct counts against a pair).
         answers: ``[N]`` 1 judged mismatched, 0 judged correct, 0.5 unsure, NaN not judged.
         fdr: the level ``q`` in (0, 1).
     """
@@ -46,9 +48,8 @@ def conformal_selection(probability: np.ndarray, answers: np.ndarray, fdr: float
     calibration = np.sort(f[judged & (y < 1)])  # correct or unsure: the nulls' scores
     n = int(judged.sum())
     # correct judged pairs scoring at least f_j: how many of the sorted scores are >= f_j
-    at_least = len(calibration) - np.searchsorted(calibration, f[~judged], side="left")
-    p = np.full(len(f), np.nan)
-    p[~judged] = (1.0 + at_least) / (n + 1.0)
+    at_least = len(calibration) - np.searchsorted(calibration, f, side="left")
+    p = (1.0 + at_least) / (n + 1.0)
     chosen = benjamini_hochberg(p[~judged], fdr)
     suspected = judged & (y == 1)
     suspected[np.flatnonzero(~judged)[chosen]] = True
