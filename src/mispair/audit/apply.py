@@ -96,6 +96,7 @@ def apply_decisions(
     import pandas as pd
 
     from mispair.audit.writers import Decided, WriteRequest, collection_form, write_keep_lists
+    from mispair.audit.writers.table import csv_text
 
     if threshold is not None and not 0 <= threshold <= 1:
         raise ConfigError(f"--threshold: a mismatch probability in [0, 1], got {threshold}")
@@ -143,7 +144,8 @@ def apply_decisions(
         else:
             split = ["split"] if summary.get("split_note") is None else []
             columns = ["image", "caption", "pair_id", *split]
-            atomic_text(folder / "captions.csv", kept[columns].to_csv(index=False, lineterminator="\n"))
+            rows = [columns, *kept[columns].itertuples(index=False, name=None)]
+            atomic_text(folder / "captions.csv", csv_text(rows))  # a CR in a caption quoted
             link_pictures(folder)
         for name, frame in (("keep.csv", kept), ("removed.csv", rows[~rows["kept"]])):
             atomic_write(
@@ -187,6 +189,9 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
                 "the file downloaded from this audit's report"
             )
         frame, where = _read_csv(path), str(path)
+    if "decision" not in frame.columns and "suspected" in frame.columns:  # estimate_pairs.csv
+        suspected = frame["suspected"].str.strip().str.lower().isin(("true", "1"))
+        frame = frame.assign(decision=suspected.map({True: "drop", False: "keep"}), caption="")
     missing = [c for c in ("pair_id", "decision") if c not in frame.columns]
     if missing:
         raise DataError(
