@@ -29,6 +29,8 @@ LAYERS = [
     {"search"},
     {"audit"},
     {"api"},
+    {"exchange"},
+    {"commands"},
     {"cli", "testing"},
     {"__main__", "__init__"},
 ]

@@ -29,6 +29,10 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
               mispair apply runs/photos-audit --decisions decisions.csv --out photos-clean
   estimate  the mismatched share, proven by your answers on the audit's random sample
               mispair estimate runs/photos-audit --labels labels.csv
+  export    open an audit in FiftyOne, or as Label Studio tasks
+              mispair export runs/photos-audit --to label-studio --sample 200 --out ls/
+  import    answers given in FiftyOne or Label Studio as labels and decisions files
+              mispair import runs/photos-audit --from label-studio export.json --out labels.csv
   train     train a retriever (the robust recipe by default) on a collection or a config
               mispair train photos/ --out runs/photos
   eval      retrieval metrics (R@K, rSum) of a checkpoint
@@ -540,9 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
         _prepare_parser,
     ):
         add(sub)
-    from mispair.commands import estimate
+    from mispair.commands import estimate, exchange
 
     estimate.add_parsers(sub)
+    exchange.add_parsers(sub)
     return parser
 
 

@@ -201,6 +201,14 @@ class AuditResult:
             shard_bytes=shard_bytes,
         )
 
+    def to_fiftyone(self, name: str, *, overwrite: bool = False) -> Any:
+        """The audit as the persistent FiftyOne dataset ``name``: a sample per picture, its
+        captions as labels with the audit's fields, the map as the brain run ``map``
+        (:mod:`mispair.audit.fiftyone_dataset`; pip install 'mispair[fiftyone]')."""
+        from mispair.audit.fiftyone_dataset import to_fiftyone
+
+        return to_fiftyone(self.pairs, self.summary.to_dict(), name, overwrite=overwrite)
+
 
 def _interval(interval: tuple[float, float] | None) -> list[float] | None:
     return None if interval is None else [float(interval[0]), float(interval[1])]
