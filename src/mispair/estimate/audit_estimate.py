@@ -199,10 +199,7 @@ def estimate_pairs(
         raise ConfigError("--labels: give at least one labels file")
     if fdr is not None and not 0 < fdr < 1:
         raise ConfigError(f"--fdr: a rate in (0, 1), got {fdr}")
-    names = list(
-        reviewers
-        or (str(x) if not hasattr(x, "columns") else f"reviewer {k + 1}" for k, x in enumerate(labels))
-    )
+    names = list(reviewers or (_reviewer(source, k) for k, source in enumerate(labels)))
     tables = [read_labels(source, audit=audit) for source in labels]
     merged = merge_labels(tables, names)
     where = names[0] if len(names) == 1 else "the merged labels"
@@ -236,6 +233,11 @@ def estimate_pairs(
     every_answer[judged_at] = np.where(np.isnan(answers), 0.5, answers)
     drop, table = _drop(ids, everything, suspicion_score(pairs), every_answer, judged_at, fdr)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
+
+
+def _reviewer(source: object, k: int) -> str:
+    """A reviewer's name: the labels file's name, or "reviewer k" for a table."""
+    return f"reviewer {k + 1}" if hasattr(source, "columns") else Path(str(source)).name
 
 
 def _value(label: str) -> float:

@@ -111,7 +111,7 @@ def anytime_share(
     share = lam * mean_predicted + (_sum(y) - lam * _sum(f)) / n
     std = math.sqrt(max(variance, 0.0))
     half = std * boundary(n)
-    return ShareEstimate(share, max(share - half, 0.0), min(share + half, 1.0), lam, std, n)
+    return ShareEstimate(float(share), max(share - half, 0.0), min(share + half, 1.0), float(lam), std, n)
 
 
 def labels_only_share(judged: np.ndarray, mean_predicted: float) -> ShareEstimate:

@@ -1,0 +1,159 @@
+"""``mispair estimate`` on an audit folder (a synthetic audit, no training): the labels file and
+the page's decisions file read alike; answers that are not the first n of the sample's order,
+unknown pairs, a pair judged two ways, an empty or unknown-label file and an audit without a
+sample are each one error line, nothing written; two reviewers merge with their
+disagreements unsure and Cohen's κ as scikit-learn computes it; ``--fdr`` writes every pair's
+verdict, which ``apply --decisions`` takes."""
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from mispair.audit.result import AuditResult
+from mispair.audit.synthetic import synthetic_audit
+from mispair.cli import main
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("synthetic")
+    result = synthetic_audit(folder, pairs=200, images=60, seed=11)
+    return folder / "audit", result
+
+
+def labels(path, rows, header=("pair_id", "label")):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def truth_of(p):
+    """A truth the scores know something of: each pair mismatched with its probability."""
+    return np.random.default_rng(0).random(len(p)) < p
+
+
+def judged(result, n, offset=0):
+    """The first ``n`` pairs of the sample judged from the truth (mismatched when truly so)."""
+    order = result.sample["pair_id"].tolist()
+    truth = dict(zip(result.pairs["pair_id"], truth_of(result.pairs["mismatch_probability"].to_numpy())))
+    return [(i, "mismatched" if truth[i] else "correct") for i in order[offset : offset + n]]
+
+
+def refused(capsys, argv):
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("mispair: error: "), err
+    return err[0]
+
+
+def test_the_estimate_is_printed_and_written(audit, tmp_path, capsys):
+    out, result = audit
+    path = labels(tmp_path / "labels.csv", judged(result, 60))
+    assert main(["estimate", str(out), "--labels", str(path)]) in (0, None)
+    printed = capsys.readouterr().out
+    assert "your 60 answers" in printed and "valid wherever you stop" in printed
+    written = json.loads((out / "estimate.json").read_text())
+    expected = AuditResult.load(out).estimate(path)
+    assert written["mismatched_share"] == expected.share.estimate.share
+    assert (
+        written["labels"] == 60 and written["unsure"] == 0 and written["audit_id"] == result.summary.audit_id
+    )
+    for key in ("mismatched_share_interval", "labels_only_interval", "method", "ranking_auc_interval"):
+        assert key in written
+
+
+def test_the_decisions_file_reads_as_labels(audit, tmp_path):
+    out, result = audit
+    rows = [(i, "drop" if label == "mismatched" else "keep", "") for i, label in judged(result, 40)]
+    decisions = labels(tmp_path / "decisions.csv", rows, header=("pair_id", "decision", "caption"))
+    as_labels = labels(tmp_path / "labels.csv", judged(result, 40))
+    got, want = AuditResult.load(out).estimate(decisions), AuditResult.load(out).estimate(as_labels)
+    assert got.share == want.share
+
+
+def test_refusals_are_one_line_and_write_nothing(audit, tmp_path, capsys):
+    out, result = audit
+    (out / "estimate.json").unlink(missing_ok=True)
+    first = judged(result, 30)
+    skipping = labels(tmp_path / "skip.csv", first[:10] + first[11:])  # the 11th of the order missing
+    assert "is not judged" in refused(capsys, ["estimate", str(out), "--labels", str(skipping)])
+    top = result.pairs["pair_id"].head(20)  # the most suspect pairs: not a random sample
+    ranked = labels(tmp_path / "top.csv", [(i, "mismatched") for i in top])
+    if set(top) != set(result.sample["pair_id"].head(20)):
+        assert "sample's order" in refused(capsys, ["estimate", str(out), "--labels", str(ranked)])
+    unknown = labels(tmp_path / "unknown.csv", [*first[:5], ("no-such-pair", "correct")])
+    assert "not in this audit" in refused(capsys, ["estimate", str(out), "--labels", str(unknown)])
+    twice = labels(tmp_path / "twice.csv", [*first[:5], (first[0][0], "unsure")])
+    assert "judged both" in refused(capsys, ["estimate", str(out), "--labels", str(twice)])
+    (tmp_path / "empty.csv").write_text("")
+    assert "empty" in refused(capsys, ["estimate", str(out), "--labels", str(tmp_path / "empty.csv")])
+    header = labels(tmp_path / "header.csv", [])
+    assert "no answer" in refused(capsys, ["estimate", str(out), "--labels", str(header)])
+    odd = labels(tmp_path / "odd.csv", [(first[0][0], "wrong")])
+    assert "a label is one of" in refused(capsys, ["estimate", str(out), "--labels", str(odd)])
+    other = labels(
+        tmp_path / "other.csv",
+        [(i, lab, "0123456789abcdef") for i, lab in first[:5]],
+        ("pair_id", "label", "audit_id"),
+    )
+    assert "not on this audit" in refused(capsys, ["estimate", str(out), "--labels", str(other)])
+    assert "--fdr" in refused(capsys, ["estimate", str(out), "--labels", str(skipping), "--fdr", "1.5"])
+    assert not (out / "estimate.json").exists()
+
+
+def test_an_audit_without_a_sample_says_how_to_get_one(audit, tmp_path, capsys):
+    out, result = audit
+    older = tmp_path / "older"
+    older.mkdir()
+    for name in ("summary.json", "pairs.parquet", "pairs.csv"):
+        (older / name).write_bytes((out / name).read_bytes())
+    path = labels(tmp_path / "labels.csv", judged(result, 10))
+    assert "audit it again" in refused(capsys, ["estimate", str(older), "--labels", str(path)])
+
+
+def test_two_reviewers_merge_with_disagreements_unsure_and_kappa(audit, tmp_path, capsys):
+    out, result = audit
+    first = judged(result, 50)
+    flipped = {3, 8, 21}
+    second = [
+        (i, ({"correct": "mismatched", "mismatched": "correct"}[lab] if k in flipped else lab))
+        for k, (i, lab) in enumerate(first)
+    ]
+    a, b = labels(tmp_path / "a.csv", first), labels(tmp_path / "b.csv", second)
+    assert main(["estimate", str(out), "--labels", str(a), str(b), "--json"]) in (0, None)
+    written = json.loads(capsys.readouterr().out)
+    assert (
+        written["unsure"] == 3
+        and written["disagreements"] == 3
+        and written["reviewers"] == ["a.csv", "b.csv"]
+    )
+    kappa = cohen_kappa_score([lab for _, lab in first], [lab for _, lab in second])
+    assert written["kappa"]["a.csv / b.csv"] == pytest.approx(kappa)
+
+
+def test_the_labelled_drop_lists_every_pair_and_apply_takes_it(audit, tmp_path, capsys):
+    out, result = audit
+    path = labels(tmp_path / "labels.csv", judged(result, 120))
+    assert main(["estimate", str(out), "--labels", str(path), "--fdr", "0.1"]) in (0, None)
+    assert "at a false-discovery rate of 0.1" in capsys.readouterr().out
+    verdicts = pd.read_csv(out / "estimate_pairs.csv", dtype={"pair_id": str})
+    assert sorted(verdicts["pair_id"]) == sorted(result.pairs["pair_id"])
+    assert set(verdicts.columns) >= {"pair_id", "mismatch_probability", "suspected", "label"}
+    assert verdicts["mismatch_probability"].between(0, 1).all()
+    judged_mismatched = {i for i, lab in judged(result, 120) if lab == "mismatched"}
+    assert judged_mismatched <= set(verdicts.loc[verdicts["suspected"], "pair_id"])
+    clean = tmp_path / "clean"
+    assert main(["apply", str(out), "--decisions", str(out / "estimate_pairs.csv"), "--out", str(clean)]) in (
+        0,
+        None,
+    )
+    with open(clean / "captions.csv", newline="", encoding="utf-8") as f:
+        kept = {r["pair_id"] for r in csv.DictReader(f)}
+    assert kept == set(verdicts.loc[~verdicts["suspected"], "pair_id"])
+    assert np.isfinite(json.loads((out / "estimate.json").read_text())["drop"]["kept_mismatched_share"])

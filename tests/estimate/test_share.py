@@ -1,0 +1,129 @@
+"""The share's estimate from a judged sample (:mod:`mispair.estimate.share`): the fixed-n
+interval equals ``ppi-python``'s on the same inputs; the anytime interval equals the formula
+written out with the two pseudo-answers as arrays; it is never wider than the labels-only one;
+over many random orders of a population with a known truth it is unbiased and holds the truth
+at every n at once in at least 95% of the orders; unsure answers widen it to both readings."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mispair.estimate.share import (
+    ALPHA,
+    answers_for,
+    anytime_share,
+    boundary,
+    fixed_n_share,
+    labels_only_share,
+    sample_share,
+)
+
+ppi = pytest.importorskip("ppi_py")
+
+
+def population(n: int, share: float, separation: float, seed: int):
+    """A population's truth and probabilities (a scorer of roughly the given quality)."""
+    rng = np.random.default_rng(seed)
+    truth = (rng.random(n) < share).astype(float)
+    logit = rng.normal(separation * (2 * truth - 1), 1.0)
+    return truth, 1 / (1 + np.exp(-logit))
+
+
+@pytest.mark.parametrize("n, seed", [(20, 0), (100, 1), (300, 2), (57, 3)])
+def test_the_fixed_n_interval_is_ppi_pythons(n, seed):
+    truth, p = population(2000, 0.3, 1.5, seed)
+    order = np.random.default_rng(seed).permutation(len(truth))[:n]
+    mine = fixed_n_share(truth[order], p[order], p)
+    low, high = ppi.ppi_mean_ci(truth[order], p[order], p, alpha=ALPHA)
+    point = ppi.ppi_mean_pointestimate(truth[order], p[order], p)
+    assert mine.share == pytest.approx(float(np.squeeze(point)), abs=1e-12)
+    assert mine.low == pytest.approx(max(float(np.squeeze(low)), 0), abs=1e-12)
+    assert mine.high == pytest.approx(min(float(np.squeeze(high)), 1), abs=1e-12)
+
+
+def written_out(y, f, mean_f, power=True):
+    """The anytime interval from arrays: the answers with a correct and a mismatched
+    pseudo-answer predicted at the mean, λ the least-variance weight in [0, 1]."""
+    ya, fa = np.append(y, [0.0, 1.0]), np.append(f, [mean_f, mean_f])
+    lam = 0.0
+    if power and np.var(fa) > 0:
+        lam = float(np.clip(np.cov(ya, fa, ddof=1)[0, 1] / np.var(fa, ddof=1), 0, 1))
+    variance = np.var(ya - lam * fa, ddof=1)
+    share = lam * mean_f + np.mean(y - lam * f)
+    n, a = len(y), ALPHA
+    rho2 = (-2 * math.log(a) + math.log(-2 * math.log(a) + 1)) / 100
+    half = math.sqrt(variance) * math.sqrt(
+        2 * (n * rho2 + 1) / (n * n * rho2) * math.log(math.sqrt(n * rho2 + 1) / a)
+    )
+    return share, max(share - half, 0), min(share + half, 1)
+
+
+@given(
+    st.integers(2, 200),
+    st.floats(0.0, 1.0),
+    st.floats(-1.0, 4.0),
+    st.integers(0, 10_000),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_anytime_interval_is_its_formula_and_never_wider_than_the_labels_alone(
+    n, share, separation, seed
+):
+    truth, p = population(500, share, separation, seed)
+    order = np.random.default_rng(seed).permutation(len(truth))[:n]
+    y, f = truth[order], p[order]
+    found = anytime_share(y, f, float(p.mean()))
+    assert (found.share, found.low, found.high) == pytest.approx(written_out(y, f, float(p.mean())), abs=1e-9)
+    alone = labels_only_share(y, float(p.mean()))
+    assert (alone.share, alone.low, alone.high) == pytest.approx(
+        written_out(y, f, float(p.mean()), power=False), abs=1e-9
+    )
+    assert (
+        found.std <= alone.std + 1e-12
+    )  # the least-variance weight: never wider than λ = 0 (before clipping)
+
+
+def test_over_random_orders_it_is_unbiased_and_holds_the_truth_at_every_n_at_once():
+    truth, p = population(3000, 0.25, 1.2, 7)
+    rng, held, estimates = np.random.default_rng(0), 0, []
+    sizes = np.unique(np.geomspace(10, 600, 25).astype(int))
+    for _ in range(300):
+        order = rng.permutation(len(truth))
+        every = [anytime_share(truth[order[:n]], p[order[:n]], float(p.mean())) for n in sizes]
+        held += all(e.low <= truth.mean() <= e.high for e in every)  # at every n together
+        estimates.append(every[-1].share)
+    assert held / 300 >= 0.95
+    assert np.mean(estimates) == pytest.approx(truth.mean(), abs=0.005)  # unbiased (sd of the mean ~0.001)
+
+
+def test_unsure_answers_bound_the_interval_either_way_and_keep_their_place():
+    truth, p = population(1000, 0.3, 1.5, 3)
+    order = np.random.default_rng(3).permutation(1000)[:80]
+    answers = truth[order].copy()
+    answers[[4, 17, 33]] = np.nan
+    found = sample_share(answers, p[order], p)
+    as_correct = anytime_share(np.nan_to_num(answers, nan=0.0), p[order], float(p.mean()))
+    as_mismatched = anytime_share(np.nan_to_num(answers, nan=1.0), p[order], float(p.mean()))
+    assert found.estimate.low == min(as_correct.low, as_mismatched.low)
+    assert found.estimate.high == max(as_correct.high, as_mismatched.high)
+    assert found.estimate.share == pytest.approx((as_correct.share + as_mismatched.share) / 2)
+    assert (found.answers, found.unsure, found.mismatched + found.correct) == (80, 3, 77)
+    firm = sample_share(np.nan_to_num(answers, nan=0.0), p[order], p)
+    assert found.estimate.high - found.estimate.low > firm.estimate.high - firm.estimate.low
+
+
+def test_the_answers_to_a_target_are_the_fewest_that_reach_it():
+    for std in (0.05, 0.2, 0.45):
+        for start in (1, 30, 200):
+            found = answers_for(std, 0.03, start, 100_000)
+            scan = next(n for n in range(start, 100_001) if std * boundary(n) <= 0.03)
+            assert found == scan
+    assert answers_for(0.45, 0.03, 10, 500) is None  # not within the collection's pairs
+    assert all(boundary(t) > boundary(t + 1) for t in range(1, 3000))
+
+
+def test_no_answer_is_the_whole_range():
+    found = sample_share(np.array([]), np.array([]), np.array([0.2, 0.4]))
+    assert (found.estimate.low, found.estimate.high, found.answers) == (0.0, 1.0, 0)

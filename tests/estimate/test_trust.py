@@ -1,0 +1,44 @@
+"""The trust numbers on a person's answers (:mod:`mispair.estimate.trust`): the AUC equals
+scikit-learn's and DeLong's variance equals its structural-component formula written as loops;
+Wilson's interval equals statsmodels'; the blind-spot warning appears only when the answers say
+many pairs are mismatched that the scores do not find."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from mispair.estimate.share import Z_975
+from mispair.estimate.trust import Interval, blind_spot, ranking_auc, wilson
+
+proportion = pytest.importorskip("statsmodels.stats.proportion")
+
+
+def test_the_auc_is_scikit_learns_with_delongs_interval():
+    rng = np.random.default_rng(0)
+    y = rng.random(80) < 0.3
+    p = np.round(rng.normal(y * 1.0, 1.0), 1)  # ties
+    found = ranking_auc(p, y)
+    assert found.value == pytest.approx(roc_auc_score(y, p))
+    pos, neg = p[y], p[~y]
+    psi = lambda a, b: 1.0 if a > b else 0.5 if a == b else 0.0  # noqa: E731
+    v10 = [np.mean([psi(a, b) for b in neg]) for a in pos]
+    v01 = [np.mean([psi(a, b) for a in pos]) for b in neg]
+    se = np.sqrt(np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg))
+    assert found.high - found.value == pytest.approx(min(Z_975 * se, 1 - found.value))
+    assert ranking_auc(p[:3], np.array([True, False, False])) is None
+
+
+@pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (10, 10), (17, 140)])
+def test_wilson_is_statsmodels(k, n):
+    low, high = proportion.proportion_confint(k, n, alpha=0.05, method="wilson")
+    found = wilson(k, n)
+    assert (found.low, found.high) == pytest.approx((low, high), abs=1e-9)
+    assert wilson(0, 0) is None
+
+
+def test_the_blind_spot_is_said_only_where_the_scores_miss_what_the_answers_find():
+    assert blind_spot(0.15, 0.28, Interval(0.1, 0.02, 0.3)) is not None  # 28% mismatched, few found
+    assert "few of them" in blind_spot(0.15, 0.28, Interval(0.1, 0.02, 0.3))
+    assert blind_spot(0.0, 0.05, Interval(0.1, 0.02, 0.3)) is None  # the share could be nothing
+    assert blind_spot(0.15, 0.28, Interval(0.8, 0.6, 0.9)) is None  # the scores find them
+    assert blind_spot(0.15, 0.28, None) is None
