@@ -1,5 +1,6 @@
 """The trust numbers on a person's answers (:mod:`mispair.estimate.trust`): the AUC equals
-scikit-learn's and DeLong's variance equals its structural-component formula written as loops;
+scikit-learn's and DeLong's variance equals its structural-component formula written as loops
+(floored by Hanley & McNeil's);
 Wilson's interval equals statsmodels'; the blind-spot warning appears only when the answers say
 many pairs are mismatched that the scores do not find."""
 
@@ -23,8 +24,16 @@ def test_the_auc_is_scikit_learns_with_delongs_interval():
     psi = lambda a, b: 1.0 if a > b else 0.5 if a == b else 0.0  # noqa: E731
     v10 = [np.mean([psi(a, b) for b in neg]) for a in pos]
     v01 = [np.mean([psi(a, b) for a in pos]) for b in neg]
-    se = np.sqrt(np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg))
-    assert found.high - found.value == pytest.approx(min(Z_975 * se, 1 - found.value))
+    delong = np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg)
+    n1, n0 = len(pos), len(neg)
+    a = found.value * n1 * n0 / (n1 * n0 + 1)  # Hanley-McNeil's variance, one pseudo-pair shrunk, the floor
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    floor = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
+    assert found.high - found.value == pytest.approx(
+        min(Z_975 * np.sqrt(max(delong, floor)), 1 - found.value)
+    )
+    perfect = ranking_auc(np.arange(12.0), np.arange(12) >= 6)  # separated perfectly: still an interval
+    assert perfect.value == 1.0 and perfect.low < 0.95
     assert ranking_auc(p[:3], np.array([True, False, False])) is None
 
 

@@ -28,8 +28,8 @@ class Interval:
 def ranking_auc(probability: np.ndarray, mismatched: np.ndarray) -> Interval | None:
     """The AUC of ``probability`` ``[n]`` against the judgements ``mismatched`` ``[n]`` (bool)
     with DeLong's 95% interval (DeLong, DeLong & Clarke-Pearson 1988: the variance from the
-    structural components of the two classes; ties count a half). None with fewer than two of
-    either kind."""
+    structural components of the two classes; ties count a half), its variance at least
+    :func:`hanley_mcneil`'s. None with fewer than two of either kind."""
     f = np.asarray(probability, dtype=np.float64)
     y = np.asarray(mismatched, dtype=bool)
     pos, neg = f[y], f[~y]
@@ -39,8 +39,20 @@ def ranking_auc(probability: np.ndarray, mismatched: np.ndarray) -> Interval | N
     auc = float(wins.mean())
     v10, v01 = wins.mean(axis=1), wins.mean(axis=0)  # per mismatched pair, per correct pair
     variance = float(np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg))
-    half = Z_975 * math.sqrt(max(variance, 0.0))
+    floor = hanley_mcneil(auc * len(pos) * len(neg) / (len(pos) * len(neg) + 1), len(pos), len(neg))
+    half = Z_975 * math.sqrt(max(variance, floor))
     return Interval(auc, max(auc - half, 0.0), min(auc + half, 1.0))
+
+
+def hanley_mcneil(auc: float, positives: int, negatives: int) -> float:
+    """The AUC's variance under Hanley & McNeil's exponential model (Radiology 1982):
+    ``(A(1−A) + (n₁−1)(Q₁−A²) + (n₀−1)(Q₂−A²)) / (n₁n₀)`` with ``Q₁ = A/(2−A)``,
+    ``Q₂ = 2A²/(1+A)``. A floor under DeLong's variance, taken at the AUC shrunk by one
+    pseudo-pair: a small sample that happens to separate perfectly has a DeLong variance of 0."""
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    return (auc * (1 - auc) + (positives - 1) * (q1 - auc**2) + (negatives - 1) * (q2 - auc**2)) / (
+        positives * negatives
+    )
 
 
 def wilson(successes: int, trials: int) -> Interval | None:
