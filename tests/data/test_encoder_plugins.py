@@ -13,6 +13,7 @@ from torch import nn
 
 from mispair.audit import audit_collection
 from mispair.config import DataConfig
+from mispair.data.cache_files import read_arrays
 from mispair.data.caption_encoders import caption_vectors
 from mispair.data.image_encoders import create_image_encoder, register_image_encoder
 from mispair.data.loading import load_split, resolve_source
@@ -103,9 +104,9 @@ def test_a_local_hugging_face_model_gives_each_caption_its_mean_pooled_vector(tm
         with torch.no_grad():
             expected = model(input_ids=ids).last_hidden_state[0].mean(dim=0).numpy()
         np.testing.assert_allclose(vector, expected, atol=1e-5)
-    cached = list((tmp_path / "cache" / "captions").glob("*.npy"))
+    cached = list((tmp_path / "cache" / "captions").glob("*.vectors"))
     assert len(cached) == 1
-    np.testing.assert_array_equal(np.load(cached[0]), got)
+    np.testing.assert_array_equal(read_arrays(cached[0])["vectors"], got)  # a checked cache entry
 
 
 def test_a_collection_audits_through_plugged_encoders(tmp_path):
