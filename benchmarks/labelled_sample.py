@@ -25,6 +25,7 @@ share whose interval holds the truth.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from dataclasses import dataclass
@@ -68,12 +69,18 @@ def load(path: Path) -> Scored:
     return Scored(path.stem, p, suspicion, found.suspected(FDR), truth)
 
 
+@functools.lru_cache(maxsize=8)
+def boundaries(most: int) -> np.ndarray:
+    """``[most]`` :func:`mispair.estimate.share.boundary` at 1 … ``most`` answers."""
+    from mispair.estimate.share import boundary
+
+    return np.array([boundary(k) for k in range(1, most + 1)])
+
+
 def prefix_intervals(answers: np.ndarray, predicted: np.ndarray, mean_predicted: float, power: bool):
     """The anytime interval after each of the first ``len(answers)`` answers at once: the same
     formulas as :func:`mispair.estimate.share.anytime_share` from running sums (tested equal
     there, at every n, on a random case)."""
-    from mispair.estimate.share import boundary
-
     y, f = answers.astype(float), predicted.astype(float) if power else np.zeros(len(answers))
     n = np.arange(1, len(y) + 1, dtype=float)
     fbar = mean_predicted if power else 0.0
@@ -85,7 +92,7 @@ def prefix_intervals(answers: np.ndarray, predicted: np.ndarray, mean_predicted:
         lam = np.where(cff > 0, np.clip(cyf / cff, 0, 1), 0.0) if power else np.zeros(len(y))
     variance = np.maximum((cyy - 2 * lam * cyf + lam * lam * cff) / (m - 1), 0)
     share = lam * fbar + (np.cumsum(y) - lam * np.cumsum(f)) / n
-    half = np.sqrt(variance) * np.array([boundary(int(k)) for k in n])
+    half = np.sqrt(variance) * boundaries(len(y))
     return share, np.maximum(share - half, 0), np.minimum(share + half, 1)
 
 
@@ -196,14 +203,15 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
         f"seed {args.seed}; `python benchmarks/labelled_sample.py`)",
         "",
         "Per collection and rate (3 seeds of scores each): the true share; at n answers, the share of "
-        "reviewers whose anytime 95% interval held the truth (PPI / labels only), PPI's mean width over "
-        "the labels-only one, the realized false-discovery rate of the labelled drop at --fdr 0.1 (mean "
-        "over reviewers and seeds; the score-only drop's beside it) and the share of the mismatched pairs "
-        "it finds, and how often the AUC's interval on the answers held the true AUC.",
+        "reviewers whose anytime 95% interval held the truth (PPI / labels only), PPI's mean width "
+        "(high − low) and its ratio to the labels-only one's, the realized false-discovery rate of "
+        "the labelled drop at --fdr 0.1 (mean over reviewers and seeds; the score-only drop's beside "
+        "it) and the share of the mismatched pairs it finds, and how often the AUC's interval on the "
+        "answers held the true AUC.",
         "",
-        "| collection | truly mismatched | AUC | n | interval holds (PPI / labels) "
+        "| collection | truly mismatched | AUC | n | interval holds (PPI / labels) | PPI width "
         "| PPI width / labels width | labelled drop FDR (score-only) | found | AUC interval holds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[str, list[Scored]] = {}
     for scored in rows:
@@ -222,7 +230,8 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
             ratio = np.mean(key("width")) / np.mean(key("width_alone"))
             lines.append(
                 f"| {name} | {truth:.3f} | {auc:.3f} | {n} | {np.mean(key('covered')):.3f} / "
-                f"{np.mean(key('covered_alone')):.3f} | {ratio:.2f} | {np.mean(key('fdp')):.3f} "
+                f"{np.mean(key('covered_alone')):.3f} | {np.mean(key('width')):.3f} | {ratio:.2f} "
+                f"| {np.mean(key('fdp')):.3f} "
                 f"({score_only:.3f}) | {np.nanmean(key('found')) if truth > 0 else float('nan'):.2f} "
                 f"| {np.nanmean(key('auc_covered')):.2f} |"
             )
