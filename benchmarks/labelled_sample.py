@@ -157,6 +157,12 @@ def stoppers(scored: Scored, count: int, seed: int) -> tuple[float, float]:
     return held / count, float(np.mean(answered))
 
 
+def _nanmean(values) -> float:
+    """The mean of the values that are numbers (NaN where none is: a clean collection's AUC)."""
+    values = np.asarray(values, dtype=float)
+    return float(values[~np.isnan(values)].mean()) if (~np.isnan(values)).any() else float("nan")
+
+
 def _auc(p: np.ndarray, truth: np.ndarray) -> float:
     from sklearn.metrics import roc_auc_score
 
@@ -219,7 +225,7 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
     covered_all, covered_n = [], 0
     for name, members in groups.items():
         truth = np.mean([s.truth.mean() for s in members])
-        auc = np.nanmean([_auc(s.probability, s.truth) for s in members])
+        auc = _nanmean([_auc(s.probability, s.truth) for s in members])
         score_only = np.mean([1 - s.truth[s.suspected].mean() if s.suspected.any() else 0.0 for s in members])
         for n in SIZES:
             key = _pooled(rows, members, n)
@@ -232,8 +238,7 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
                 f"| {name} | {truth:.3f} | {auc:.3f} | {n} | {np.mean(key('covered')):.3f} / "
                 f"{np.mean(key('covered_alone')):.3f} | {np.mean(key('width')):.3f} | {ratio:.2f} "
                 f"| {np.mean(key('fdp')):.3f} "
-                f"({score_only:.3f}) | {np.nanmean(key('found')) if truth > 0 else float('nan'):.2f} "
-                f"| {np.nanmean(key('auc_covered')):.2f} |"
+                f"({score_only:.3f}) | {_nanmean(key('found')):.2f} | {_nanmean(key('auc_covered')):.2f} |"
             )
     lines += [
         "",
