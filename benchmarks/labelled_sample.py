@@ -48,6 +48,7 @@ class Scored:
     ``suspected`` set at q ≤ 0.1, the tie-broken ``suspicion`` and the ``truth``."""
 
     name: str
+    claimed_auc: float  # what the scores alone say of the ranking (the decoys' separation)
     probability: np.ndarray
     suspicion: np.ndarray
     suspected: np.ndarray
@@ -66,7 +67,7 @@ def load(path: Path) -> Scored:
     suspicion = np.empty(len(p))
     suspicion[order] = np.arange(len(p))
     truth = np.concatenate([saved["truth"], saved["truth_others"]]).astype(float)
-    return Scored(path.stem, p, suspicion, found.suspected(FDR), truth)
+    return Scored(path.stem, found.separation_auc, p, suspicion, found.suspected(FDR), truth)
 
 
 @functools.lru_cache(maxsize=8)
@@ -213,9 +214,10 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
         "(high − low) and its ratio to the labels-only one's, the realized false-discovery rate of "
         "the labelled drop at --fdr 0.1 (mean over reviewers and seeds; the score-only drop's beside "
         "it) and the share of the mismatched pairs it finds, and how often the AUC's interval on the "
-        "answers held the true AUC.",
+        "answers held the true AUC (beside the true AUC, in brackets, the AUC the scores alone claim: "
+        "the decoys' estimate the report shows).",
         "",
-        "| collection | truly mismatched | AUC | n | interval holds (PPI / labels) | PPI width "
+        "| collection | truly mismatched | AUC (claimed by the scores) | n | interval holds (PPI / labels) | PPI width "
         "| PPI width / labels width | labelled drop FDR (score-only) | found | AUC interval holds |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -226,6 +228,7 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
     for name, members in groups.items():
         truth = np.mean([s.truth.mean() for s in members])
         auc = _nanmean([_auc(s.probability, s.truth) for s in members])
+        claimed = np.mean([s.claimed_auc for s in members])
         score_only = np.mean([1 - s.truth[s.suspected].mean() if s.suspected.any() else 0.0 for s in members])
         for n in SIZES:
             key = _pooled(rows, members, n)
@@ -235,7 +238,7 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
             covered_n += len(key("covered"))
             ratio = np.mean(key("width")) / np.mean(key("width_alone"))
             lines.append(
-                f"| {name} | {truth:.3f} | {auc:.3f} | {n} | {np.mean(key('covered')):.3f} / "
+                f"| {name} | {truth:.3f} | {auc:.3f} ({claimed:.3f}) | {n} | {np.mean(key('covered')):.3f} / "
                 f"{np.mean(key('covered_alone')):.3f} | {np.mean(key('width')):.3f} | {ratio:.2f} "
                 f"| {np.mean(key('fdp')):.3f} "
                 f"({score_only:.3f}) | {_nanmean(key('found')):.2f} | {_nanmean(key('auc_covered')):.2f} |"
