@@ -217,8 +217,9 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops: dict[str, tuple[fl
         "answers held the true AUC (beside the true AUC, in brackets, the AUC the scores alone claim: "
         "the decoys' estimate the report shows).",
         "",
-        "| collection | truly mismatched | AUC (claimed by the scores) | n | interval holds (PPI / labels) | PPI width "
-        "| PPI width / labels width | labelled drop FDR (score-only) | found | AUC interval holds |",
+        "| collection | truly mismatched | AUC (claimed by the scores) | n | interval holds (PPI / labels) "
+        "| PPI width | PPI width / labels width | labelled drop FDR (score-only) | found "
+        "| AUC interval holds |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[str, list[Scored]] = {}
