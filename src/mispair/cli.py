@@ -184,6 +184,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
         fdr=args.fdr,
+        labels=args.labels or (),
     )
     if result is not None:  # rank 0 (or the only process) ranked the pairs and wrote the report
         print("\n".join(result.summary.lines(Path(args.out))))
@@ -618,6 +619,14 @@ def _audit_parser(sub: Subparsers) -> None:
         "--no-resume",
         action="store_true",
         help="train again even if the output folder holds a finished or interrupted run",
+    )
+    audit.add_argument(
+        "--labels",
+        nargs="+",
+        metavar="FILE",
+        help="your answers on pairs (labels files from `Check a sample`; several reviewers merged): "
+        "the scorers trust the pairs judged correct and never train on those judged mismatched; "
+        "when they are the first pairs of this audit's sample, their estimate is printed too",
     )
     _column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)

@@ -185,7 +185,11 @@ class DivisionConfig:
     rounds before the last train one scorer per set of folds held out together
     (:mod:`~mispair.engine.held_out.nested`), so that no scorer trains on pairs trusted by a model
     that saw a fold it holds out (the plain refinement rounds' trust was, and a fold's own pairs
-    then score above its decoys: ``benchmarks/refinement_leak.py``).
+    then score above its decoys: ``benchmarks/refinement_leak.py``). ``answers``: labels files
+    (``pair_id,label``, :mod:`mispair.estimate.labels`; several reviewers' merged, a disagreement
+    unsure): a person's judgements, fixed for every
+    out-of-fold scorer (:mod:`~mispair.engine.held_out.answers`: pairs judged correct always
+    trusted, pairs judged mismatched never trained on; ``mispair audit --labels``).
     """
 
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "in_sample"
@@ -202,6 +206,7 @@ class DivisionConfig:
     scorer_pairs: int | None = None  # the most pairs an out-of-fold scorer trains on (a sample)
     reference: bool = False  # scorers trained on the truly matched pairs (planted noise only)
     nested_trust: bool = False  # the last round's trust decided without the fold it scores
+    answers: list[str] = field(default_factory=list)  # labels files: judged pairs fixed for the scorers
 
     def __post_init__(self) -> None:
         if self.folds < 2:

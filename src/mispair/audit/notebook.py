@@ -35,6 +35,7 @@ def audit(
     overrides: Sequence[str] = (),
     progress: bool = True,
     fdr: float = 0.1,
+    labels: Sequence[str | Path] = (),
     **options: Any,
 ) -> AuditResult:
     """Audit every pair of ``source`` (a collection's path in any form ``mispair audit`` reads, a
@@ -47,7 +48,9 @@ def audit(
     folder), else against the working folder (``os.getcwd()``); a path source's against its own
     folder, or ``image_root``. The DataFrame is saved as ``out/input.parquet``; an audit that
     fails leaves ``out`` as it was (removed when the call made it). ``fdr``: the suspected pairs
-    are the cut at this estimated false-discovery rate (``mispair audit --fdr``).
+    are the cut at this estimated false-discovery rate (``mispair audit --fdr``). ``labels``: your
+    answers (labels files), fixed for the held-out scorers and estimated from when they are the
+    first pairs of this audit's sample (``mispair audit --labels``; ``result.estimate(labels)``).
 
     ``options``: ``image_column``, ``caption_column``, ``id_column``, ``split_column``,
     ``image_root``, ``image_embedding_column``, ``text_embedding_column``, ``embeddings_aligned``
@@ -76,6 +79,7 @@ def audit(
             progress=progress,
             log=print if progress else silent,
             fdr=fdr,
+            labels=labels,
         )
     if caught:
         result.summary.warnings = caught

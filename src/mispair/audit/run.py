@@ -5,6 +5,7 @@ and ``summary.json``."""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from mispair.engine.assembly import other_splits
 from mispair.engine.checks import check_run_config
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.estimate.sample import sample_order
 from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.sanity import check_finite
@@ -97,6 +98,7 @@ def audit_collection(
     overwrite: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     fdr: float = DEFAULT_FDR,
+    labels: Sequence[str | Path] = (),
 ) -> AuditResult | None:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
@@ -114,7 +116,11 @@ def audit_collection(
     new, empty or an audit's; with ``overwrite`` another folder is used, and only the audit's own
     files in it are touched. The suspected pairs are those an estimated false-discovery rate of
     ``fdr`` drops (:mod:`mispair.division.calibration`: the probabilities and the share are
-    calibrated by decoy pairs). Returns the :class:`AuditResult` it saved in ``out``.
+    calibrated by decoy pairs). ``labels``: a person's answers (labels files, several reviewers'
+    merged) fixed for the held-out scorers (``division.answers``: pairs judged correct trusted,
+    mismatched ones never trained on) and, when they are the first pairs of this audit's random
+    sample, estimated from (:meth:`AuditResult.estimate`, ``estimate.json``). Returns the
+    :class:`AuditResult` it saved in ``out``.
 
     In processes started by torchrun (``mispair audit --nproc N``) every process calls it: the
     held-out scorers' folds are dealt over the processes and the final run trains a share of each
@@ -124,8 +130,9 @@ def audit_collection(
     """
     started, timings = time.time(), Timings()
     options = AuditOptions(
-        plant, seed, clean_run, images, top, resume, progress, log, overwrite, timeout, fdr
+        plant, seed, clean_run, images, top, resume, progress, log, overwrite, timeout, fdr, tuple(labels)
     )
+    overrides = [*overrides, *answers_overrides(options.labels)]
     request = AuditRequest.checked(Path(data), Path(out), options, config_path, overrides, started)
     main, out = is_main_process(), request.out
     if main:
@@ -136,7 +143,34 @@ def audit_collection(
         if not main:
             return None
         audit = _audit(request, outcome, clean, timings)
+    if options.labels:
+        _estimate_answers(audit, options, request.out)
     return audit
+
+
+def answers_overrides(labels: Sequence[str | Path]) -> list[str]:
+    """The run's ``division.answers`` for the labels files (absolute paths; each checked to be a
+    readable labels file before anything trains)."""
+    if not labels:
+        return []
+    from mispair.estimate.labels import read_labels
+
+    for path in labels:
+        read_labels(path)  # a missing or malformed file: one line now, not after the scorers
+    return [f"division.answers={json.dumps([str(Path(p).resolve()) for p in labels])}"]
+
+
+def _estimate_answers(audit: AuditResult, options: AuditOptions, out: Path) -> None:
+    """The answers' estimate on this audit, written beside it, when they are a prefix of its
+    sample; else one line saying why not."""
+    try:
+        found = audit.estimate(list(options.labels))
+    except DataError as exc:
+        options.log(f"audit: the answers are not an estimate of this audit ({exc})")
+        return
+    found.save(out)
+    for line in found.lines():
+        options.log(line.strip() if line.startswith("  ") else line)
 
 
 @dataclass(frozen=True)
@@ -154,6 +188,7 @@ class AuditOptions:
     overwrite: bool = False
     timeout: float = DEFAULT_TIMEOUT
     fdr: float = DEFAULT_FDR
+    labels: tuple[str | Path, ...] = ()
 
     def check(self, out: Path) -> None:
         """A one-line :class:`ConfigError` for an option no audit into ``out`` can take."""

@@ -15,6 +15,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.distributed import broadcast, from_main
 from mispair.division.scores import DivisionScores
 from mispair.engine.assembly import REFERENCE_NEEDS_NOISE, RunData
+from mispair.engine.held_out.answers import answers_key, judged_pairs
 from mispair.engine.held_out.decoys import DECOYS_PER_PAIR
 from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_scores
 from mispair.engine.held_out.plan import HeldOutScoring, RoundStart, Runtime
@@ -47,6 +48,10 @@ def division_scores(
     scoring = HeldOutScoring.of(config)
     if scoring.scored_by == "in_sample":
         return None
+    if config.division.answers:
+        ids = _other_ids(config, data, others)
+        judged = judged_pairs(config.division.answers, train, config.data.train_split, ids)
+        scoring = replace(scoring, judged=judged)
     key, shard = _scores_key(scoring, train, others), runtime.shard
     cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
     if cached is not None:
@@ -98,15 +103,28 @@ def _reference_scores(
     )
 
 
+def _other_ids(config: RunConfig, data: RunData, others: TrainingPairs | None) -> list[str]:
+    """The dev and test pairs' ids as the audit writes them (the reader's, else ``<split>/<k>``)."""
+    if others is None:
+        return []
+    if others.pairs.pair_ids is not None:
+        return [str(i) for i in others.pairs.pair_ids]
+    n_dev = data.dev.n_captions
+    dev = [f"{config.data.dev_split}/{k}" for k in range(n_dev)]
+    return dev + [f"{config.data.test_split}/{k}" for k in range(len(others) - n_dev)]
+
+
 def _scores_key(scoring: HeldOutScoring, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
     """What the scores depend on: the scoring run's settings, how folds are dealt
     (:data:`~mispair.engine.held_out.sampling.FOLDS_BY`) and the pairing scored (and the other
     splits' pairing when they are scored too)."""
     settings = {k: v for k, v in asdict(scoring.scorer).items() if k not in ("name", "output")}
+    settings["division"].pop("answers", None)  # the answers themselves enter below
     settings["folds_by"] = FOLDS_BY
     settings["decoys_per_pair"] = DECOYS_PER_PAIR
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
     digest.update(np.ascontiguousarray(train.image_of_caption).tobytes())
+    digest.update(answers_key(scoring.judged).encode())  # nothing without answers: earlier keys hold
     if others is not None:
         digest.update(b"others")
         digest.update(np.ascontiguousarray(others.image_of_caption).tobytes())

@@ -30,6 +30,7 @@ from mispair.data.batching import TrainingPairs
 from mispair.distributed import from_main, sum_over
 from mispair.division.scores import TRAINING_MIXTURE, clean_split
 from mispair.engine.assembly import RunData
+from mispair.engine.held_out.answers import with_answers
 from mispair.engine.held_out.kinds import KindSettings, scores_and_decoys
 from mispair.engine.held_out.plan import HeldOutScoring, Runtime
 from mispair.engine.held_out.sampling import NO_DECOYS, DealtPairs, contrast_groups, grouped_scores, sampled
@@ -152,8 +153,10 @@ def _scorer(
     """The scorer that holds out the folds ``held`` of ``fold [n_pairs]``: it trains on the pairs
     outside them (those ``trusted`` only, where given), seeded by its repeat and set."""
     seed = child_seed(scoring.seeds.repeats[repeat], "trust", sum(1 << f for f in held))
-    training = ~np.isin(fold, held)
+    held_out = np.isin(fold, held)
+    training = ~held_out
     if trusted is not None:
         training &= trusted
+    training = with_answers(training, held_out, scoring.judged)
     config = replace(scoring.scorer, train=replace(scoring.scorer.train, seed=seed))
     return ScorerRun(job, config, sampled(np.flatnonzero(training), scoring.plan.scorer_pairs, seed))

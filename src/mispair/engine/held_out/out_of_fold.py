@@ -14,6 +14,7 @@ from torch import Tensor
 from mispair.data.batching import TrainingPairs
 from mispair.distributed import sum_over
 from mispair.engine.assembly import RunData
+from mispair.engine.held_out.answers import with_answers
 from mispair.engine.held_out.decoys import local_decoys
 from mispair.engine.held_out.kinds import SCORE_KINDS, KindSettings, scores_and_decoys
 from mispair.engine.held_out.plan import FIRST_ROUND, ON_CPU, HeldOutPlan, HeldOutScoring, RoundStart, Runtime
@@ -74,10 +75,12 @@ class _RoundPlan:
         """``job``'s scorer: its seed, the pairs it trains on and the weights it starts from."""
         repeat, k = divmod(job, self.plan.folds)
         seed = self.scoring.seeds.scorers[repeat][k]
-        training = self.dealt.fold[repeat] != k
+        held_out = self.dealt.fold[repeat] == k
+        training = ~held_out
         trusted = self.start.trusted
         if trusted is not None:
             training = training & (trusted[job] if trusted.ndim == 2 else trusted)
+        training = with_answers(training, held_out, self.scoring.judged)
         scorer = self.scoring.scorer
         epochs = scorer.train.epochs if self.start.epochs is None else self.start.epochs
         config = replace(scorer, train=replace(scorer.train, seed=seed, epochs=epochs))

@@ -141,13 +141,16 @@ class HeldOutScoring:
     (``scorer``: the run's data, model and train settings with the ``vse`` recipe, the
     ``division.scorer_options`` options and ``division.epochs`` epochs at a constant learning
     rate), the :class:`HeldOutPlan`, who scores the pairs (``scored_by``) and the
-    :class:`HeldOutSeeds` of the scorer's seed (derived on construction). What lies below
+    :class:`HeldOutSeeds` of the scorer's seed (derived on construction); ``judged``: ``[n_pairs]``
+    a person's answers on the training pairs (1 mismatched, 0 correct, NaN not judged; see
+    :mod:`~mispair.engine.held_out.answers`), or None. What lies below
     :func:`~mispair.engine.held_out.entry.division_scores` reads these, never the run's config;
     a test or benchmark builds one from any scorer config and plan."""
 
     scorer: RunConfig
     plan: HeldOutPlan = HeldOutPlan()
     scored_by: Literal["in_sample", "out_of_fold", "early"] = "out_of_fold"
+    judged: np.ndarray | None = field(default=None, repr=False, compare=False)
     seeds: HeldOutSeeds = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
