@@ -156,8 +156,7 @@ class AuditResult:
 
         if self.sample is None:
             raise ConfigError("this audit has no random sample (audited before it existed); audit it again")
-        many = isinstance(labels, (list, tuple))
-        sources = list(labels) if many else [labels]  # type: ignore[list-item]
+        sources = list(labels) if isinstance(labels, (list, tuple)) else [labels]
         return estimate_pairs(
             self.pairs,
             self.sample,

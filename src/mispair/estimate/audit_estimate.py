@@ -31,9 +31,11 @@ from mispair.estimate.share import (
 from mispair.estimate.trust import Interval, blind_spot, ranking_auc, wilson
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import pandas as pd
 
-    Labels = str | Path | pd.DataFrame
+    Labels: TypeAlias = "str | Path | pd.DataFrame"
 
 ESTIMATE = "estimate.json"
 ESTIMATE_PAIRS = "estimate_pairs.csv"
