@@ -144,8 +144,8 @@ def apply_decisions(
         else:
             split = ["split"] if summary.get("split_note") is None else []
             columns = ["image", "caption", "pair_id", *split]
-            rows = [columns, *kept[columns].itertuples(index=False, name=None)]
-            atomic_text(folder / "captions.csv", csv_text(rows))  # a CR in a caption quoted
+            lines = [columns, *kept[columns].itertuples(index=False, name=None)]
+            atomic_text(folder / "captions.csv", csv_text(lines))  # a CR in a caption quoted
             link_pictures(folder)
         for name, frame in (("keep.csv", kept), ("removed.csv", rows[~rows["kept"]])):
             atomic_write(
