@@ -584,7 +584,8 @@ def _audit_parser(sub: Subparsers) -> None:
     audit.add_argument(
         "data",
         help="your collection: a folder, a table file (.csv .tsv .jsonl .parquet), "
-        "WebDataset shards, a COCO/Karpathy JSON, or a precomputed folder",
+        "WebDataset shards, a COCO/Karpathy JSON, a Hugging Face save_to_disk folder, or a precomputed "
+        "folder",
     )
     audit.add_argument("overrides", nargs="*", default=[], help="key=value overrides of the audit's run")
     audit.add_argument("--out", required=True, help="output folder (report.html, pairs.csv, summary.json)")

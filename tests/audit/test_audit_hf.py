@@ -6,6 +6,7 @@ folder that ``datasets.load_from_disk`` reads back with exactly the kept rows, t
 captions, and every other column and the features as they were (checked against the input read
 with ``datasets`` itself)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,15 @@ def test_a_flickr30k_shaped_dataset_is_one_pair_per_caption_and_applies_within_i
     assert captions[str(two)] == ["the new second caption"]
     assert all(captions[str(i)] == flickr[i]["caption"] for i in kept if i != two)
     assert cleaned["sentids"] == [flickr[i]["sentids"] for i in kept]  # other columns as they were
+
+
+def test_a_dataset_trains_on_its_saved_copy_and_the_copy_is_replaced_on_a_second_call(tmp_path):
+    ds = pair_dataset()
+    model = mispair.train(ds, tmp_path / "run", overrides=TINY, progress=False)
+    assert model.checkpoint.is_file() and np.isfinite(model.summary.test["rsum"])
+    read = json.loads((tmp_path / "run" / "config.json").read_text())["data"]
+    assert Path(read["root"]) == tmp_path / "run" / "input_dataset"
+    fewer = ds.select(range(len(ds) - 4))  # the same folder again with other rows: a fresh copy
+    mispair.train(fewer, tmp_path / "run", overrides=[*TINY, "train.epochs=1"], progress=False)
+    saved = datasets.load_from_disk(str(tmp_path / "run" / "input_dataset"))
+    assert saved["caption"] == fewer["caption"]
