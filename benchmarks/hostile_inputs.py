@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+import hostile_cache
 import hostile_fixtures as fx
 import hostile_shared
 from mispair.data.precomp import write_precomp
@@ -93,6 +94,7 @@ def build_cases(tmp: Path) -> list[Case]:
         *_ownership_cases(tmp, fixtures),
         *_form_cases(tmp),
         *hostile_shared.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
+        *hostile_cache.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
     ]
 
 
