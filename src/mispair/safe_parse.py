@@ -15,6 +15,7 @@ import json
 import math
 import os
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,11 +173,13 @@ PARQUET_BATCH_ROWS = 65_536
 few bytes on disk can decode to gigabytes)."""
 
 
-def read_parquet_bounded(path: Path, what: str, *, links: bool = True) -> Any:
+def read_parquet_bounded(
+    path: Path, what: str, *, links: bool = True, columns: Sequence[str] | None = None
+) -> Any:
     """The Parquet table ``path`` as a DataFrame, never more than ``MAX_TABLE_ROWS`` rows (from
     the metadata, before a row is decoded) nor ``MAX_TABLE_DECODED_BYTES`` decoded (counted one
     batch of :data:`PARQUET_BATCH_ROWS` rows at a time), with unique column names (else a
-    :class:`DataError` naming ``path``)."""
+    :class:`DataError` naming ``path``); ``columns``: only those of them the file has."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -189,7 +192,13 @@ def read_parquet_bounded(path: Path, what: str, *, links: bool = True) -> Any:
             if len(set(names)) != len(names):
                 raise DataError(f"{path}: column names appear twice; a damaged or tampered file")
             bound, total, batches = limit("MAX_TABLE_DECODED_BYTES"), 0, []
-            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            wanted = None if columns is None else [c for c in columns if c in names]
+            schema = (
+                parquet.schema_arrow
+                if wanted is None
+                else pa.schema([parquet.schema_arrow.field(c) for c in wanted])
+            )
+            for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=wanted):
                 total += batch.nbytes
                 if total > bound:
                     raise DataError(
@@ -197,7 +206,7 @@ def read_parquet_bounded(path: Path, what: str, *, links: bool = True) -> Any:
                         f"({raise_hint('MAX_TABLE_DECODED_BYTES')})"
                     )
                 batches.append(batch)
-            return pa.Table.from_batches(batches, schema=parquet.schema_arrow).to_pandas()
+            return pa.Table.from_batches(batches, schema=schema).to_pandas()
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise DataError(f"{path}: not a readable Parquet file ({first})") from None

@@ -114,7 +114,7 @@ def test_an_audit_without_a_sample_says_how_to_get_one(audit, tmp_path, capsys):
     for name in ("summary.json", "pairs.parquet", "pairs.csv"):
         (older / name).write_bytes((out / name).read_bytes())
     path = labels(tmp_path / "labels.csv", judged(result, 10))
-    assert "audit it again" in refused(capsys, ["estimate", str(older), "--labels", str(path)])
+    assert "audit the collection again" in refused(capsys, ["estimate", str(older), "--labels", str(path)])
 
 
 def test_two_reviewers_merge_with_disagreements_unsure_and_kappa(audit, tmp_path, capsys):

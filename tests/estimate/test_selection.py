@@ -6,7 +6,7 @@ average (Jin & Candès 2023, Thm 2.3), even with a scorer that ranks badly."""
 import numpy as np
 import pytest
 
-from mispair.estimate.selection import benjamini_hochberg, conformal_selection, recalibrated
+from mispair.estimate.selection import benjamini_hochberg, conformal_selection, platt, recalibrated
 
 multitest = pytest.importorskip("statsmodels.stats.multitest")
 
@@ -45,6 +45,18 @@ def test_the_realized_false_discovery_rate_is_within_the_level_on_average(separa
         chosen = conformal_selection(score, answers, 0.1).suspected
         rates.append(1 - truth[chosen].mean() if chosen.any() else 0.0)
     assert np.mean(rates) <= 0.1 + 0.01  # the standard error of the mean of 300 rates is < 0.005
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_platt_scaling_is_scikit_learns_logistic_regression(seed):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=300)
+    y = (rng.random(300) < 1 / (1 + np.exp(-(1.7 * x - 0.4)))).astype(float)
+    model = LogisticRegression(C=1e4).fit(x.reshape(-1, 1), y.astype(int))
+    a, b = platt(x, y)
+    assert (a, b) == pytest.approx((model.coef_[0, 0], model.intercept_[0]), abs=1e-3)
 
 
 def test_recalibration_fits_the_answers_and_gives_judged_pairs_their_answer():

@@ -190,6 +190,30 @@ def read_pairs(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
     return check_pairs(read_parquet_bounded(path, "an audit's pairs", links=False), summary, path)
 
 
+SCORED_COLUMNS = ("pair_id", "mismatch_probability", "suspected", "held_out_score")
+"""What an estimate reads of ``pairs.parquet`` (:func:`read_scored_pairs`)."""
+
+
+def read_scored_pairs(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
+    """The columns :data:`SCORED_COLUMNS` of ``pairs.parquet``, checked as :func:`read_pairs`
+    checks them (bounded; text ids, each once; probabilities in [0, 1]; as many as the summary
+    counts), without reading the captions and names an estimate does not need."""
+    frame = read_parquet_bounded(path, "an audit's pairs", links=False, columns=SCORED_COLUMNS)
+    for column in ("pair_id", "mismatch_probability"):
+        if column not in frame.columns:
+            raise DataError(
+                f"{path}: no column {column!r}; a damaged or tampered audit, audit the collection again"
+            )
+    _text_column(frame, "pair_id", path)
+    _probability_column(frame, "mismatch_probability", path)
+    twice = frame["pair_id"][frame["pair_id"].duplicated()]
+    if len(twice):
+        raise DataError(f"{path}: pair {twice.iloc[0]!r} appears more than once; a damaged or tampered audit")
+    if isinstance(summary.get("pairs"), int) and summary["pairs"] != len(frame):
+        raise DataError(f"{path}: {len(frame):,} pairs, but summary.json counts {summary['pairs']:,}")
+    return frame
+
+
 def check_pairs(frame: pd.DataFrame, summary: dict[str, Any], path: object) -> pd.DataFrame:
     """``frame`` when it holds an audit's pairs as :func:`read_pairs` says (``path`` names it in
     the error; numeric pair ids become text)."""
@@ -252,7 +276,11 @@ def plain_name(image: str, root: str | Path | None, where: str) -> str:
 
 
 def _text_column(frame: pd.DataFrame, column: str, path: object) -> None:
+    import pandas as pd
+
     values = frame[column]
+    if isinstance(values.dtype, pd.StringDtype) and not values.isna().any():
+        return  # a string column: every value is text (checked without a call per value)
     wrong = values[~values.map(lambda v: isinstance(v, str))]
     if len(wrong) and column == "pair_id" and all(isinstance(v, int) for v in wrong):
         frame[column] = values.astype(str)  # numeric pair ids: the same ids as text

@@ -40,13 +40,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> None:
-    from mispair.audit.result import AuditResult
-    from mispair.errors import DataError
+    from mispair.estimate.audit_estimate import estimate_folder
 
     folder = Path(args.audit)
-    if not (folder / "summary.json").is_file():
-        raise DataError(f"{folder}: not a finished audit folder; give the --out folder of `mispair audit`")
-    result = AuditResult.load(folder).estimate(args.labels, fdr=args.fdr)
+    result = estimate_folder(folder, args.labels, fdr=args.fdr)
     written = result.save(folder)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2, allow_nan=False)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.atomic import atomic_text, atomic_write
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
 from mispair.estimate.sample import SAMPLE, sample_positions
 from mispair.estimate.selection import conformal_selection, recalibrated
@@ -123,7 +123,7 @@ class AuditEstimate:
 
     def save(self, folder: str | Path) -> list[Path]:
         """Write ``estimate.json`` (and, with a drop, ``estimate_pairs.csv``) into ``folder``."""
-        from mispair.audit.result import write_csv
+        from mispair.safe_io import write_csv
 
         folder, written = Path(folder), []
         if self.pairs is not None:
@@ -197,6 +197,8 @@ def estimate_pairs(
     """The estimate from the ``labels`` (one file or table per reviewer, merged) on the audit's
     ``pairs`` (``pair_id``, ``mismatch_probability``, ``suspected``) and its ``sample`` order.
     ``fdr``: also choose the drop (:func:`~mispair.estimate.selection.conformal_selection`)."""
+    import pandas as pd
+
     if not labels:
         raise ConfigError("--labels: give at least one labels file")
     if fdr is not None and not 0 < fdr < 1:
@@ -230,11 +232,47 @@ def estimate_pairs(
     if fdr is None:
         return estimate
     every_answer = np.full(len(ids), np.nan)
-    position = {pid: k for k, pid in enumerate(ids)}
-    judged_at = np.array([position[pid] for pid in in_order], dtype=np.int64)
+    judged_at = pd.Index(ids).get_indexer(pd.Index(in_order, dtype=object)).astype(np.int64)
     every_answer[judged_at] = np.where(np.isnan(answers), 0.5, answers)
     drop, table = _drop(ids, everything, suspicion_score(pairs), every_answer, judged_at, fdr)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
+
+
+def estimate_folder(
+    folder: str | Path, labels: Sequence[Labels], *, fdr: float | None = None
+) -> AuditEstimate:
+    """:func:`estimate_pairs` on the audit saved in ``folder``, reading only what it needs (the
+    summary, the pairs' ids and probabilities, the sample), every file checked as untrusted
+    input: what ``mispair estimate`` runs (in under a second at 100,000 pairs)."""
+    import os
+
+    from mispair.audit.audit_folder import read_scored_pairs, read_summary
+    from mispair.estimate.sample import read_sample
+
+    folder = Path(folder)
+    if not os.path.lexists(folder / "summary.json") or not os.path.lexists(folder / "pairs.parquet"):
+        raise DataError(
+            f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
+            "give the --out folder of `mispair audit`"
+        )
+    summary = read_summary(folder / "summary.json")
+    pairs = read_scored_pairs(folder / "pairs.parquet", summary)
+    sample = read_sample(folder)
+    interval = summary.get("estimated_mismatched_share_interval")
+    share = summary.get("estimated_mismatched_share")
+    return estimate_pairs(
+        pairs,
+        sample,
+        labels,
+        audit=str(summary.get("audit_id") or ""),
+        fdr=fdr,
+        audit_share=float(share) if isinstance(share, (int, float)) else None,
+        audit_share_interval=[float(v) for v in interval] if _numbers(interval) else None,
+    )
+
+
+def _numbers(values: object) -> bool:
+    return isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values)
 
 
 def _reviewer(source: object, k: int) -> str:

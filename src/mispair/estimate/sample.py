@@ -20,7 +20,7 @@ import numpy as np
 
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
-from mispair.safe_io import read_input
+from mispair.safe_io import read_input, spreadsheet_text
 from mispair.seeds import child_seed
 
 if TYPE_CHECKING:
@@ -56,7 +56,11 @@ def read_sample(folder: str | Path) -> pd.DataFrame:
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
         order = pd.to_numeric(frame["order"], errors="raise").astype("int64")
-        frame = pd.DataFrame({"pair_id": frame["pair_id"], "order": order})
+        ids = frame["pair_id"]
+        quoted = ids.str.startswith("'")  # written spreadsheet-safe: '=... read as it was
+        if quoted.any():
+            ids = ids.where(~quoted, ids[quoted].map(spreadsheet_text))
+        frame = pd.DataFrame({"pair_id": ids, "order": order})
     except (KeyError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
         raise DataError(f"{path}: not an audit's sample (pair_id,order); audit the collection anew") from None
     frame = frame.sort_values("order", kind="stable").reset_index(drop=True)
@@ -71,19 +75,21 @@ def sample_positions(labelled: Sequence[str], sample: pd.DataFrame, where: str) 
     first ``n`` of the order exactly: a pair outside the sample, or answers that skip pairs of
     the order (a person who reviews the top-ranked pairs is not a random sample) are refused in
     one line saying which."""
-    position = dict(zip(sample["pair_id"], range(len(sample))))
-    unknown = [i for i in labelled if i not in position]
+    import pandas as pd
+
+    found = pd.Index(sample["pair_id"]).get_indexer(pd.Index(list(labelled), dtype=object))
+    unknown = [i for i, k in zip(labelled, found) if k < 0]
     if unknown:
         raise DataError(
             f"{where}: pair {unknown[0]!r} is not in this audit ({len(unknown)} such answer(s)); "
             "were the answers given on another audit?"
         )
-    places = np.sort(np.array([position[i] for i in labelled], dtype=np.int64))
+    places = np.sort(found.astype(np.int64))
     n = len(places)
     if n and places[-1] != n - 1:
         skipped = int(np.setdiff1d(np.arange(n), places)[0])
         raise DataError(
-            f"{where}: {n} answers, but pair {labelled[int(np.argmax([position[i] for i in labelled]))]!r} "
+            f"{where}: {n} answers, but pair {labelled[int(np.argmax(found))]!r} "
             f"is number {int(places[-1]) + 1} of {SAMPLE}'s order and number {skipped + 1} "
             f"({sample['pair_id'].iloc[skipped]!r}) is not judged; judge the pairs in the sample's order "
             '(the review page\'s "check a sample"): only the first n of it are a random sample'
