@@ -365,7 +365,8 @@ def _cmd_serve(args: argparse.Namespace) -> None:
     from mispair.search.serve import serve
 
     index = Index.load(args.index, checkpoint=args.checkpoint, data=args.data, device=args.device)
-    serve(index, args.host, args.port, log=lambda m: print(m, file=sys.stderr, flush=True))
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    serve(index, args.host, args.port, allow_hosts=args.allow_host, log=log)
 
 
 def _cmd_inject_noise(args: argparse.Namespace) -> None:
@@ -764,12 +765,20 @@ def _serve_parser(sub: Subparsers) -> None:
         help="answer searches of an index over HTTP (JSON; pip install 'mispair[serve]')",
         description="Load an index once and answer searches over HTTP with JSON: GET /search?q=TEXT&k=10 "
         '(&rerank=K), POST /search with a JSON list of texts (["a red apple", ...], k and rerank '
-        "as query parameters), GET /health. No authentication: it listens on 127.0.0.1 unless "
-        "--host says otherwise. Ctrl+C stops it.",
+        "as query parameters), GET /health. No authentication: it listens on 127.0.0.1 (this "
+        "machine only) unless --host says otherwise, and answers only requests naming an allowed "
+        "Host. Ctrl+C stops it.",
     )
     serve.add_argument("index")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8000, help="the port (default 8000; 0: any free port)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name requests may give besides the loopback names and --host (repeatable)",
+    )
     _opened_index_options(serve)
     serve.set_defaults(run=_cmd_serve)
 

@@ -133,14 +133,23 @@ def test_mispair_serve_answers_then_stops_on_ctrl_c(index_dir):
     try:
         first = _first_line(server, timeout=120)
         assert first.startswith("serving exact flat index of 40 images"), first
+        assert first.endswith("(loopback only: this machine's programs, no one on the network)")
         url = first.split(" at ")[1].split()[0]
         status, health = _get(f"{url}/health")
         assert status == 200 and health["images"] == 40
         status, answer = _get(f"{url}/search?q=kalone&k=2")
         assert status == 200 and [h["rank"] for h in answer["hits"]] == [1, 2]
+        for _ in range(20):  # bad requests of every kind: none is a log line
+            assert _get(f"{url}/search?q=kalone&k=0")[0] == 422
+            assert _post(f"{url}/search", ["\ud800"])[0] == 400
+            parts = urllib.parse.urlsplit(url)
+            with socket.create_connection((parts.hostname, parts.port)) as raw:
+                raw.sendall(b"NOT HTTP\r\n\r\n")
+                assert raw.recv(100).startswith(b"HTTP/1.1 400")
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=60) == 0
-        assert server.stderr.read().strip() == "stopped"  # type: ignore[union-attr]
+        rest = server.stderr.read().strip().splitlines()  # type: ignore[union-attr]
+        assert rest[0].startswith("GET /search?q=TEXT") and rest[1:] == ["stopped"], rest
     finally:
         if server.poll() is None:
             server.kill()

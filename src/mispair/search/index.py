@@ -31,7 +31,7 @@ from mispair.sanity import check_finite
 from mispair.search.cache import EncodedItems
 from mispair.search.collection import Collection, open_collection
 from mispair.search.model import SearchModel
-from mispair.search.queries import ONE_KIND_OF_QUERY, check_rerank
+from mispair.search.queries import ONE_KIND_OF_QUERY, check_rerank, cut_queries
 from mispair.search.storage import (
     MANIFEST,
     array_bytes,
@@ -308,13 +308,14 @@ class Index:
         ef_search: int | None = None,
     ) -> list[list[Hit]]:
         """The ``k`` best images for each of ``texts``, as :meth:`search` finds them for one: the
-        texts are encoded in batches and searched in one call (``rerank`` orders each text's
-        candidates by the head, one text at a time)."""
+        texts, each cut to ``MAX_TEXT_CHARS`` characters as a caption is (a text that is not
+        UTF-8 is a one-line error), are encoded in batches and searched in one call (``rerank``
+        orders each text's candidates by the head, one text at a time)."""
         check_rerank(k, rerank)
         if not texts:
             return []
         spec = self.spec.with_search(nprobe, ef_search)
-        tokens = self.model.queries_tokens(list(texts))
+        tokens = self.model.queries_tokens(cut_queries(texts)[0])
         found = self.search_vectors(self.model.text_vectors(tokens), max(k, rerank), "images", spec)
         results = []
         for row_scores, row_ids, row_tokens in zip(*found, tokens):
