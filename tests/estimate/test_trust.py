@@ -46,8 +46,10 @@ def test_wilson_is_statsmodels(k, n):
 
 
 def test_the_blind_spot_is_said_only_where_the_scores_miss_what_the_answers_find():
-    assert blind_spot(0.15, 0.28, Interval(0.1, 0.02, 0.3)) is not None  # 28% mismatched, few found
-    assert "few of them" in blind_spot(0.15, 0.28, Interval(0.1, 0.02, 0.3))
-    assert blind_spot(0.0, 0.05, Interval(0.1, 0.02, 0.3)) is None  # the share could be nothing
-    assert blind_spot(0.15, 0.28, Interval(0.8, 0.6, 0.9)) is None  # the scores find them
-    assert blind_spot(0.15, 0.28, None) is None
+    few, weak, strong = Interval(0.1, 0.02, 0.3), Interval(0.55, 0.45, 0.65), Interval(0.95, 0.9, 0.99)
+    assert "few of them" in blind_spot(0.15, 0.28, few, weak)  # 28% mismatched, few found, a weak ranking
+    assert "few of them" in blind_spot(0.15, 0.28, few, None)  # too few answers to measure the ranking
+    assert "cut is cautious" in blind_spot(0.15, 0.28, few, strong)  # ranked high, cut too strict
+    assert blind_spot(0.0, 0.05, few, weak) is None  # the share could be nothing
+    assert blind_spot(0.15, 0.28, Interval(0.8, 0.6, 0.9), weak) is None  # the audit found them
+    assert blind_spot(0.15, 0.28, None, weak) is None

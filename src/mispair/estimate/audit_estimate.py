@@ -225,7 +225,7 @@ def estimate_pairs(
         probability.loc[in_order].to_numpy(),
         None if suspected is None else suspected.loc[in_order].to_numpy(),
     )
-    warning = blind_spot(share.estimate.low, share.estimate.share, recall)
+    warning = blind_spot(share.estimate.low, share.estimate.share, recall, auc)
     estimate = AuditEstimate(
         audit, len(pairs), share, audit_share, audit_share_interval, auc, recall, warning, merged
     )

@@ -67,15 +67,26 @@ def wilson(successes: int, trials: int) -> Interval | None:
 
 BLIND_SPOT_RECALL = 0.5
 """Below this recall's upper bound (of the pairs judged mismatched, the share suspected), with a
-share whose interval is clear of zero, the headline says that the scores miss the mismatches."""
+share whose interval is clear of zero, the headline says the audit missed the mismatches."""
+BLIND_SPOT_AUC = 0.8
+"""...and below this AUC's upper bound, that the scores cannot see them (else: that the audit's
+cut was too cautious, and the labelled drop finds them)."""
 
 
-def blind_spot(share_low: float, share: float, recall: Interval | None) -> str | None:
-    """The headline's warning when the answers say pairs are mismatched that the scores do not
-    find (``share_low`` above zero, the recall's upper bound below :data:`BLIND_SPOT_RECALL`),
-    else None."""
+def blind_spot(share_low: float, share: float, recall: Interval | None, auc: Interval | None) -> str | None:
+    """The headline's warning when the answers say pairs are mismatched that the audit did not
+    suspect (``share_low`` above zero, the recall's upper bound below :data:`BLIND_SPOT_RECALL`):
+    a blind spot of the scores when the ranking on the answers is weak too (the AUC's upper
+    bound below :data:`BLIND_SPOT_AUC`, or too few answers of a kind to measure it), else a cut
+    too cautious for this collection. None when the audit found them."""
     if recall is None or share_low <= 0 or recall.high >= BLIND_SPOT_RECALL:
         return None
+    if auc is not None and auc.high >= BLIND_SPOT_AUC:
+        return (
+            f"the audit suspected only {recall.value:.0%} of the pairs you judged mismatched, though "
+            f"its ranking places them high (AUC {auc.value:.2f}): its cut is cautious here; "
+            "`mispair estimate --fdr 0.1` drops with your answers"
+        )
     return (
         f"your answers say about {share:.0%} of the pairs are mismatched; the scores find few of "
         f"them (the audit suspected {recall.value:.0%} of those you judged mismatched): a near miss "
