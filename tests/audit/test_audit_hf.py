@@ -175,3 +175,27 @@ def test_a_dataset_trains_on_its_saved_copy_and_the_copy_is_replaced_on_a_second
     mispair.train(fewer, tmp_path / "run", overrides=[*TINY, "train.epochs=1"], progress=False)
     saved = datasets.load_from_disk(str(tmp_path / "run" / "input_dataset"))
     assert saved["caption"] == fewer["caption"]
+
+
+def test_a_dataset_dict_folder_is_applied_split_by_split(tmp_path):
+    dd = split_dict()
+    folder = tmp_path / "dd"
+    dd.save_to_disk(str(folder))
+    out = tmp_path / "audit"
+    assert main(["audit", str(folder), "--out", str(out), "--quiet", *TINY]) == 0
+    decisions = pd.DataFrame(
+        {
+            "pair_id": ["train/0", "validation/1", "test/0"],
+            "decision": ["drop", "replace", "keep"],
+            "caption": ["", "a replaced dev caption", ""],
+        }
+    )
+    _decide(out, decisions, tmp_path / "clean")
+    cleaned = datasets.load_from_disk(str(tmp_path / "clean"))
+    assert isinstance(cleaned, datasets.DatasetDict) and list(cleaned) == list(dd)
+    assert cleaned["train"]["caption"] == dd["train"]["caption"][1:]
+    assert cleaned["validation"]["caption"] == [
+        "a replaced dev caption" if k == 1 else c for k, c in enumerate(dd["validation"]["caption"])
+    ]
+    assert cleaned["test"]["number"] == dd["test"]["number"]
+    assert all(cleaned[name].features == dd[name].features for name in dd)
