@@ -126,8 +126,14 @@ def test_two_reviewers_merge_with_disagreements_unsure_and_kappa(audit, tmp_path
         for k, (i, lab) in enumerate(first)
     ]
     a, b = labels(tmp_path / "a.csv", first), labels(tmp_path / "b.csv", second)
-    assert main(["estimate", str(out), "--labels", str(a), str(b), "--json"]) in (0, None)
-    written = json.loads(capsys.readouterr().out)
+    assert main(["estimate", str(out), "--labels", str(a), str(b)]) in (0, None)
+    printed = capsys.readouterr().out
+    for k in flipped:
+        assert f"    {first[k][0]}: a.csv: {first[k][1]}, b.csv: {second[k][1]}" in printed
+    written = json.loads((out / "estimate.json").read_text())
+    assert sorted(row["pair_id"] for row in written["disagreed_pairs"]) == sorted(
+        first[k][0] for k in flipped
+    )
     assert (
         written["unsure"] == 3
         and written["disagreements"] == 3

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 ESTIMATE = "estimate.json"
 ESTIMATE_PAIRS = "estimate_pairs.csv"
+DISAGREEMENTS_SHOWN = 10
+"""The reviewers' disagreements the command line lists (estimate.json holds every one)."""
 METHOD = (
     "PPI++ (power-tuned prediction-powered inference; Angelopoulos, Duchi & Zrnic 2023) with the "
     "audit's calibrated probabilities as predictions, over the first n pairs of sample.csv's "
@@ -116,6 +118,7 @@ class AuditEstimate:
             "reviewers": list(self.merged.reviewers),
             "kappa": self.merged.kappa,
             "disagreements": len(self.merged.disagreements),
+            "disagreed_pairs": self.merged.disagreements.to_dict(orient="records"),
         }
         if self.drop is not None:
             data["drop"] = self.drop.to_dict()
@@ -173,6 +176,14 @@ class AuditEstimate:
                 f"  {len(self.merged.reviewers)} reviewers, {len(self.merged.disagreements)} disagreement(s) "
                 f"(counted unsure); {kappas}"
             )
+            split = self.merged.disagreements
+            for row in split.head(DISAGREEMENTS_SHOWN).to_dict(orient="records"):
+                answers = ", ".join(f"{who}: {row[who] or '-'}" for who in self.merged.reviewers)
+                lines.append(f"    {row['pair_id']}: {answers}")
+            if len(split) > DISAGREEMENTS_SHOWN:
+                lines.append(
+                    f"    ... and {len(split) - DISAGREEMENTS_SHOWN} more (estimate.json: disagreed_pairs)"
+                )
         if self.drop is not None:
             d, k = self.drop, self.drop.kept_mismatched
             lines.append(
