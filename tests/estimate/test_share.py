@@ -124,6 +124,17 @@ def test_the_answers_to_a_target_are_the_fewest_that_reach_it():
     assert all(boundary(t) > boundary(t + 1) for t in range(1, 3000))
 
 
+def test_every_pair_judged_is_the_share_itself_bounded_only_by_the_unsure():
+    truth, p = population(50, 0.3, 1.0, 4)
+    answers = truth.copy()
+    answers[[3, 9]] = np.nan
+    found = sample_share(answers, p, p)
+    firm = truth.copy()
+    firm[[3, 9]] = 0
+    assert (found.estimate.low, found.estimate.high) == pytest.approx((firm.mean(), firm.mean() + 2 / 50))
+    assert found.labels_only == found.estimate
+
+
 def test_no_answer_is_the_whole_range():
     found = sample_share(np.array([]), np.array([]), np.array([0.2, 0.4]))
     assert (found.estimate.low, found.estimate.high, found.answers) == (0.0, 1.0, 0)

@@ -424,6 +424,11 @@
     var share = lam * meanF + (sy - lam * sf) / n, std = Math.sqrt(Math.max(variance, 0)), half = std * boundary(n);
     return {share: share, low: Math.max(share - half, 0), high: Math.min(share + half, 1), lam: lam, std: std, answers: n};
   }
+  function exact(y) {
+    var s = 0;
+    for (var k = 0; k < y.length; k++) { s += y[k]; }
+    return {share: s / y.length, low: s / y.length, high: s / y.length, lam: 0, std: 0, answers: y.length};
+  }
   function union(a, b) {
     return {share: (a.share + b.share) / 2, low: Math.min(a.low, b.low), high: Math.max(a.high, b.high),
             lam: (a.lam + b.lam) / 2, std: Math.max(a.std, b.std), answers: a.answers};
@@ -453,8 +458,13 @@
       lowRead.push(value === null ? 0 : value); highRead.push(value === null ? 1 : value);
       f.push(P[a[0]]); zeros.push(0);
     });
-    var ppi = union(anytime(lowRead, f, sample.mean_p, true), anytime(highRead, f, sample.mean_p, true));
-    var alone = union(anytime(lowRead, zeros, sample.mean_p, false), anytime(highRead, zeros, sample.mean_p, false));
+    var ppi, alone;
+    if (answers.length === sample.n_pairs) {  // every pair judged: the share is known (but for the unsure)
+      ppi = alone = union(exact(lowRead), exact(highRead));
+    } else {
+      ppi = union(anytime(lowRead, f, sample.mean_p, true), anytime(highRead, f, sample.mean_p, true));
+      alone = union(anytime(lowRead, zeros, sample.mean_p, false), anytime(highRead, zeros, sample.mean_p, false));
+    }
     return {share: ppi.share, low: ppi.low, high: ppi.high, lam: ppi.lam, std: ppi.std,
             labels_only: [alone.low, alone.high], answers: answers.length, correct: counts.correct,
             mismatched: counts.mismatched, unsure: counts.unsure,
@@ -484,7 +494,8 @@
         " correct" + (e.unsure ? ", " + e.unsure + " not sure" : "") + "): " + pct(e.share) + " of the " +
         sample.n_pairs + " pairs are mismatched (95% interval " + pct(e.low) + "–" + pct(e.high) +
         ", valid wherever you stop; from your answers alone " + pct(e.labels_only[0]) + "–" + pct(e.labels_only[1]) + "). " +
-        (e.answers_for_target === null ? "± 3 points needs more answers than the collection has pairs." :
+        (e.answers_for_target === null ? "± 3 points needs more answers than the " + sample.n_pairs +
+          " pairs: judge them all for the exact share." :
           e.answers_for_target > e.answers ? "About " + (e.answers_for_target - e.answers) + " more answers would give ± 3 points." :
             "The interval is within ± 3 points.");
     }

@@ -150,7 +150,10 @@ class AuditEstimate:
             low, high = self.audit_share_interval
             lines.append(f"  the audit's scores alone said {self.audit_share:.1%} ({low:.1%}–{high:.1%})")
         if s.answers_for_target is None:
-            lines.append(f"  ± {TARGET_HALF_WIDTH:.0%} is out of reach within this collection's pairs")
+            lines.append(
+                f"  ± {TARGET_HALF_WIDTH:.0%} needs more answers than the {self.pairs_total:,} pairs: "
+                "judge them all for the exact share"
+            )
         elif s.answers_for_target > s.answers:
             lines.append(
                 f"  about {s.answers_for_target - s.answers} more answers would give "

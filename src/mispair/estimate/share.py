@@ -211,14 +211,23 @@ def sample_share(answers: np.ndarray, predicted: np.ndarray, everything: np.ndar
     unsure = np.isnan(judged)
     mean_predicted = float(np.mean(np.asarray(everything, dtype=np.float64)))
     low_read, high_read = np.where(unsure, 0.0, judged), np.where(unsure, 1.0, judged)
-    ppi = _union(*(anytime_share(read, predicted, mean_predicted) for read in (low_read, high_read)))
-    alone = _union(*(labels_only_share(read, mean_predicted) for read in (low_read, high_read)))
+    if len(judged) == len(everything):  # every pair judged: the share is known (but for the unsure)
+        ppi = alone = _union(*(_exact(read) for read in (low_read, high_read)))
+    else:
+        ppi = _union(*(anytime_share(read, predicted, mean_predicted) for read in (low_read, high_read)))
+        alone = _union(*(labels_only_share(read, mean_predicted) for read in (low_read, high_read)))
     fixed = _union(*(fixed_n_share(read, predicted, everything) for read in (low_read, high_read)))
     needed = answers_for(ppi.std, TARGET_HALF_WIDTH, len(judged), len(everything))
     firm = judged[~unsure]
     mismatched = int(firm.sum())
     correct, doubtful = len(firm) - mismatched, int(unsure.sum())
     return SampleShare(ppi, alone, fixed, len(judged), mismatched, correct, doubtful, needed)
+
+
+def _exact(judged: np.ndarray) -> ShareEstimate:
+    """Every pair judged: the share itself, an interval of no width."""
+    share = _sum(judged) / len(judged)
+    return ShareEstimate(share, share, share, 0.0, 0.0, len(judged))
 
 
 def _union(low_read: ShareEstimate, high_read: ShareEstimate) -> ShareEstimate:
