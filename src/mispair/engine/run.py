@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
@@ -47,6 +48,9 @@ from mispair.engine.trainer import Trainer, TrainResult
 from mispair.methods.base import Recipe, get_recipe
 from mispair.output_folder import check_folder, claim_folder
 from mispair.timings import Timings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["RunOutcome", "TrainSummary", "evaluate_checkpoint", "train_outcome", "train_run"]
 
@@ -135,28 +139,21 @@ def train_outcome(
         )
 
 
-def train_run(
-    config: RunConfig,
-    *,
-    resume: bool = True,
-    progress: bool = True,
-    log: Callable[[str], None] = print,
-    timeout: float = DEFAULT_TIMEOUT,
-    overwrite: bool = False,
-    timings: Timings | None = None,
-) -> TrainSummary:
+def train_run(config: RunConfig, **options: Unpack[RunOptions]) -> TrainSummary:
     """:func:`train_outcome`'s summary: the run trained (or resumed) and its best checkpoint
-    evaluated on test (``metrics.json``)."""
-    outcome = train_outcome(
-        config,
-        resume=resume,
-        progress=progress,
-        log=log,
-        timeout=timeout,
-        overwrite=overwrite,
-        timings=timings,
-    )
-    return outcome.summary
+    evaluated on test (``metrics.json``); ``options`` are :func:`train_outcome`'s."""
+    return train_outcome(config, **options).summary
+
+
+class RunOptions(TypedDict, total=False):
+    """:func:`train_outcome`'s keyword arguments, which :func:`train_run` passes on."""
+
+    resume: bool
+    progress: bool
+    log: Callable[[str], None]
+    timeout: float
+    overwrite: bool
+    timings: Timings | None
 
 
 def _train_run(
