@@ -20,7 +20,7 @@ LAYERS = [
         "onnx_runtime",
         "ann",
     },
-    {"data", "ot"},
+    {"data", "ot", "estimate"},
     {"nn", "losses"},
     {"encoding", "division"},
     {"methods"},

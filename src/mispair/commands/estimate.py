@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> None:
-    from mispair.estimate.audit_estimate import estimate_folder
+    from mispair.audit.estimate_folder import estimate_folder
 
     folder = Path(args.audit)
     result = estimate_folder(folder, args.labels, fdr=args.fdr)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.atomic import atomic_text, atomic_write
-from mispair.errors import ConfigError, DataError
+from mispair.errors import ConfigError
 from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
 from mispair.estimate.sample import SAMPLE, sample_positions
 from mispair.estimate.selection import conformal_selection, recalibrated
@@ -250,43 +250,6 @@ def estimate_pairs(
     every_answer[judged_at] = np.where(np.isnan(answers), 0.5, answers)
     drop, table = _drop(ids, everything, suspicion_score(pairs), every_answer, judged_at, fdr)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
-
-
-def estimate_folder(
-    folder: str | Path, labels: Sequence[Labels], *, fdr: float | None = None
-) -> AuditEstimate:
-    """:func:`estimate_pairs` on the audit saved in ``folder``, reading only what it needs (the
-    summary, the pairs' ids and probabilities, the sample), every file checked as untrusted
-    input: what ``mispair estimate`` runs (in under a second at 100,000 pairs)."""
-    import os
-
-    from mispair.audit.audit_folder import read_scored_pairs, read_summary
-    from mispair.estimate.sample import read_sample
-
-    folder = Path(folder)
-    if not os.path.lexists(folder / "summary.json") or not os.path.lexists(folder / "pairs.parquet"):
-        raise DataError(
-            f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
-            "give the --out folder of `mispair audit`"
-        )
-    summary = read_summary(folder / "summary.json")
-    pairs = read_scored_pairs(folder / "pairs.parquet", summary)
-    sample = read_sample(folder)
-    interval = summary.get("estimated_mismatched_share_interval")
-    share = summary.get("estimated_mismatched_share")
-    return estimate_pairs(
-        pairs,
-        sample,
-        labels,
-        audit=str(summary.get("audit_id") or ""),
-        fdr=fdr,
-        audit_share=float(share) if isinstance(share, (int, float)) else None,
-        audit_share_interval=[float(v) for v in interval] if _numbers(interval) else None,
-    )
-
-
-def _numbers(values: object) -> bool:
-    return isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values)
 
 
 def _reviewer(source: object, k: int) -> str:
