@@ -151,3 +151,6 @@ def test_audit_with_labels_prints_and_writes_their_estimate(tmp_path, capsys):
     assert estimate["labels"] == 40 and estimate["mismatched"] == 10
     run_config = json.loads((out / "run" / "config.json").read_text())
     assert run_config["division"]["answers"] == [str(labels.resolve())]
+    again = main(["audit", str(collection), *TINY, "--out", str(out), "--quiet", "--no-resume"])
+    assert again in (0, None)  # a folder holding an estimate is still the audit's to write again
+    assert not (out / "estimate.json").exists()  # the answers' estimate of the earlier audit is gone

@@ -27,7 +27,7 @@ from mispair.audit.ranking import (
 )
 from mispair.audit.raw_score import aligned, check_aligned, raw_similarity
 from mispair.audit.report import Plot, ReviewPage, curve_plots, review_page, score_plot
-from mispair.audit.result import OUTPUTS, AuditResult, audit_id
+from mispair.audit.result import LATER_OUTPUTS, OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share, self_check
 from mispair.audit.summary import (
     AuditSummary,
@@ -68,7 +68,7 @@ reading the collection and the text encoder's features, the held-out scorers, th
 its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
 embedding and projection, and writing the report and tables."""
 
-AUDIT_OUTPUTS = (*OUTPUTS, THUMBS, "run", "clean-run", "input.parquet", "input_dataset")  # DataFrame, Dataset
+AUDIT_OUTPUTS = (*OUTPUTS, *LATER_OUTPUTS, THUMBS, "run", "clean-run", "input.parquet", "input_dataset")
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 
