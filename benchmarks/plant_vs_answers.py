@@ -34,7 +34,9 @@ def measure(name: str, near: bool, answers: int, seed: int) -> dict[str, object]
 
     folder = WORK / name
     moved = write_collection(folder / "collection", tuxpaint_pairs(), 0.4, seed, near=near)
-    result = audit_collection(folder / "collection", folder / "audit", plant=0.1, seed=seed, progress=False)
+    result = audit_collection(
+        folder / "collection", folder / "audit", plant=0.1, seed=seed, progress=False, log=lambda _: None
+    )
     pairs = result.pairs
     planted = pairs["truly_mismatched"].fillna(0).astype(bool).to_numpy()
     rows = pairs["pair_id"].astype(int).to_numpy()  # a folder's pair ids: its rows
