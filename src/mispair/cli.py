@@ -191,13 +191,17 @@ def _cmd_audit(args: argparse.Namespace) -> None:
 
 
 def _cmd_apply(args: argparse.Namespace) -> None:
-    folder, decisions = Path(args.audit), Path(args.decisions)
+    folder, decisions = Path(args.audit), Path(args.decisions) if args.decisions else None
     if not (folder / "summary.json").is_file() or not (folder / "pairs.parquet").is_file():
         raise DataError(
             f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
             "give the --out folder of `mispair audit`"
         )
-    if not decisions.is_file():
+    if decisions is None and args.fdr is None and args.threshold is None:
+        raise ConfigError(
+            "--decisions: give the decisions file, or --fdr / --threshold to drop by the audit's numbers"
+        )
+    if decisions is not None and not decisions.is_file():
         raise DataError(
             f"--decisions {decisions}: no such file; give the decisions.csv the report downloaded"
         )
@@ -643,8 +647,8 @@ def _apply_parser(sub: Subparsers) -> None:
     apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
     apply.add_argument(
         "--decisions",
-        required=True,
-        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace)",
+        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace); "
+        "optional with --fdr or --threshold",
     )
     apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
     apply.add_argument(

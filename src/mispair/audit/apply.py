@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mispair.atomic import atomic_directory, atomic_text, atomic_write
 from mispair.audit.audit_folder import check_pairs, check_summary, plain_name, read_run_data
+from mispair.audit.picture_digests import check_unchanged, expected_digests
 from mispair.errors import ConfigError, DataError
 from mispair.limits import limit, raise_hint
 from mispair.output_folder import MARKER
@@ -66,7 +67,7 @@ class AppliedCollection:
 def apply_decisions(
     pairs: pd.DataFrame,
     summary: dict[str, Any],
-    decisions: str | Path | pd.DataFrame,
+    decisions: str | Path | pd.DataFrame | None,
     out: str | Path,
     *,
     threshold: float | None = None,
@@ -80,7 +81,8 @@ def apply_decisions(
     written, and the folder is written beside ``out`` and renamed into place: bad input is a
     one-line :class:`~mispair.errors.DataError` and leaves nothing behind. ``threshold`` drops the
     undecided pairs whose mismatch probability reaches it; ``fdr`` those whose q-value is at most
-    it (the cut whose estimated share of matched pairs among the dropped is ``fdr``).
+    it (the cut whose estimated share of matched pairs among the dropped is ``fdr``). Without
+    ``decisions`` (None) one of the two must be given: the drop is the audit's numbers alone.
 
     The audit is untrusted input: its summary, pairs and run config are checked
     (:mod:`mispair.audit.audit_folder`), and every picture is checked again when it is linked (a
@@ -93,7 +95,6 @@ def apply_decisions(
     imagefolder or COCO JSON in the collection's own form (:mod:`mispair.audit.writers`;
     ``shard_bytes`` bounds an output shard); ``"folder"`` (and a DataFrame's audit, an audit
     without its run) apply's plain folder above. Keep-lists are written beside either."""
-    import pandas as pd
 
     from mispair.audit.writers import Decided, WriteRequest, collection_form, write_keep_lists
     from mispair.audit.writers.table import csv_text
@@ -104,6 +105,12 @@ def apply_decisions(
         raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {fdr}")
     if fdr is not None and threshold is not None:
         raise ConfigError("--fdr and --threshold: give one of them")
+    if decisions is None and fdr is None and threshold is None:
+        raise ConfigError(
+            "--decisions: give the decisions, or --fdr / --threshold to drop by the audit's numbers"
+        )
+    if os.path.islink(out):  # resolving it would write wherever it points, even a dangling link
+        raise DataError(f"--out {out}: a symbolic link; give a folder path that is no link")
     if fdr is not None and ("q_value" not in pairs or pairs["q_value"].isna().all()):
         raise ConfigError("--fdr: this audit has no q-values (audited without decoys); give --threshold")
     summary = check_summary(summary, "the audit's summary")
@@ -112,7 +119,7 @@ def apply_decisions(
     out = _checked_out(Path(out), summary, root)
     mode = _out_mode(out, overwrite)
     table = read_decisions(decisions, summary.get("audit_id"))
-    _check_pair_ids(table, pairs, "decisions" if isinstance(decisions, pd.DataFrame) else str(decisions))
+    _check_pair_ids(table, pairs, "decisions" if not isinstance(decisions, (str, Path)) else str(decisions))
     rows = _outcome(pairs, summary, table, threshold, fdr)
     form = collection_form(summary, format)
     kept = rows[rows["kept"]]
@@ -120,6 +127,7 @@ def apply_decisions(
     kept = kept.assign(image=kept["image"].map(names))
     pictures = form is None or form.pictures
     source = {name: _checked_source(root, name) for name in dict.fromkeys(names.values()) if pictures}
+    check_unchanged(expected_digests(kept), source)  # each picture the one the audit scored
     counts = {"linked": 0, "copied": 0}
     files: list[str] = []
 
@@ -170,12 +178,16 @@ def apply_decisions(
     return AppliedCollection(out, len(kept), replaced, removed, **counts, **written)
 
 
-def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> pd.DataFrame:
+def read_decisions(decisions: str | Path | pd.DataFrame | None, audit: str | None) -> pd.DataFrame:
     """The decisions as a table of strings (``pair_id``, ``decision`` in :data:`DECISIONS`,
     ``caption``: the new caption of a ``replace``, else ""), checked: one row per pair id, no
-    unknown decision, no empty replacement, a ``decisions-<id>.csv`` of this ``audit``."""
+    unknown decision, no empty replacement, decisions of this ``audit`` (by the ``audit_id``
+    column the review page writes on every row, whatever the file is called, and by the
+    ``decisions-<id>.csv`` name); None: no decisions."""
     import pandas as pd
 
+    if decisions is None:
+        return pd.DataFrame({"pair_id": [], "decision": [], "caption": []}, dtype=str)
     if isinstance(decisions, pd.DataFrame):
         frame, where = decisions.fillna("").astype(str), "decisions"
     else:
@@ -198,6 +210,7 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
             f"{where}: no column {missing[0]!r}; expected pair_id,decision,caption "
             f"(columns found: {', '.join(map(str, frame.columns)) or 'none'})"
         )
+    _check_audit(frame, where, audit)
     frame = pd.DataFrame(  # cells the report made spreadsheet-safe ('=...) read as they were
         {
             "pair_id": frame["pair_id"].str.strip().map(spreadsheet_text).str.strip(),
@@ -209,6 +222,20 @@ def read_decisions(decisions: str | Path | pd.DataFrame, audit: str | None) -> p
     )
     _check_rows(frame, where)
     return frame
+
+
+def _check_audit(frame: pd.DataFrame, where: str, audit: str | None) -> None:
+    """Decisions whose ``audit_id`` column names another audit are refused (a file without the
+    column, from an older page or written by hand, is taken as it is)."""
+    if not audit or "audit_id" not in frame:
+        return
+    named = frame["audit_id"].str.strip()
+    other = named[(named != "") & (named != audit)]
+    if len(other):
+        raise DataError(
+            f"{where}: decisions of audit {other.iloc[0][:40]!r}, not of this audit ({audit}); give "
+            "the decisions downloaded from this audit's report"
+        )
 
 
 def _read_csv(path: Path) -> pd.DataFrame:

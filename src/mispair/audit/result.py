@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from mispair.atomic import atomic_text, atomic_write
+from mispair.audit.picture_digests import recorded
 from mispair.audit.summary import AuditSummary
 from mispair.audit.thumbs import THUMBS
 from mispair.errors import ConfigError
@@ -107,6 +108,8 @@ class AuditResult:
         folder.mkdir(parents=True, exist_ok=True)
         for name in (*OUTPUTS, *LATER_OUTPUTS):
             (folder / name).unlink(missing_ok=True)
+        planted = self.summary.planted is not None  # each picture by its content, for apply
+        self.pairs = recorded(self.pairs, self.summary.image_root, planted)
         atomic_write(folder / "pairs.csv", lambda handle: write_csv(self.pairs, handle))
         atomic_write(folder / "pairs.parquet", lambda handle: write_parquet(self.pairs, handle))
         wrote_refused = self.refused is not None and len(self.refused) > 0
@@ -169,7 +172,7 @@ class AuditResult:
 
     def apply(
         self,
-        decisions: str | Path | pd.DataFrame,
+        decisions: str | Path | pd.DataFrame | None,
         out: str | Path,
         *,
         threshold: float | None = None,
@@ -180,7 +183,8 @@ class AuditResult:
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
-        a DataFrame with ``pair_id``, ``decision``, ``caption``) applied, undecided pairs kept, or
+        a DataFrame with ``pair_id``, ``decision``, ``caption``; None with a ``threshold`` or an
+        ``fdr``) applied, undecided pairs kept, or
         dropped when their mismatch probability is at least ``threshold`` or their q-value at most
         ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones). An existing non-empty
         ``out`` is refused unless ``overwrite``. ``format``: ``"same"`` writes the collection's

@@ -24,9 +24,10 @@ added, for the split files of a Hugging Face imagefolder).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -150,9 +151,24 @@ def _delimited(
             fields = fields + [""] * (caption + 1 - len(fields))
             fields[caption] = new
             end = "\r\n" if raw.endswith("\r\n") else "\n" if raw.endswith(("\n", "\r")) else ""
-            csv.writer(out, delimiter=separator, lineterminator=end).writerow(fields)
+            out.write(_record(fields, separator, end))
             written.replaced += 1
     return written
+
+
+def csv_text(rows: Iterable[list[str]], separator: str = ",", end: str = "\n") -> str:
+    """``rows`` (the header first) as CSV text a reader reads back cell for cell (see
+    :func:`_record`): apply's plain ``captions.csv``."""
+    return "".join(_record([cell_text(c) for c in row], separator, end) for row in rows)
+
+
+def _record(fields: list[str], separator: str, end: str) -> str:
+    """One CSV/TSV record ending in ``end``, every field that holds a line break (CR, LF or
+    both), the separator or a quote quoted: ``csv`` quotes only for the characters of its line
+    terminator, so a bare CR in a caption written with ``end="\\n"`` would start a new row."""
+    buffer = io.StringIO()
+    csv.writer(buffer, delimiter=separator, lineterminator="\r\n").writerow(fields)
+    return buffer.getvalue()[: -len("\r\n")] + end
 
 
 def _records(text: TextIO, separator: str, source: Path) -> Iterator[tuple[list[str], str]]:
