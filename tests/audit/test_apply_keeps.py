@@ -25,6 +25,7 @@ from mispair.config import DataConfig
 from mispair.data.loading import resolve_source
 from mispair.data.readers import READERS
 from mispair.data.readers.columns import Columns
+from mispair.errors import DataError
 from tests.audit.test_apply_hostile import fake_audit, save
 from tests.cli_errors import one_line_error
 from tests.data.readers_forms import pictures, write_form
@@ -245,3 +246,19 @@ def test_fdr_or_threshold_alone_drops_by_the_audit_s_numbers_without_decisions(t
     assert pd.read_csv(tmp_path / "t" / "removed.csv", dtype=str)["pair_id"].tolist() == ["5"]
     refused(["apply", str(audit), "--out", str(tmp_path / "none")], capsys, "--fdr / --threshold")
     assert not (tmp_path / "none").exists()
+
+
+def test_the_coco_writer_refuses_what_the_coco_reader_refuses(tmp_path, monkeypatch):
+    """A captions JSON of more values than the reader builds (a 20 MB list of zeros is ~27x that
+    once built) is refused by the writer before it is parsed, as the reader refuses it."""
+    path = write_form("coco", tmp_path / "in")
+    before = read(path, "coco")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[:-1] + ', "x": [' + "0," * 2000 + "0]}", encoding="utf-8")
+    monkeypatch.setenv("MISPAIR_LIMIT_MAX_JSON_ELEMENTS", "1000")
+    out = tmp_path / "out"
+    out.mkdir()
+    for attempt in (lambda: read(path, "coco"), lambda: write(path, "coco", dict.fromkeys(before), out)):
+        with pytest.raises(DataError, match="values"):
+            attempt()
+    assert not list(out.iterdir())

@@ -16,15 +16,15 @@ import re
 from pathlib import Path
 
 from mispair.audit.writers.base import Decided, WriteRequest, Written, new_file, own_name
+from mispair.data.readers.coco import load_document
 from mispair.errors import DataError
-from mispair.limits import limit, raise_hint
 
 
 def write_coco(request: WriteRequest, folder: Path) -> Written:
     """The captions JSON with the decisions applied, as ``folder/<its name>``, and its pictures."""
     source = request.collection
     own_name(source)
-    document = _load(source)
+    document = load_document(source)  # as the reader reads it: bounded, checked
     if "annotations" in document:
         written = _coco(document, request.decided)
     else:
@@ -35,22 +35,6 @@ def write_coco(request: WriteRequest, folder: Path) -> Written:
     counts = request.link_pictures(folder, written.files)
     written.linked, written.copied = counts.get("linked", 0), counts.get("copied", 0)
     return written
-
-
-def _load(path: Path) -> dict:
-    size, bound = path.stat().st_size, limit("MAX_COCO_JSON_BYTES")
-    if size > bound:
-        raise DataError(
-            f"{path}: {size:,} bytes, more than the {bound:,} read at once "
-            f"({raise_hint('MAX_COCO_JSON_BYTES')})"
-        )
-    try:
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise DataError(f"{path}: not valid UTF-8 JSON") from None
-    if not isinstance(document, dict) or not isinstance(document.get("images"), list):
-        raise DataError(f"{path}: not COCO captions or Karpathy JSON (no 'images' list)")
-    return document
 
 
 def _coco(document: dict, decided: Decided) -> Written:

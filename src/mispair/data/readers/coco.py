@@ -42,12 +42,15 @@ class CocoReader(TableReader):
 
     def table(self, data: DataConfig) -> CollectionTable:
         path = Path(data.root)
-        document = _load(path)
+        document = load_document(path)
         frame = _karpathy(document) if _is_karpathy(document) else _coco(document, path)
         return checked_table(frame, Path(data.image_root or path.parent), str(path))
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load_document(path: Path) -> dict[str, Any]:
+    """The captions JSON at ``path`` read as every reader and writer of it must: bounded in bytes
+    (``MAX_COCO_JSON_BYTES``) and in values counted on the text before it is built
+    (``MAX_JSON_ELEMENTS``), a regular file, UTF-8, an object with an ``images`` list."""
     size = path.stat().st_size
     bound = limit("MAX_COCO_JSON_BYTES")
     if size > bound:
