@@ -33,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import hostile_cache
 import hostile_fixtures as fx
+import hostile_serve
 import hostile_shared
 from mispair.data.precomp import write_precomp
 from mispair.data.synthetic import make_synthetic
@@ -95,6 +96,7 @@ def build_cases(tmp: Path) -> list[Case]:
         *_form_cases(tmp),
         *hostile_shared.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
         *hostile_cache.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
+        *hostile_serve.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
     ]
 
 

@@ -339,8 +339,9 @@ def _hits_printer(args: argparse.Namespace, index) -> Callable[..., None]:
     from mispair.search import hits_table
     from mispair.search.terminal import json_text
 
-    head = index.model.config.model.head
-    rerank = f", top {args.rerank} reranked by the {head} head" if args.rerank else ""
+    rerank = ""
+    if args.rerank:  # the head's name is in the checkpoint, opened only to rerank
+        rerank = f", top {args.rerank} reranked by the {index.model.config.model.head} head"
     settings = f"{index.spec.with_search(args.nprobe, args.ef_search).describe()}{rerank}"
     first = True
 

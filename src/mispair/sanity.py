@@ -9,19 +9,23 @@ exit status 0).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from mispair.errors import DivergedError
 from mispair.limits import limit, raise_hint
+
+if TYPE_CHECKING:  # torch is imported where a tensor is checked: search vectors need numpy only
+    import torch
 
 
 def check_weights(weights: Mapping[str, Any], where: object) -> None:
     """Every floating-point tensor of the state dict ``weights`` finite and at most
     ``MAX_WEIGHT_ABS`` in absolute value; a :class:`DivergedError` naming ``where`` and the
     first tensor that is not."""
+    import torch
+
     bound = limit("MAX_WEIGHT_ABS")
     for name, tensor in weights.items():
         if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or not tensor.numel():
@@ -42,7 +46,7 @@ def check_weights(weights: Mapping[str, Any], where: object) -> None:
 
 def check_finite(values: np.ndarray | torch.Tensor, what: str, where: object) -> None:
     """All of ``values`` finite, else a :class:`DivergedError` naming ``what`` and ``where``."""
-    array = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+    array = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
     bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
     if bad:
         raise DivergedError(

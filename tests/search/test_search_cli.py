@@ -162,7 +162,12 @@ def test_loading_and_searching_never_unpickle(index_dir, monkeypatch):
     for name, value in (("load", _no_pickle), ("loads", _no_pickle), ("Unpickler", NoUnpickler)):
         monkeypatch.setattr(pickle, name, value)
     assert len(Index.load(index_dir).search("kalone", k=3)) == 3
-    assert {p.suffix for p in index_dir.iterdir()} == {".json", ".faiss", ".npy"}
+    assert {p.suffix for p in index_dir.iterdir()} == {
+        ".json",
+        ".faiss",
+        ".npy",
+        ".onnx",
+    }  # ONNX: protobuf data
 
 
 def test_the_index_is_written_atomically(index_dir, cosine_checkpoint, collection, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,11 +26,9 @@ from mispair.ann import IndexSpec, build_ann, from_bytes, search_ann, to_bytes
 from mispair.config import DataConfig
 from mispair.data.pairset import PairSet
 from mispair.errors import ConfigError, DataError
-from mispair.nn.embedding import Fragments
 from mispair.sanity import check_finite
-from mispair.search.cache import EncodedItems
+from mispair.search import query_encoder
 from mispair.search.collection import Collection, open_collection
-from mispair.search.model import SearchModel
 from mispair.search.queries import ONE_KIND_OF_QUERY, check_rerank, cut_queries
 from mispair.search.storage import (
     MANIFEST,
@@ -43,6 +41,11 @@ from mispair.search.storage import (
 )
 from mispair.search.terminal import printable
 from mispair.version import __version__
+
+if TYPE_CHECKING:  # torch: imported when the checkpoint is opened, not for a text search
+    from mispair.nn.embedding import Fragments
+    from mispair.search.cache import EncodedItems
+    from mispair.search.model import SearchModel
 
 TARGETS = ("images", "captions")
 
@@ -95,7 +98,7 @@ class Index:
     def __init__(
         self,
         manifest: dict[str, Any],
-        model: SearchModel,
+        model: SearchModel | Callable[[], SearchModel],
         anns: dict[str, Any],
         image_ids: list[str],
         captions: list[str],
@@ -104,8 +107,12 @@ class Index:
         path: Path | None = None,
         collection: Collection | None = None,
         data_root: str | Path | None = None,
+        queries: query_encoder.OnnxQueries | None = None,
+        query_files: dict[str, bytes] | None = None,
     ) -> None:
-        self.manifest, self.model, self.anns = manifest, model, anns
+        self.manifest, self.anns = manifest, anns
+        self._model, self._open_model = (None, model) if callable(model) else (model, None)
+        self.queries, self._query_files = queries, query_files or {}
         self.image_ids, self.captions = image_ids, captions
         self.image_of_caption = np.asarray(image_of_caption, dtype=np.int64)
         self.path, self._collection, self._data_root = path, collection, data_root
@@ -138,6 +145,8 @@ class Index:
         columns and other data fields, over the run's own encoders (:func:`encoding_options`: the
         collection is encoded as the run's was), recorded so that the index reopens it alike."""
         spec = spec or IndexSpec()
+        from mispair.search.model import SearchModel
+
         model = SearchModel.load(checkpoint, device)
         data_options = {**encoding_options(model.config.data), **(data_options or {})}
         collection = open_collection(data, split, data_options)
@@ -152,7 +161,8 @@ class Index:
         for target in TARGETS:  # a degenerate model never becomes an index
             check_finite(vectors[target], f"{target[:-1]} vectors", checkpoint)
         anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
-        manifest = {
+        exported = query_encoder.export_query_encoder(model, collection.captions[:64], log)
+        manifest: dict[str, Any] = {
             "mispair": __version__,
             "checkpoint": {"path": str(Path(checkpoint).resolve()), "fingerprint": model.fingerprint},
             "collection": {
@@ -167,6 +177,8 @@ class Index:
             "index": spec.to_dict(),
             "dim": model.dim,
         }
+        if exported is not None:
+            manifest["query_encoder"] = exported[0]
         return cls(
             manifest,
             model,
@@ -175,6 +187,7 @@ class Index:
             collection.captions,
             collection.image_of_caption,
             collection=collection,
+            query_files=exported[1] if exported else None,
         )
 
     def save(self, path: str | Path) -> None:
@@ -182,6 +195,7 @@ class Index:
         files = {f"{target}.faiss": to_bytes(self.anns[target]) for target in TARGETS}
         files["collection.json"] = json_bytes({"image_ids": self.image_ids, "captions": self.captions})
         files["image_of_caption.npy"] = array_bytes(self.image_of_caption)
+        files.update(self._query_files)
         write_index_folder(path, self.manifest, files)
         self.path = Path(path)
 
@@ -196,7 +210,9 @@ class Index:
     ) -> Index:
         """The index in the folder ``path``, with the checkpoint it was built from (the one it
         records, or ``checkpoint`` when it moved); ``data``: where its collection is now (read
-        only to rerank). Any other checkpoint is a one-line error."""
+        only to rerank). Any other checkpoint is a one-line error. An index holding its own query
+        encoder (:mod:`~mispair.search.query_encoder`) opens the checkpoint only when a search
+        needs it (a rerank, a picture), unless ``checkpoint`` is given."""
         path = Path(path)
         manifest, files = read_index_folder(path)
         _check_manifest(path / MANIFEST, manifest, files)
@@ -212,24 +228,40 @@ class Index:
         data: str | Path | None,
         device: str,
     ) -> Index:
-        model = _matching_model(path, manifest["checkpoint"], checkpoint, device)
+        entry = manifest.get("query_encoder")
+        queries, model = None, None
+        if checkpoint is None and query_encoder.usable(entry) and _has_query_files(files):
+            queries = query_encoder.OnnxQueries.from_files(entry, files, path)
+        else:
+            model = _matching_model(path, manifest["checkpoint"], checkpoint, device)
         anns = {t: from_bytes(files[f"{t}.faiss"], str(path / f"{t}.faiss")) for t in TARGETS}
         info = json_from_bytes(files["collection.json"], str(path / "collection.json"))
         image_of_caption = array_from_bytes(files["image_of_caption.npy"], str(path / "image_of_caption.npy"))
-        _check_agreement(path, manifest, anns, info, image_of_caption, model.dim)
+        _check_agreement(path, manifest, anns, info, image_of_caption, model.dim if model else queries.dim)
         IndexSpec.from_dict(manifest["index"], f"{path / MANIFEST}: index")
         return cls(
             manifest,
-            model,
+            model or (lambda: _matching_model(path, manifest["checkpoint"], None, device)),
             anns,
             info["image_ids"],
             info["captions"],
             image_of_caption,
             path=path,
             data_root=data,
+            queries=queries,
+            query_files={name: files[name] for name in _QUERY_FILES if name in files},
         )
 
     # --- what it holds ------------------------------------------------------------------------
+
+    @property
+    def model(self) -> SearchModel:
+        """The checkpoint's models (opened on first use when the index encodes its own queries;
+        one that is not the checkpoint the index was built from is a one-line error)."""
+        if self._model is None:
+            assert self._open_model is not None
+            self._model = self._open_model()
+        return self._model
 
     @property
     def spec(self) -> IndexSpec:
@@ -315,8 +347,13 @@ class Index:
         if not texts:
             return []
         spec = self.spec.with_search(nprobe, ef_search)
-        tokens = self.model.queries_tokens(cut_queries(texts)[0])
-        found = self.search_vectors(self.model.text_vectors(tokens), max(k, rerank), "images", spec)
+        texts = cut_queries(texts)[0]
+        if self.queries is not None and not rerank:  # the index's own encoder: no checkpoint
+            tokens, vectors = self.queries.tokens(texts), self.queries.vectors(texts)
+        else:
+            tokens = self.model.queries_tokens(texts)
+            vectors = self.model.text_vectors(tokens)
+        found = self.search_vectors(vectors, max(k, rerank), "images", spec)
         results = []
         for row_scores, row_ids, row_tokens in zip(*found, tokens):
             scores, ids = _found(row_scores, row_ids)
@@ -355,6 +392,8 @@ class Index:
         """Each model's embeddings of collection ``items`` (``images`` or ``captions``), kept for
         later queries (:class:`~mispair.search.cache.EncodedItems`)."""
         if target not in self._encoded_items:
+            from mispair.search.cache import EncodedItems
+
             encode = self._encode_images if target == "images" else self._encode_captions
             self._encoded_items[target] = EncodedItems(encode)
         return self._encoded_items[target](items)
@@ -410,11 +449,14 @@ class Index:
             int(caption),
         )
 
+    def _checkpoint_path(self) -> Path:
+        return self._model.path if self._model else Path(self.manifest["checkpoint"]["path"])
+
     def describe(self) -> str:
         """One line: the index's kind, size and checkpoint."""
         return (
             f"{self.spec.describe()} index of {self.n_images} images and {self.n_captions} captions "
-            f"(dim {self.manifest['dim']}), checkpoint {self.model.path}"
+            f"(dim {self.manifest['dim']}), checkpoint {self._checkpoint_path()}"
         )
 
 
@@ -427,6 +469,8 @@ def _matching_model(
             f"{path}: built from the checkpoint {recorded['path']}, which is not there any more "
             "(give its new place with --checkpoint)"
         )
+    from mispair.search.model import SearchModel
+
     model = SearchModel.load(checkpoint or recorded["path"], device)
     if model.fingerprint != recorded["fingerprint"]:
         raise DataError(
@@ -449,6 +493,11 @@ _MANIFEST_FIELDS = {
     "dim": int,
 }
 _FILES = ("images.faiss", "captions.faiss", "collection.json", "image_of_caption.npy")
+_QUERY_FILES = (query_encoder.MODEL_FILE, query_encoder.TOKENIZER_FILE)
+
+
+def _has_query_files(files: dict[str, bytes]) -> bool:
+    return all(name in files for name in _QUERY_FILES)
 
 
 def _check_manifest(where: Path, manifest: dict[str, Any], files: dict[str, bytes]) -> None:
