@@ -102,7 +102,8 @@ class WebDatasetReader(TableReader):
         for shard in self._shards(data):
             for key, sample in _samples(shard, cache / "images"):
                 row = _row(shard, key, sample, data)
-                (refused if "reason" in row else rows).append(row)
+                copies = int(sample.get(".copies", 1))  # type: ignore[arg-type]
+                (refused if "reason" in row else rows).extend([row] * copies)  # each refused sample counted
         frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split", "named"], dtype=object)
         view, ids = unpacked_view(cache, frame["named"].tolist(), frame["image"].tolist())
         frame = frame.assign(image=pd.Series(ids, index=frame.index, dtype=object)).drop(columns="named")
@@ -126,8 +127,10 @@ def _samples(shard: Path, folder: Path) -> list[tuple[str, dict[str, bytes | str
     shard costs the memory of its captions, not of its pictures. Bounded before anything is
     read: members (``MAX_SHARD_MEMBERS``), their declared sizes together
     (``MAX_SHARD_DECODED_BYTES``) and each (``MAX_MEMBER_BYTES``); a sparse member is refused
-    (a few bytes in the tar, gigabytes unpacked), and a key met twice marks its sample."""
+    (a few bytes in the tar, gigabytes unpacked), and a key met more than once marks its sample
+    with how many samples share it (``.copies``): each is refused, none lost without a word."""
     samples: dict[str, dict[str, bytes | str]] = {}
+    seen: dict[tuple[str, str], int] = {}
     members = declared = 0
     try:
         with tarfile.open(shard, "r:") as tar:
@@ -143,8 +146,14 @@ def _samples(shard: Path, folder: Path) -> list[tuple[str, dict[str, bytes | str
                     continue
                 key = f"{folder_name}/{stem}" if folder_name else stem
                 parts, suffix = samples.setdefault(key, {}), "." + suffix.lower()
+                seen[key, suffix] = seen.get((key, suffix), 0) + 1
                 if suffix in parts:
-                    parts[".duplicate"] = f"the key {key!r} appears more than once in the shard"
+                    copies = max(int(parts.get(".copies", 1)), seen[key, suffix])  # type: ignore[arg-type]
+                    parts[".copies"] = str(copies)
+                    parts[".duplicate"] = (
+                        f"the key {key!r} appears more than once in the shard ({copies} samples "
+                        "under it, each refused: give each sample its own key)"
+                    )
                     continue
                 parts[suffix] = _member(tar, member, suffix, folder)
     except (tarfile.TarError, OSError, EOFError) as exc:
