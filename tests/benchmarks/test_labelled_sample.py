@@ -23,7 +23,7 @@ def test_the_running_sums_give_the_estimators_interval_at_every_n(bench):
     rng = np.random.default_rng(0)
     truth = (rng.random(300) < 0.3).astype(float)
     p = np.clip(truth * 0.5 + rng.random(300) * 0.5, 0, 1)
-    share, low, high = bench.prefix_intervals(truth, p, 0.37, True)
+    share, low, high, half = bench.prefix_intervals(truth, p, 0.37, True)
     alone = bench.prefix_intervals(truth, p, 0.37, False)
     for n in range(1, 301):
         found = anytime_share(truth[:n], p[:n], 0.37)
@@ -34,6 +34,7 @@ def test_the_running_sums_give_the_estimators_interval_at_every_n(bench):
         assert (alone[0][n - 1], alone[1][n - 1], alone[2][n - 1]) == pytest.approx(
             (only.share, only.low, only.high), abs=1e-9
         )
+        assert half[n - 1] <= alone[3][n - 1] + 1e-12  # never wider before clipping
 
 
 def test_a_quick_run_tables_every_size(bench, monkeypatch, capsys):
