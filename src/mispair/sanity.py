@@ -1,4 +1,4 @@
-"""A degenerate model never scores: weights and scores are checked finite and sane.
+"""A degenerate model never scores: weights, scores and input features are checked finite and sane.
 
 A checkpoint with a NaN, an infinite or an absurdly large weight (beyond ``MAX_WEIGHT_ABS``) is
 refused when it is loaded, and the scores or vectors a command is about to write are checked
@@ -42,6 +42,25 @@ def check_weights(weights: Mapping[str, Any], where: object) -> None:
                 f"{where}: weight {name} reaches {largest:.3g}, beyond {bound:,} (a diverged "
                 f"or tampered run; retrain it, or {hint})"
             )
+
+
+FEATURE_ABS_BOUND = 1e15
+"""The largest feature value read: squared and summed over a few thousand dimensions it stays far
+below float32's 3.4e38, where a larger one overflows a norm to infinity (a ranking of zeros)."""
+
+
+def feature_problem(block: np.ndarray) -> str | None:
+    """Why the input features ``block`` cannot be scored (NaN or infinite values, or values beyond
+    :data:`FEATURE_ABS_BOUND`, finite in float64 but infinite once in float32 or once squared),
+    or None when they can."""
+    if not np.isfinite(block).all():
+        return "NaN or infinite values"
+    if block.size and float(np.abs(block).max()) > FEATURE_ABS_BOUND:
+        return (
+            f"features beyond ±{FEATURE_ABS_BOUND:.0e} (largest {float(np.abs(block).max()):.3g}), which "
+            "overflow to infinity in float32 arithmetic; scale the features down"
+        )
+    return None
 
 
 def check_finite(values: np.ndarray | torch.Tensor, what: str, where: object) -> None:

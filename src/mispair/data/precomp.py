@@ -24,6 +24,7 @@ from mispair.data.pairset import PairSet
 from mispair.data.text_bounds import cut_long_texts, read_lines, warn_cut
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
+from mispair.sanity import feature_problem
 
 
 def available_splits(root: str | Path) -> list[str]:
@@ -135,11 +136,11 @@ def load_feature_array(path: Path, check_finite: bool) -> np.ndarray:
         raise DataError(f"{path}: expected [n_images, n_fragments, dim], got shape {images.shape}")
     if not np.issubdtype(images.dtype, np.floating):
         raise DataError(f"{path}: expected float features, got dtype {images.dtype}")
-    if check_finite:
+    if check_finite:  # and within float32's reach once squared (sanity.feature_problem)
         for rows, block in row_blocks(images):
-            if not np.isfinite(block).all():
-                row = rows.start + int(np.argwhere(~np.isfinite(block))[0][0])
-                raise DataError(f"{path}: image {row} has NaN or infinite features")
+            if feature_problem(block) is not None:
+                row = rows.start + next(k for k in range(len(block)) if feature_problem(block[k]))
+                raise DataError(f"{path}: image {row} has {feature_problem(block[row - rows.start])}")
     return images
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.errors import DataError
+from mispair.sanity import feature_problem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,8 +58,9 @@ def _vector(cell: Any, base: Path, where: str) -> np.ndarray:
         raise DataError(f"{where}: not a vector of numbers ({type(cell).__name__})") from None
     if vector.ndim != 1 or vector.size == 0:
         raise DataError(f"{where}: a vector needs one dimension and a value, got shape {vector.shape}")
-    if not np.isfinite(vector).all():
-        raise DataError(f"{where}: NaN or infinite values")
+    problem = feature_problem(vector)
+    if problem is not None:
+        raise DataError(f"{where}: {problem}")
     return vector
 
 

@@ -363,6 +363,7 @@ def image_features(
 
 def _stack_npy(root: Path, images: list[str]) -> np.ndarray:
     from mispair.data.precomp import load_npy
+    from mispair.sanity import feature_problem
 
     arrays = []
     for name in images:
@@ -371,7 +372,8 @@ def _stack_npy(root: Path, images: list[str]) -> np.ndarray:
         if array.ndim != 2 or (arrays and array.shape != arrays[0].shape):
             want = "[n_fragments, dim]" if not arrays else str(arrays[0].shape)
             raise DataError(f"{path}: feature array of shape {array.shape}, expected {want}")
-        if not np.isfinite(array).all():
-            raise DataError(f"{path}: NaN or infinite features")
+        problem = feature_problem(array)
+        if problem is not None:
+            raise DataError(f"{path}: {problem}")
         arrays.append(array.astype(np.float32))
     return np.stack(arrays)
