@@ -19,7 +19,7 @@ from mispair.data.pairset import PairSet
 from mispair.distributed import Shard, barrier, main_only, mean_over, replicated_step, sync_buffers
 from mispair.engine.evaluation import evaluate_split
 from mispair.engine.trained import Checkpoint, save_checkpoint
-from mispair.errors import DataError, DivergedError
+from mispair.errors import ConfigError, DataError, DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
 from mispair.progress import progress_bar
 from mispair.safe_io import append_text
@@ -102,13 +102,29 @@ class Trainer:
         if not path.is_file():
             return 0, -1, {}
         saved = Checkpoint.read(path)
-        for model, weights in zip(self.recipe.models, saved.weights):
-            model.load_state_dict(weights)
-        self.optimizer.load_state_dict(saved.optimizer)
-        self.recipe.load_state_dict(saved.recipe_state)
+        self._load(path, saved)
         self._truncate_log(saved.epoch)
         self.log(f"resuming {path} after epoch {saved.epoch}")
         return saved.epoch, saved.best_epoch, saved.best_dev
+
+    def _load(self, path: Path, saved: Checkpoint) -> None:
+        """The models, optimizer and recipe state of ``saved``; a checkpoint of another run (a
+        model of other sizes, another number of models: a ``last.pt`` copied or left there) is a
+        one-line :class:`~mispair.errors.ConfigError` saying what differs, not a traceback."""
+        try:
+            if len(saved.weights) != len(self.recipe.models):
+                raise ValueError(
+                    f"{len(saved.weights)} model(s) saved, this recipe trains {len(self.recipe.models)}"
+                )
+            for model, weights in zip(self.recipe.models, saved.weights):
+                model.load_state_dict(weights)
+            self.optimizer.load_state_dict(saved.optimizer)
+            self.recipe.load_state_dict(saved.recipe_state)
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"{path}: a checkpoint of another run, not this config's ({_differs(exc)}); use "
+                "another output folder (--out), or --no-resume to train from the start"
+            ) from None
 
     def _truncate_log(self, epochs_done: int) -> None:
         path = self.out_dir / "log.jsonl"
@@ -280,3 +296,11 @@ def _epoch(line: str, path: Path) -> int:
     if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
         raise DataError(f"{path}: a damaged line (no epoch); delete the file, or rerun with --no-resume")
     return record["epoch"]
+
+
+def _differs(exc: BaseException) -> str:
+    """What a failed ``load_state_dict`` says differs, in one short line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    useful = [line for line in lines if line.startswith(("size mismatch", "Missing key", "Unexpected key"))]
+    text = (useful or lines or [type(exc).__name__])[0]
+    return text if len(text) <= 200 else text[:197] + "..."
