@@ -104,6 +104,11 @@ def _cmd_train(args: argparse.Namespace) -> None:
     export = Path(args.export_pairs) if args.export_pairs else None
     if export is not None and not export.parent.is_dir():  # before training, not after
         raise ConfigError(f"--export-pairs {export}: no such directory {export.parent}")
+    if export is not None and (export.is_symlink() or (export.exists() and not export.is_file())):
+        raise ConfigError(
+            f"--export-pairs {export}: a folder, a link or another non-file is there; give the path "
+            "of the CSV file to write"
+        )
     if args.nproc > 1 and not distributed.launched():  # this command again, in each of nproc processes
         distributed.launch(args.nproc, args.argv)
         return

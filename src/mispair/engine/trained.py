@@ -128,6 +128,10 @@ class Checkpoint:
         sizes = {key: payload.get(key) for key in ("feature_dim", "vocab_size")}
         if any(value is not None and not isinstance(value, int) for value in sizes.values()):
             raise DataError(f"{path}: not a mispair run checkpoint (malformed feature_dim or vocab_size)")
+        vocab = payload.get("vocab", [])
+        if not isinstance(vocab, list) or not all(isinstance(word, str) for word in vocab):
+            # a string would be read as a list of its characters: a run that tokenizes nonsense
+            raise DataError(f"{path}: not a mispair run checkpoint (its 'vocab' is not a list of words)")
         return cls(
             path=path,
             config=config,
@@ -137,7 +141,7 @@ class Checkpoint:
             best_epoch=payload["best_epoch"],
             best_dev=dict(payload["best_dev"]),
             recipe_state=payload["recipe"],
-            vocab=list(payload.get("vocab", [])),
+            vocab=list(vocab),
             feature_dim=sizes["feature_dim"],
             vocab_size=sizes["vocab_size"],
             optimizer=payload.get("optimizer"),
