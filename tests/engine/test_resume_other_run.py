@@ -30,3 +30,18 @@ def test_another_run_s_last_pt_is_one_line_naming_the_difference(tmp_path, capsy
     one_line_error(code, last, "last.pt: a checkpoint of another run", "size mismatch", "--no-resume")
     again = ["train", *SMALL, "model.embed_dim=32", "--out", str(large), "--quiet", "--no-resume"]
     assert main(again) == 0
+
+
+def test_out_spelled_absolute_then_relative_is_the_same_run_resumed(tmp_path, monkeypatch, capsys):
+    """Issue 58, class 7: the folder is the run's identity, not how ``--out`` was spelled (it was
+    refused, "differs in: output", with advice that threw the finished run away)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *SMALL, "model.embed_dim=16", "--out", "runs/x", "--quiet"]) == 0
+    finished = (tmp_path / "runs" / "x" / "last.pt").stat().st_mtime_ns
+    again = ["train", *SMALL, "model.embed_dim=16", "--out", str(tmp_path / "runs" / "x"), "--quiet"]
+    assert main(again) == 0, capsys.readouterr().err
+    assert (tmp_path / "runs" / "x" / "last.pt").stat().st_mtime_ns == finished  # resumed, not retrained
+    changed = ["train", *SMALL, "model.embed_dim=32", "--out", str(tmp_path / "runs" / "x"), "--quiet"]
+    capsys.readouterr()
+    code = main(changed)  # a real difference is still refused, and named
+    one_line_error(code, capsys.readouterr().err.strip().splitlines()[-1], "differs in: model")

@@ -53,8 +53,8 @@ def check_resume(
         if not isinstance(previous, dict):
             raise DataError(f"{saved}: a damaged run config (not a mapping); rerun with --no-resume")
         previous = _as_read_now(previous)
-        if previous != current:
-            differing = sorted(k for k in current if previous.get(k) != current[k])
+        if _compared(previous) != _compared(current):
+            differing = sorted(k for k in current if k != "output" and previous.get(k) != current[k])
             raise ConfigError(
                 f"{out_dir}: holds a run with a different config (differs in: {', '.join(differing)}); "
                 "use another output folder (--out), or --no-resume to start over"
@@ -76,6 +76,12 @@ def check_resume(
     write_json(saved, current)
     if not why or not resume:
         write_json(out_dir / INPUTS_FILE, inputs)
+
+
+def _compared(record: dict[str, Any]) -> dict[str, Any]:
+    """A config as two runs of one folder are compared: without ``output``, which only names the
+    folder the run is in (``runs/x`` and ``/home/me/runs/x`` are one folder: this one)."""
+    return {key: value for key, value in record.items() if key != "output"}
 
 
 def _as_read_now(record: dict[str, Any]) -> dict[str, Any]:
