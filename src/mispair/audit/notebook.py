@@ -83,6 +83,25 @@ def audit(
         )
     if caught:
         result.summary.warnings = caught
+    result.pairs = input_ids(result.pairs, source, options.get("id_column"))
     if is_dataset_object(source):
         result.dataset = source  # to_dataset() adds the audit's columns to the caller's own Dataset
     return result
+
+
+def input_ids(pairs: pd.DataFrame, source: object, id_column: str | None) -> pd.DataFrame:
+    """``pairs`` with ``pair_id`` of the type the caller's DataFrame ``source`` gives its ids: its
+    integer ``id_column``, or its row numbers when it names none (the ids are read as text, and
+    a text id never joins back to an integer column). Any other source, or ids of another type,
+    as they are; ``pairs.csv`` keeps the text."""
+    import pandas as pd
+
+    if not isinstance(source, pd.DataFrame) or (id_column is not None and id_column not in source):
+        return pairs
+    if id_column is not None and not pd.api.types.is_integer_dtype(source[id_column].dtype):
+        return pairs
+    dtype = source[id_column].dtype if id_column is not None else "int64"
+    try:
+        return pairs.assign(pair_id=pairs["pair_id"].astype(dtype))
+    except (TypeError, ValueError, OverflowError):
+        return pairs
