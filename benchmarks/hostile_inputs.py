@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+import hostile_apply
 import hostile_cache
 import hostile_fixtures as fx
 import hostile_serve
@@ -97,6 +98,7 @@ def build_cases(tmp: Path) -> list[Case]:
         *hostile_shared.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
         *hostile_cache.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
         *hostile_serve.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
+        *hostile_apply.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
     ]
 
 
