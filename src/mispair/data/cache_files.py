@@ -89,10 +89,11 @@ def read_arrays(
         data = _read_regular(path)
     except DataError as exc:
         raise BadEntry(_reason(exc, path)) from None
+    view = memoryview(data)  # (slices of it are not copies: a chunk is read once, then hashed)
     head, mac, payload = (
-        data[: len(MAGIC)],
-        data[len(MAGIC) : len(MAGIC) + DIGEST_BYTES],
-        data[len(MAGIC) + DIGEST_BYTES :],
+        bytes(view[: len(MAGIC)]),
+        bytes(view[len(MAGIC) : len(MAGIC) + DIGEST_BYTES]),
+        view[len(MAGIC) + DIGEST_BYTES :],
     )
     if head != MAGIC:
         raise BadEntry("not an entry this mispair wrote")
@@ -107,10 +108,24 @@ def read_arrays(
     return arrays
 
 
-def _read_regular(path: Path) -> bytes:
-    from mispair.safe_io import read_input
+def _read_regular(path: Path) -> bytearray:
+    """The bytes of ``path``, a regular file (not a link) of at most ``MAX_ARRAY_BYTES``, read
+    into one buffer of its size (a file that changes size while read is refused)."""
+    from mispair.safe_io import open_input
 
-    return read_input(path, limit("MAX_ARRAY_BYTES"), "a cache entry", links=False)
+    fd = open_input(path, limit("MAX_ARRAY_BYTES"), "a cache entry", links=False)
+    try:
+        data = bytearray(os.fstat(fd).st_size)
+        view, done = memoryview(data), 0
+        while done < len(data) and (count := os.readv(fd, [view[done:]])):
+            done += count
+        if done != len(data) or os.read(fd, 1):
+            raise DataError(f"{path}: changed size while read")
+        return data
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def _reason(exc: DataError, path: Path) -> str:
@@ -118,7 +133,7 @@ def _reason(exc: DataError, path: Path) -> str:
     return text[len(str(path)) + 2 :] if text.startswith(f"{path}: ") else text
 
 
-def _unpack(payload: bytes) -> dict[str, np.ndarray]:
+def _unpack(payload: bytes | memoryview) -> dict[str, np.ndarray]:
     try:
         with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
             return {name: npz[name] for name in npz.files}
@@ -134,7 +149,7 @@ def _not_finite(array: np.ndarray) -> bool:
     return array.dtype.kind in "fc" and not bool(np.isfinite(array).all())
 
 
-def _digest(name: str, payload: bytes) -> bytes:
+def _digest(name: str, payload: bytes | memoryview) -> bytes:
     """HMAC-SHA-256 of the entry's name and its arrays under :func:`cache_key` (SHA-256: twice
     BLAKE2b's speed where the CPU computes it, as most do: 630 against 290 MB/s here)."""
     digest = hmac.new(cache_key(), digestmod=hashlib.sha256)
@@ -233,7 +248,7 @@ class Rejected:
             path, reason = self.entries[0]
             more = f" (and {len(self.entries) - 1} more)" if len(self.entries) > 1 else ""
             warnings.warn(
-                f"{path}: a {self.what} entry failed its check ({reason}){more}; computed again",
+                f"{path}: an entry of the {self.what} failed its check ({reason}){more}; computed again",
                 stacklevel=2,
             )
             self.entries.clear()
