@@ -61,7 +61,7 @@ def suggestion_quality(
     the same images (its true caption among its 3 most similar captions of the whole collection):
     the bound of suggestions drawn from every caption."""
     from mispair.audit.collection import audit_config
-    from mispair.audit.run import audited_pairs
+    from mispair.audit.pair_table import audited_pairs
     from mispair.encoding import cross_similarities
     from mispair.engine.trained import TrainedRun
 

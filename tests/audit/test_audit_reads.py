@@ -11,7 +11,7 @@ import pytest
 
 from mispair.audit import audit_collection
 from mispair.audit.collection import audit_config
-from mispair.audit.run import audited_pairs
+from mispair.audit.pair_table import audited_pairs
 from mispair.data.readers import reader_of
 from mispair.data.synthetic import write_synthetic_dataset
 from mispair.division.scores import DivisionScores

@@ -14,9 +14,11 @@ import mispair.audit.nearest as nearest
 from mispair.audit import audit_collection
 from mispair.audit.atlas import embedding_map, pooled_embeddings, project
 from mispair.audit.collection import audit_config
+from mispair.audit.pair_table import audited_pairs
 from mispair.audit.ranking import best_matches, brute_matches, suggestion_pools, vector_matches
-from mispair.audit.run import AUDIT_PARTS, LIKELY, audited_pairs, verdict
+from mispair.audit.run import AUDIT_PARTS
 from mispair.audit.selfcheck import self_check
+from mispair.audit.words import LIKELY, verdict
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
 from mispair.encoding import cross_similarities

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mispair.audit.duplicates import find_duplicates, normalized, pooled
-from mispair.audit.run import why
+from mispair.audit.words import why
 
 
 def collection(seed: int):

@@ -7,7 +7,7 @@ import pytest
 
 from mispair.audit import ranking
 from mispair.audit.ranking import SUGGESTIONS, matches_of, others, suggestion_pools
-from mispair.audit.run import why
+from mispair.audit.words import why
 
 
 def brute_force(sims: np.ndarray, image_of_caption: np.ndarray, k: int, captions_pool=None, images_pool=None):

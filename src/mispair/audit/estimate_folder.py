@@ -43,9 +43,12 @@ def estimate_folder(
         audit=str(summary.get("audit_id") or ""),
         fdr=fdr,
         audit_share=float(share) if isinstance(share, (int, float)) else None,
-        audit_share_interval=[float(v) for v in interval] if _numbers(interval) else None,
+        audit_share_interval=_interval(interval),
     )
 
 
-def _numbers(values: object) -> bool:
-    return isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values)
+def _interval(values: object) -> list[float] | None:
+    """The summary's share interval, when it is two numbers."""
+    if isinstance(values, list) and len(values) == 2 and all(isinstance(v, (int, float)) for v in values):
+        return [float(v) for v in values]
+    return None

@@ -11,43 +11,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mispair.audit.atlas import MapPoints, embedding_map, map_columns
 from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.duplicates import Duplicates, find_duplicates
+from mispair.audit.pair_table import AuditedPairs, audited_pairs, pair_table
 from mispair.audit.ranking import (
     BestMatches,
     best_matches,
-    others,
     score_division,
     suspicion_order,
 )
 from mispair.audit.raw_score import aligned, check_aligned, raw_similarity
 from mispair.audit.report import Plot, ReviewPage, curve_plots, review_page, score_plot
 from mispair.audit.result import LATER_OUTPUTS, OUTPUTS, AuditResult, audit_id
-from mispair.audit.selfcheck import mismatched_share, self_check
+from mispair.audit.selfcheck import self_check
 from mispair.audit.summary import (
     AuditSummary,
-    CalibrationPart,
     Detection,
     DuplicateCounts,
     RawScore,
     Retrieval,
 )
 from mispair.audit.thumbs import THUMBS
+from mispair.audit.words import calibration_summary
 from mispair.config import DataConfig, RunConfig, from_dict
-from mispair.data.batching import TrainingPairs
 from mispair.data.loading import load_split
 from mispair.data.readers import reader_of
 from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import Division, min_max_normalize
-from mispair.division.calibration import WEAK_SEPARATION, Calibration, Stratum, calibrate
+from mispair.division.calibration import Calibration
 from mispair.division.detection import detection_curves, ranking_detection
-from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
-from mispair.engine.assembly import other_splits
 from mispair.engine.checks import check_run_config
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
@@ -70,7 +67,6 @@ embedding and projection, and writing the report and tables."""
 
 AUDIT_OUTPUTS = (*OUTPUTS, *LATER_OUTPUTS, THUMBS, "run", "clean-run", "input.parquet", "input_dataset")
 """What an audit writes into its folder (and nothing else there is touched)."""
-
 
 DEFAULT_FDR = 0.1
 """The estimated false-discovery rate of the suspected set (``--fdr``): about this share of the
@@ -450,105 +446,6 @@ def _report(
     )
 
 
-@dataclass
-class AuditedPairs:
-    """Every pair of an audited collection, as the run's models read them.
-
-    ``pairs``: the training pairs (as the run paired them: planted swaps included) followed by the
-    dev and test pairs; ``split [n]`` each pair's split; ``pair_id [n]`` its stable id (the
-    reader's, else ``split/k``); ``score [n]`` its held-out score (higher = more likely matched);
-    ``planted [n]`` bool, the swaps the audit planted (None without any); ``true_image [n]`` the
-    image each caption was written for, when a noise record says so.
-    """
-
-    pairs: TrainingPairs
-    split: np.ndarray
-    pair_id: list[str]
-    score: np.ndarray
-    truly_mismatched: np.ndarray | None
-    true_image: np.ndarray | None
-    planted: bool
-    null: tuple[np.ndarray, ...] | None = None
-    """The decoys' scores of each stratum of ``score``: the training pairs' (the first
-    ``n_train``), then the other splits' where they were scored; None where the run scored none."""
-    n_train: int = 0
-
-    def calibration(self) -> Calibration | None:
-        """The pairs' calibrated numbers (:func:`~mispair.division.calibration.calibrate`), or
-        None without decoys."""
-        if self.null is None:
-            return None
-        parts = np.split(self.score, [self.n_train]) if len(self.null) == 2 else [self.score]
-        return calibrate([Stratum(score, null) for score, null in zip(parts, self.null)])
-
-    @property
-    def image_ids(self) -> list[str]:
-        ids = self.pairs.pairs.image_ids
-        return ids if ids is not None else [str(i) for i in range(self.pairs.pairs.n_images)]
-
-
-def audited_pairs(
-    run: TrainedRun, *, progress: bool = False, outcome: RunOutcome | None = None
-) -> AuditedPairs:
-    """:class:`AuditedPairs` of a trained audit run (its division scored the other splits): from
-    the ``outcome`` of the run that just trained it (its scores and splits as the run had them,
-    nothing read again), else from the run's folder (``pair_scores.npz``, its collection)."""
-    if outcome is None:
-        scores = DivisionScores.read(run.provenance.folder / PAIR_SCORES_FILE)
-        others = other_splits(run.config, run.data)
-    else:
-        scores, others = outcome.scores, outcome.others
-    if scores is None:
-        raise ConfigError("the audit's run made no held-out scores (set division.scored_by)")
-    parts = [run.train] if others is None else [run.train, others]
-    everything = TrainingPairs.join(parts)
-    run.prepare_texts(everything.tokens, progress=progress)
-    data = run.config.data
-    split = [data.train_split] * len(run.train)
-    if others is not None:
-        if scores.others is None or len(scores.others) != len(others):
-            raise ConfigError(
-                f"{run.config.output_dir}: its scores do not cover the dev and test pairs; "
-                "audit into a new folder"
-            )
-        split += [data.dev_split] * run.data.dev.n_captions
-        split += [data.test_split] * (len(others) - run.data.dev.n_captions)
-    score = scores.train if others is None else np.concatenate([scores.train, scores.others])
-    noise, n_others = run.data.noise, len(everything) - len(run.train)
-    null: tuple[np.ndarray, ...] | None = None
-    if scores.null is not None and others is None:
-        null = (scores.null,)
-    elif scores.null is not None and scores.null_others is not None:
-        null = (scores.null, scores.null_others)
-    truth = true_image = None
-    if noise is not None:
-        truth = np.concatenate([noise.is_noisy, np.zeros(n_others, dtype=bool)])
-        true_image = np.concatenate([noise.true_image, everything.image_of_caption[len(run.train) :]])
-    return AuditedPairs(
-        everything,
-        np.array(split),
-        _pair_ids(everything, split),
-        score,
-        truth,
-        true_image,
-        planted=data.noise.rate > 0,
-        null=null,
-        n_train=len(run.train),
-    )
-
-
-def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
-    """The reader's pair ids, else ``split/k`` (``k`` the pair's place in its split)."""
-    if pairs.pairs.pair_ids is not None:
-        return list(pairs.pairs.pair_ids)
-    seen: dict[str, int] = {}
-    ids = []
-    for name in split:
-        ids.append(f"{name}/{seen.get(name, 0)}")
-        seen[name] = seen.get(name, 0) + 1
-    return ids
-
-
 TrainedRuns = tuple[RunOutcome, TrainSummary | None]
 
 
@@ -590,251 +487,6 @@ def _pictures(ids: list[str], data: DataConfig, images: str | Path | None) -> Pa
             )
         return found
     return picture_root(ids, reader_of(data).picture_dirs(data))
-
-
-def pair_table(
-    audited: AuditedPairs,
-    mismatch: np.ndarray,
-    suspected: np.ndarray,
-    matches: BestMatches,
-    duplicates: Duplicates,
-    q_value: np.ndarray | None = None,
-) -> pd.DataFrame:
-    """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
-    :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
-    for its caption, its duplicates (``duplicate_image_of``: the id of the first near-duplicate
-    of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words."""
-    import pandas as pd
-
-    ids, captions = audited.image_ids, audited.pairs.pairs.captions
-    order = suspicion_order(audited.score, mismatch, audited.pair_id)
-    suggested = Suggestions.of(audited, matches, order)
-    columns: dict[str, Any] = {
-        "pair_id": [audited.pair_id[k] for k in order],
-        "rank": np.arange(1, len(order) + 1),
-        "split": audited.split[order],
-        "image_id": [ids[i] for i in audited.pairs.image_of_caption[order]],
-        "caption": [captions[k] for k in order],
-        "mismatch_probability": mismatch[order].round(6),
-        "suspected": suspected[order],
-        "q_value": (np.full(len(order), np.nan) if q_value is None else q_value[order]).round(6),
-        "held_out_score": audited.score[order].round(6),
-        "pair_similarity": matches.pair_score[order].round(6),
-    }
-    columns.update(suggested.columns(audited))
-    columns.update(_duplicate_columns(audited, duplicates, order))
-    probability = None if q_value is None else mismatch
-    columns["why"] = _reasons(audited, order, matches, duplicates, suggested, probability)
-    if audited.truly_mismatched is not None and audited.true_image is not None:
-        columns["truly_mismatched"] = audited.truly_mismatched[order]
-        columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
-    return pd.DataFrame(columns)
-
-
-@dataclass(frozen=True)
-class Suggestions:
-    """In the table's ``order``: the best other captions of each pair's image (``captions``,
-    ``[n, SUGGESTIONS]`` indices, -1: none) with their ``caption_scores``, and the best other
-    images of its caption (``images``) with their ``image_scores``."""
-
-    captions: np.ndarray
-    caption_scores: np.ndarray
-    images: np.ndarray
-    image_scores: np.ndarray
-
-    @classmethod
-    def of(cls, audited: AuditedPairs, matches: BestMatches, order: np.ndarray) -> Suggestions:
-        paired = audited.pairs.image_of_caption[order]
-        captions, caption_scores = others(matches.captions[paired], matches.caption_scores[paired], order)
-        images, image_scores = others(matches.images[order], matches.image_scores[order], paired)
-        return cls(captions, caption_scores, images, image_scores)
-
-    def columns(self, audited: AuditedPairs) -> dict[str, Any]:
-        """``suggested_caption_{n}`` and its score, then ``suggested_image_id_{n}`` and its score."""
-        ids, captions = audited.image_ids, audited.pairs.pairs.captions
-        columns: dict[str, Any] = {}
-        for n in range(self.captions.shape[1]):
-            columns[f"suggested_caption_{n + 1}"] = [
-                captions[c] if c >= 0 else "" for c in self.captions[:, n]
-            ]
-            columns[f"suggested_caption_score_{n + 1}"] = self.caption_scores[:, n].round(6)
-        for n in range(self.images.shape[1]):
-            columns[f"suggested_image_id_{n + 1}"] = [ids[i] if i >= 0 else "" for i in self.images[:, n]]
-            columns[f"suggested_image_score_{n + 1}"] = self.image_scores[:, n].round(6)
-        return columns
-
-
-def _duplicate_columns(audited: AuditedPairs, duplicates: Duplicates, order: np.ndarray) -> dict[str, Any]:
-    """``duplicate_image_of`` (the first near-duplicate's image id or ""), ``same_caption_images``
-    and ``leak``, in the table's ``order``."""
-    ids, twin = audited.image_ids, duplicates.duplicate_of[audited.pairs.image_of_caption[order]]
-    return {
-        "duplicate_image_of": [ids[i] if i >= 0 else "" for i in twin],
-        "same_caption_images": duplicates.same_caption_images[order],
-        "leak": duplicates.leak[order],
-    }
-
-
-def _reasons(
-    audited: AuditedPairs,
-    order: np.ndarray,
-    matches: BestMatches,
-    duplicates: Duplicates,
-    suggested: Suggestions,
-    probability: np.ndarray | None,
-) -> list[str]:
-    """:func:`why` of each pair, in the table's ``order``."""
-    ids, captions = audited.image_ids, audited.pairs.pairs.captions
-    twins = duplicates.duplicate_of[audited.pairs.image_of_caption[order]]
-    reasons = zip(
-        order, suggested.captions[:, 0], suggested.caption_scores[:, 0], matches.pair_score[order], twins
-    )
-    return [
-        why(
-            int(matches.better_images[k]),
-            captions[c] if c >= 0 else None,
-            score > pair,
-            at_least=matches.better_cap is not None and matches.better_images[k] >= matches.better_cap,
-            among_suspects=matches.suspects_only,
-            duplicate_of=ids[twin] if twin >= 0 else "",
-            same_caption=int(duplicates.same_caption_images[k]),
-            leak=bool(duplicates.leak[k]),
-            probability=None if probability is None else float(probability[k]),
-        )
-        for k, c, score, pair, twin in reasons
-    ]
-
-
-def why(
-    better_images: int,
-    best_caption: str | None,
-    caption_fits_better: bool,
-    *,
-    at_least: bool = False,
-    among_suspects: bool = False,
-    duplicate_of: str = "",
-    same_caption: int = 0,
-    leak: bool = False,
-    probability: float | None = None,
-) -> str:
-    """Why a pair may be mismatched, in words: how many other images its caption fits better
-    (``at_least``: that many or more), the caption its image fits best when that is not its own
-    (``among_suspects``: of the suspected pairs' captions), and its duplicates. Given its
-    calibrated mismatch ``probability``, the words start from it (:func:`verdict`), and a pair
-    below :data:`LIKELY` is not explained by the images its caption fits better (a correct pair
-    with a middling score reads as uncertain)."""
-    if probability is not None:
-        details = why(
-            better_images,
-            best_caption,
-            caption_fits_better,
-            at_least=at_least,
-            among_suspects=among_suspects,
-            duplicate_of=duplicate_of,
-            same_caption=same_caption,
-            leak=leak,
-        ).split("; ")
-        kept = details if probability >= LIKELY else details[2:]
-        return "; ".join([verdict(probability), *kept])
-    fits = (
-        f"this caption fits {'at least ' if at_least else ''}{better_images} other "
-        f"image{'s' if better_images != 1 else ''} better"
-        if better_images
-        else "no other image fits this caption better"
-    )
-    if best_caption is None or not caption_fits_better:
-        words = [fits, f"no {'suspect' if among_suspects else 'other'} caption fits this image better"]
-    else:
-        shown = best_caption if len(best_caption) <= 60 else best_caption[:59] + "…"
-        among = "of the suspect captions, " if among_suspects else ""
-        words = [fits, f"{among}this image fits '{shown}' best"]
-    if duplicate_of:
-        words.append(f"its image nearly duplicates {duplicate_of}")
-    if same_caption:
-        carry = "other image carries" if same_caption == 1 else "other images carry"
-        words.append(f"{same_caption} {carry} the same caption")
-    if leak:
-        words.append("it repeats a training pair (a leak)")
-    return "; ".join(words)
-
-
-LIKELY = 0.5
-"""From this mismatch probability on, a pair is more likely mismatched than not."""
-
-
-def verdict(probability: float) -> str:
-    """A calibrated mismatch probability in words."""
-    if probability >= 0.9:
-        words = "scores like a caption taken from another picture"
-    elif probability >= LIKELY:
-        words = "more likely mismatched than not"
-    elif probability >= 0.1:
-        words = "uncertain: scores between matched pairs and captions of other pictures"
-    else:
-        words = "scores like a matched pair"
-    return f"{words} (mismatch probability {probability:.2f})"
-
-
-def calibration_summary(
-    calibration: Calibration | None, score: np.ndarray, suspected: np.ndarray, fdr: float
-) -> tuple[float, tuple[float, float], CalibrationPart]:
-    """The summary's calibrated numbers: the share of pairs as unrelated as a caption taken
-    from another picture with its interval (from the decoys; without decoys, the mixture's
-    estimate over the held-out ``score``, marked so), and how they were made, with the estimated
-    error rates of dropping the ``suspected`` pairs."""
-    if calibration is None:
-        share = mismatched_share(score)
-        return share.estimate, (share.low, share.high), CalibrationPart("mixture", MIXTURE_NOTE)
-    false_drops, kept_mismatched = calibration.drop_errors(suspected)
-    part = CalibrationPart(
-        "decoys",
-        separation_note(calibration),
-        decoys=calibration.decoys,
-        level=calibration.level,
-        lam=calibration.lam,
-        separation_auc=round(calibration.separation_auc, 6),
-        share_upper_bound=round(calibration.share_bound, 6),
-        fdr=fdr,
-        estimated_false_drop_share=round(false_drops, 6),
-        estimated_kept_mismatched_share=round(kept_mismatched, 6),
-    )
-    interval = (round(calibration.share_low, 6), round(calibration.share_high, 6))
-    return round(calibration.share, 6), interval, part
-
-
-MIXTURE_NOTE = (
-    "no decoy pairs were scored (this run's division scores have none): the share and the "
-    "probabilities are a two-component mixture's, not calibrated"
-)
-
-
-def separation_note(calibration: Calibration) -> str:
-    """What the numbers can be trusted for, in words."""
-    width = calibration.share_high - calibration.share_low
-    if calibration.share_high >= 1:
-        return (
-            f"the share's {calibration.level:.0%} interval reaches 100%: the held-out models cannot "
-            "tell your pairs from captions of other pictures here, so these numbers say little "
-            "(more pairs, or better embeddings, would let them)"
-        )
-    if calibration.share_low <= 0:
-        return (
-            f"the share's {calibration.level:.0%} interval reaches 0: this collection may hold no "
-            "mismatched pair, so none is suspected at any --fdr (the probabilities still rank the "
-            "pairs: review the top of the list)"
-        )
-    if calibration.separation_auc < WEAK_SEPARATION:
-        return (
-            "the held-out models barely tell the pairs from captions of other pictures here "
-            f"(estimated AUC {calibration.separation_auc:.2f}): the share is uncertain and few pairs "
-            "can be suspected at a low error"
-        )
-    if width > 0.2:
-        return f"the share's interval is wide ({width:.0%}): few pairs, or a weak separation"
-    return (
-        f"the held-out models tell matched pairs from captions of other pictures with an "
-        f"estimated AUC of {calibration.separation_auc:.2f}"
-    )
 
 
 def _summary(
