@@ -85,9 +85,7 @@ def _texts(texts: list[str], queries_file: str | None, where: str) -> Iterator[s
                 if text.strip():
                     yield text[:bound]
     except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}; one query a line)"
-        ) from None
+        raise DataError(f"{where}: not UTF-8 text ({exc.reason}; one query a line)") from None
     warn_cut(cut, where)
 
 
