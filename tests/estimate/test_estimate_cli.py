@@ -163,3 +163,29 @@ def test_the_labelled_drop_lists_every_pair_and_apply_takes_it(audit, tmp_path, 
         kept = {r["pair_id"] for r in csv.DictReader(f)}
     assert kept == set(verdicts.loc[~verdicts["suspected"], "pair_id"])
     assert np.isfinite(json.loads((out / "estimate.json").read_text())["drop"]["kept_mismatched_share"])
+
+
+def test_a_damaged_audit_folder_is_one_line(audit, tmp_path, capsys):
+    out, result = audit
+    path = labels(tmp_path / "labels.csv", judged(result, 10))
+    for name, damage in (
+        ("twice", lambda f: pd.concat([f, f.head(1)])),
+        ("words", lambda f: f.assign(mismatch_probability="high")),
+        ("beyond", lambda f: f.assign(mismatch_probability=2.0)),
+    ):
+        copy = tmp_path / name
+        copy.mkdir()
+        for file in ("summary.json", "sample.csv"):
+            (copy / file).write_bytes((out / file).read_bytes())
+        damage(pd.read_parquet(out / "pairs.parquet")).to_parquet(copy / "pairs.parquet")
+        message = refused(capsys, ["estimate", str(copy), "--labels", str(path)])
+        assert "pairs.parquet" in message
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for file in ("summary.json", "pairs.parquet"):
+        (broken / file).write_bytes((out / file).read_bytes())
+    (broken / "sample.csv").write_text("pair_id,order\nx,1\nx,3\n")
+    assert "damaged" in refused(capsys, ["estimate", str(broken), "--labels", str(path)])
+    assert "not a finished audit folder" in refused(
+        capsys, ["estimate", str(tmp_path), "--labels", str(path)]
+    )

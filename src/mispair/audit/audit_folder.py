@@ -206,8 +206,8 @@ def read_scored_pairs(path: Path, summary: dict[str, Any]) -> pd.DataFrame:
             )
     _text_column(frame, "pair_id", path)
     _probability_column(frame, "mismatch_probability", path)
-    twice = frame["pair_id"][frame["pair_id"].duplicated()]
-    if len(twice):
+    if not frame["pair_id"].is_unique:
+        twice = frame["pair_id"][frame["pair_id"].duplicated()]
         raise DataError(f"{path}: pair {twice.iloc[0]!r} appears more than once; a damaged or tampered audit")
     if isinstance(summary.get("pairs"), int) and summary["pairs"] != len(frame):
         raise DataError(f"{path}: {len(frame):,} pairs, but summary.json counts {summary['pairs']:,}")

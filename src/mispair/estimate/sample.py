@@ -65,7 +65,7 @@ def read_sample(folder: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: not an audit's sample (pair_id,order); audit the collection anew") from None
     frame = frame.sort_values("order", kind="stable").reset_index(drop=True)
     counted = np.array_equal(frame["order"], np.arange(1, len(frame) + 1))
-    if frame["pair_id"].duplicated().any() or not counted:
+    if not frame["pair_id"].is_unique or not counted:
         raise DataError(f"{path}: damaged (an order repeated or missing, or a pair twice); audit again")
     return frame
 
