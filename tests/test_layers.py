@@ -30,7 +30,6 @@ LAYERS = [
     {"audit"},
     {"api"},
     {"exchange"},
-    {"commands"},
     {"cli", "testing"},
     {"__main__", "__init__"},
 ]

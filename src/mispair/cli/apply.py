@@ -1,0 +1,91 @@
+"""``mispair apply``: the cleaned collection written from the decisions on an audit."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mispair.cli.options import (
+    Subparsers,
+)
+from mispair.errors import ConfigError, DataError
+
+
+def _cmd_apply(args: argparse.Namespace) -> None:
+    folder, decisions = Path(args.audit), Path(args.decisions) if args.decisions else None
+    if not (folder / "summary.json").is_file() or not (folder / "pairs.parquet").is_file():
+        raise DataError(
+            f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
+            "give the --out folder of `mispair audit`"
+        )
+    if decisions is None and args.fdr is None and args.threshold is None:
+        raise ConfigError(
+            "--decisions: give the decisions file, or --fdr / --threshold to drop by the audit's numbers"
+        )
+    if decisions is not None and not decisions.is_file():
+        raise DataError(
+            f"--decisions {decisions}: no such file; give the decisions.csv the report downloaded"
+        )
+    from mispair.audit.result import AuditResult
+    from mispair.audit.writers import parse_bytes
+
+    applied = AuditResult.load(args.audit).apply(
+        args.decisions,
+        args.out,
+        threshold=args.threshold,
+        fdr=args.fdr,
+        overwrite=args.overwrite,
+        format=args.format,
+        shard_bytes=parse_bytes(args.shard_size),
+    )
+    files = applied.files or []
+    written = f" as {applied.form} ({', '.join(files[:3])}{', ...' * (len(files) > 3)})" if files else ""
+    print(
+        f"wrote {applied.folder}{written}: {applied.kept} pairs kept "
+        f"({applied.replaced} with a new caption), {applied.removed} removed; images "
+        f"{applied.linked} hard-linked, {applied.copied} copied; the reasons in keep.csv and "
+        "removed.csv, the kept pair ids in keep_keys.txt"
+    )
+
+
+def add_parsers(sub: Subparsers) -> None:
+    """``mispair apply``."""
+    apply = sub.add_parser("apply", help="write the cleaned collection from your decisions on an audit")
+    apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
+    apply.add_argument(
+        "--decisions",
+        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace); "
+        "optional with --fdr or --threshold",
+    )
+    apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
+    apply.add_argument(
+        "--threshold",
+        type=float,
+        help="also drop the undecided pairs whose mismatch probability is at least this",
+    )
+    apply.add_argument(
+        "--fdr",
+        type=float,
+        help="also drop the undecided pairs of the cut at this estimated false-discovery rate "
+        "(their q-value at most this: e.g. 0.05, about 5%% of the dropped pairs matched ones)",
+    )
+    apply.add_argument(
+        "--format",
+        choices=("same", "folder"),
+        default="same",
+        help="same: the collection's own form (a table file, a folder with its captions file, "
+        "WebDataset shards, an imagefolder, COCO JSON); folder: a folder of pictures with "
+        "captions.csv (image,caption,pair_id[,split]) (default: same)",
+    )
+    apply.add_argument(
+        "--shard-size",
+        metavar="SIZE",
+        help="WebDataset output: shards of at most this size (e.g. 100MB; default: one per input shard)",
+    )
+    apply.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into an existing --out: an earlier cleaned collection holding only apply's "
+        "files is replaced; any other folder gets apply's files, nothing else there touched",
+    )
+    apply.set_defaults(run=_cmd_apply)
