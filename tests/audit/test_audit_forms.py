@@ -80,12 +80,15 @@ def test_a_dataframe_audits_silently_into_one_row_per_input_pair(tmp_path, capfd
     assert captured.out == "" and captured.err == ""
     assert isinstance(result.pairs, pd.DataFrame) and len(result.pairs) == len(frame)
     caption_of = result.pairs.set_index("pair_id")["caption"]
-    assert caption_of.to_dict() == {str(k): caption for k, caption in enumerate(frame["alt_text"])}
+    # the pair ids are the row numbers, as integers: the caller's type (issue 58; pairs.csv: text)
+    assert caption_of.to_dict() == dict(enumerate(frame["alt_text"]))
     saved = json.loads((tmp_path / "audit" / "summary.json").read_text())
     assert saved["pairs_scored"] == len(frame)
     # the DataFrame's pictures (absolute paths) go into the cleaned folder below one common folder
     decisions = result.pairs.head(2)[["pair_id"]].assign(decision="drop", caption="")
     result.apply(decisions, tmp_path / "clean")
     cleaned = pd.read_csv(tmp_path / "clean" / "captions.csv", dtype=str)
-    assert set(cleaned["pair_id"]) == set(result.pairs["pair_id"]) - set(decisions["pair_id"])
+    assert set(cleaned["pair_id"]) == set(result.pairs["pair_id"].astype(str)) - set(
+        decisions["pair_id"].astype(str)
+    )
     assert all(not Path(i).is_absolute() and (tmp_path / "clean" / i).is_file() for i in cleaned["image"])
