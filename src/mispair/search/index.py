@@ -161,7 +161,7 @@ class Index:
         for target in TARGETS:  # a degenerate model never becomes an index
             check_finite(vectors[target], f"{target[:-1]} vectors", checkpoint)
         anns = {target: build_ann(vectors[target], spec) for target in TARGETS}
-        exported = query_encoder.export_query_encoder(model, collection.captions[:64], log)
+        exported = query_encoder.export_query_encoder(model, collection.captions[:64], log, vectors["images"])
         manifest: dict[str, Any] = {
             "mispair": __version__,
             "checkpoint": {"path": str(Path(checkpoint).resolve()), "fingerprint": model.fingerprint},

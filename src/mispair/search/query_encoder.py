@@ -11,9 +11,18 @@ vectors within 1e-5) and keeps it in the index with MiniLM's tokenizer file, bot
 manifest's digests like every file of the index; a search then needs ONNX Runtime and the
 ``tokenizers`` library only (:class:`OnnxQueries`).
 
-Other runs (a BiGRU, trainable MiniLM layers, MiniLM in bfloat16, a caption encoder), an index
-built without ``mispair[onnx]`` or before this file existed, and every search that reranks or
-starts from a picture encode with the checkpoint, as before.
+A run whose MiniLM computes in bfloat16 (``model.text_precision``, what ``auto`` picks on a CPU
+with native bfloat16) gets the same float32 encoder: ONNX Runtime has no bfloat16 matrix product
+on the CPU (and rounding each product's inputs to bfloat16 in the graph brings its vectors only
+from 4.1e-3 to 2.8e-3 of the run's), so its vectors differ from the run's by bfloat16's rounding.
+The check then bounds the distance of the two vectors of each text by :data:`BFLOAT16_TOLERANCE`
+(every score against an index's unit vectors moves by at most that much) and asks for the same
+ten best images of the index, up to images whose scores differ by less than twice the distance;
+the manifest records the run's precision and the largest distance found.
+
+Other runs (a BiGRU, trainable MiniLM layers, a caption encoder), an index built without
+``mispair[onnx]`` or before this file existed, and every search that reranks or starts from a
+picture encode with the checkpoint, as before.
 """
 
 from __future__ import annotations
@@ -35,7 +44,13 @@ MODEL_FILE = "query_encoder.onnx"
 TOKENIZER_FILE = "query_tokenizer.json"
 KIND = "minilm-onnx"
 TOLERANCE = 1e-5
-"""Largest difference allowed between the exported encoder's vectors and the models' own."""
+"""Largest difference allowed between the exported encoder's vectors and those of models that read
+MiniLM in float32."""
+BFLOAT16_TOLERANCE = 0.02
+"""Largest Euclidean distance allowed between the exported (float32) encoder's vector of a text and
+that of models reading MiniLM in bfloat16 (a cosine of at least 0.9998): a bound on how much any
+score of a query moves. Measured: at most 7e-3 (cosine 0.99998)."""
+CHECKED_HITS = 10
 
 
 def can_export() -> bool:
@@ -43,23 +58,37 @@ def can_export() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime"))
 
 
-def exportable(model: SearchModel) -> bool:
-    """Every model of ``model`` reads a frozen float32 MiniLM (the function :class:`QueryVectors`
-    computes)."""
+def run_precision(model: SearchModel) -> str | None:
+    """``float32`` or ``bfloat16`` when every model of ``model`` reads a frozen MiniLM computed in
+    that precision (the function :class:`QueryVectors` computes, up to bfloat16's rounding), else
+    None (nothing to export)."""
     from mispair.nn.text.minilm import MiniLMTextEncoder
 
     encoders = [m.text_encoder for m in model.models]
-    return all(isinstance(e, MiniLMTextEncoder) and e.frozen and e.precision == "float32" for e in encoders)
+    if not all(isinstance(e, MiniLMTextEncoder) and e.frozen for e in encoders):
+        return None
+    precisions = {str(e.precision) for e in encoders}
+    return precisions.pop() if len(precisions) == 1 and precisions <= {"float32", "bfloat16"} else None
+
+
+def exportable(model: SearchModel) -> bool:
+    """Every model of ``model`` reads a frozen MiniLM, all in float32 or all in bfloat16."""
+    return run_precision(model) is not None
 
 
 def export_query_encoder(
-    model: SearchModel, checks: Sequence[str], log: Callable[[str], None] = print
+    model: SearchModel,
+    checks: Sequence[str],
+    log: Callable[[str], None] = print,
+    images: np.ndarray | None = None,
 ) -> tuple[dict[str, Any], dict[str, bytes]] | None:
     """The manifest entry and the files of ``model``'s query encoder, or None when the run's text
     encoder is not one it can export (or ONNX is not installed: said in one ``log`` line). The
     exported encoder's vectors of the texts ``checks`` must equal the models' own within
-    :data:`TOLERANCE`, or it is not kept."""
-    if not exportable(model):
+    :data:`TOLERANCE` (a float32 MiniLM), or within :data:`BFLOAT16_TOLERANCE` with the same best
+    hits among the index's ``images [n, dim]`` (a bfloat16 one), or it is not kept."""
+    precision = run_precision(model)
+    if precision is None:
         return None
     if not can_export():
         log("note: pip install 'mispair[onnx]' before `mispair index` and a search starts in ~1 s")
@@ -69,15 +98,42 @@ def export_query_encoder(
     tokenizer = (minilm_dir() / "tokenizer.json").read_bytes()
     max_length = model.tokenizer.max_length  # type: ignore[attr-defined]
     files = {MODEL_FILE: _exported(model), TOKENIZER_FILE: tokenizer}
-    entry = {"kind": KIND, "max_length": max_length, "dim": model.dim}
+    entry: dict[str, Any] = {"kind": KIND, "max_length": max_length, "dim": model.dim}
     queries = OnnxQueries.from_files(entry, files, "the exported query encoder")
     texts = [text for text in checks if text.strip()][:64] or ["a query"]
     got = queries.vectors(texts)
     expected = model.text_vectors(model.queries_tokens(texts))
-    if queries.tokens(texts) != model.queries_tokens(texts) or not np.allclose(got, expected, atol=TOLERANCE):
+    same_ids = queries.tokens(texts) == model.queries_tokens(texts)
+    if precision == "float32":
+        agrees = same_ids and np.allclose(got, expected, atol=TOLERANCE)
+    else:
+        distance = float(np.linalg.norm(got - expected, axis=1).max())
+        agrees = same_ids and distance <= BFLOAT16_TOLERANCE and same_best(got, expected, images, distance)
+        entry.update(  # the encoder computes in float32, the run's MiniLM in bfloat16
+            precision="float32",
+            run_precision="bfloat16",
+            tolerance=BFLOAT16_TOLERANCE,
+            largest_distance=round(distance, 6),
+        )
+    if not agrees:
         log("note: the exported query encoder differs from the checkpoint's; searches load the checkpoint")
         return None
     return entry, files
+
+
+def same_best(got: np.ndarray, expected: np.ndarray, images: np.ndarray | None, distance: float) -> bool:
+    """The :data:`CHECKED_HITS` best of ``images [n, dim]`` for the vectors ``got [q, dim]`` are
+    those for ``expected [q, dim]`` (by inner product, in order), except that images whose scores
+    for ``expected`` differ by at most ``2 × distance`` may swap (a closer gap cannot be told apart
+    at that distance)."""
+    if images is None or not len(images):
+        return True
+    k = min(CHECKED_HITS, len(images))
+    for mine, theirs in zip(got @ images.T, expected @ images.T):
+        order, wanted = np.argsort(-mine, kind="stable")[:k], np.argsort(-theirs, kind="stable")[:k]
+        if np.abs(theirs[order] - theirs[wanted]).max() > 2 * distance:
+            return False
+    return True
 
 
 def _exported(model: SearchModel) -> bytes:

@@ -21,7 +21,7 @@ class QueryVectors(nn.Module):
     (1 at the words): MiniLM's mean token state, each of the ``n`` models' projection,
     L2-normalised, concatenated and divided by ``√n``, what
     :meth:`~mispair.search.model.SearchModel.text_vectors` computes for models reading a frozen
-    float32 MiniLM."""
+    float32 MiniLM (and, up to bfloat16's rounding, a bfloat16 one)."""
 
     def __init__(self, projections: list[nn.Module]) -> None:
         super().__init__()
