@@ -46,9 +46,9 @@ def test_export_into_a_missing_folder_fails_before_training(tmp_path, capsys):
     assert "\n" not in err and not out.exists()  # nothing was trained
 
 
-def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path, capsys):
+def test_export_to_an_unwritable_path_is_a_one_line_error_before_training(tmp_path, capsys):
     out, table = tmp_path / "run", tmp_path / "pairs.csv"
-    table.mkdir()  # a folder where the file should go: os.replace fails
+    table.mkdir()  # a folder where the file should go: refused before anything trains (issue 58)
     overrides = [
         "data.source=synthetic",
         "data.synthetic_images=60",
@@ -59,9 +59,9 @@ def test_export_to_an_unwritable_path_is_a_one_line_error(tmp_path, capsys):
         "train.threads=1",
     ]
     assert main(["train", *overrides, "--out", str(out), "--quiet", "--export-pairs", str(table)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith(f"mispair: error: {table}: cannot write (")
-    assert not list(tmp_path.glob("*.tmp"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mispair: error: --export-pairs {table}: a folder")
+    assert not list(tmp_path.glob("*.tmp")) and not (out / "best.pt").exists()  # nothing was trained
 
 
 @pytest.mark.parametrize("text", ['=HYPERLINK("http://x")', "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx"])
