@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import hostile_fixtures as fx
+from listening import listening_tree, loopback
 
 NPROC, APPLY, OLDER, NEW_USER = "58.3 nproc", "58.4 apply", "58.6 older", "58.7 new user"
 
@@ -130,9 +131,9 @@ def watch(argv: list[str]) -> int:
     seen: set[str] = set()
     with subprocess.Popen(argv) as run:
         while run.poll() is None:
-            seen |= _listening(_socket_inodes(_descendants(run.pid)))
+            seen |= listening_tree(run.pid)
             time.sleep(0.05)
-    outside = sorted(a for a in seen if not _loopback(a))
+    outside = sorted(a for a in seen if not loopback(a))
     if outside:
         print(
             f"mispair: error: listening beyond loopback on {outside} (hex, as /proc writes them)",
@@ -140,52 +141,6 @@ def watch(argv: list[str]) -> int:
         )
         return 2
     return run.returncode
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        found.add(current := todo.pop())
-        todo += children.get(current, [])
-    return found
-
-
-def _socket_inodes(pids: set[int]) -> set[str]:
-    inodes = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    return inodes
-
-
-def _listening(inodes: set[str]) -> set[str]:
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-                found.add(fields[1].split(":")[0])
-    return found
-
-
-def _loopback(address: str) -> bool:
-    if len(address) == 8:
-        return address.endswith("7F")
-    return address == "0" * 24 + "01000000" or (
-        address.startswith("0" * 16 + "FFFF0000") and address.endswith("7F")
-    )
 
 
 # --- 58.4 apply keeps every sample -----------------------------------------------------------------

@@ -26,8 +26,3 @@ def test_every_class_holds_at_least_three_cases_each_documented(tmp_path):
     assert all(f"| {kind} |" in documented for kind in kinds)
     source = (ROOT / "benchmarks" / "hostile_inputs.py").read_text(encoding="utf-8")
     assert "*hostile_apply.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT)" in source
-
-
-def test_the_watcher_reads_loopback_addresses_as_proc_writes_them():
-    assert hostile_apply._loopback("0100007F") and hostile_apply._loopback("0" * 24 + "01000000")
-    assert not hostile_apply._loopback("00000000") and not hostile_apply._loopback("0" * 32)

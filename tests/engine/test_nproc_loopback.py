@@ -11,7 +11,6 @@ end in a rank's traceback (``max() arg is an empty sequence``); it is audited as
 audits it."""
 
 import csv
-import os
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import hostile_fixtures as fx  # noqa: E402
+from listening import listening_tree, loopback  # noqa: E402
 
 AUDIT = [
     "model.text_encoder=bigru",
@@ -35,7 +35,6 @@ AUDIT = [
     "division.rounds=1",
     "division.repeats=1",
 ]
-LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
 def pictures(folder: Path, n: int = 24) -> Path:
@@ -49,58 +48,7 @@ def pictures(folder: Path, n: int = 24) -> Path:
     return folder
 
 
-def descendants(pid: int) -> set[int]:
-    """``pid`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        current = todo.pop()
-        found.add(current)
-        todo += children.get(current, [])
-    return found
-
-
-def socket_inodes(pids: set[int]) -> set[str]:
-    inodes = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    return inodes
-
-
-def listening(inodes: set[str]) -> set[str]:
-    """The local addresses (hex, as /proc writes them) of the listening sockets among ``inodes``."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == LISTEN and fields[9] in inodes:
-                found.add(fields[1].split(":")[0])
-    return found
-
-
-def loopback(address: str) -> bool:
-    """127.0.0.0/8 (IPv4, little-endian hex), ::1, or ::ffff:127.x.x.x."""
-    if len(address) == 8:
-        return address.endswith("7F")
-    return address == "00000000000000000000000001000000" or (
-        address.startswith("0000000000000000FFFF0000") and address.endswith("7F")
-    )
-
-
-def test_loopback_addresses_read_as_proc_writes_them():
+def test_loopback_addresses_read_as_proc_writes_them():  # the watcher of the tests and the hostile cases
     assert loopback("0100007F") and loopback("00000000000000000000000001000000")
     assert not loopback("00000000") and not loopback("00000000000000000000000000000000")
     assert not loopback("0A00000A")  # 10.0.0.10
@@ -120,7 +68,7 @@ def test_nproc_2_listens_on_loopback_only_and_audits_a_small_folder_as_one_proce
         text=True,
     ) as run:
         while run.poll() is None:
-            seen |= listening(socket_inodes(descendants(run.pid)))
+            seen |= listening_tree(run.pid)
             time.sleep(0.05)
         err = run.stderr.read()
     assert run.returncode == 0, err
