@@ -163,6 +163,14 @@ def test_the_labelled_drop_lists_every_pair_and_apply_takes_it(audit, tmp_path, 
         kept = {r["pair_id"] for r in csv.DictReader(f)}
     assert kept == set(verdicts.loc[~verdicts["suspected"], "pair_id"])
     assert np.isfinite(json.loads((out / "estimate.json").read_text())["drop"]["kept_mismatched_share"])
+    assert set(verdicts["audit_id"]) == {result.summary.audit_id}  # apply takes it for this audit only
+    other = tmp_path / "other.csv"
+    verdicts.assign(audit_id="0123456789abcdef").to_csv(other, index=False)
+    assert "0123456789abcdef" in refused(
+        capsys, ["apply", str(out), "--decisions", str(other), "--out", str(tmp_path / "x")]
+    )
+    assert main(["estimate", str(out), "--labels", str(path)]) in (0, None)  # no drop this time
+    assert not (out / "estimate_pairs.csv").exists()  # the earlier drop's list is gone with it
 
 
 def test_a_damaged_audit_folder_is_one_line(audit, tmp_path, capsys):

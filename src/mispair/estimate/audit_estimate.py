@@ -125,14 +125,18 @@ class AuditEstimate:
         return data
 
     def save(self, folder: str | Path) -> list[Path]:
-        """Write ``estimate.json`` (and, with a drop, ``estimate_pairs.csv``) into ``folder``."""
+        """Write ``estimate.json`` (and, with a drop, ``estimate_pairs.csv``, each row carrying the
+        audit's id so that ``apply`` takes it for this audit only) into ``folder``; an earlier
+        drop's list goes when this estimate makes none (it would no longer match the answers)."""
         from mispair.safe_io import write_csv
 
         folder, written = Path(folder), []
         if self.pairs is not None:
-            pairs = self.pairs
+            pairs = self.pairs.assign(audit_id=self.audit_id)
             atomic_write(folder / ESTIMATE_PAIRS, lambda handle: write_csv(pairs, handle))
             written.append(folder / ESTIMATE_PAIRS)
+        else:
+            (folder / ESTIMATE_PAIRS).unlink(missing_ok=True)
         atomic_text(folder / ESTIMATE, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
         return [folder / ESTIMATE, *written]
 
