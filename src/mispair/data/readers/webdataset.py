@@ -105,8 +105,11 @@ class WebDatasetReader(TableReader):
                 copies = int(sample.get(".copies", 1))  # type: ignore[arg-type]
                 (refused if "reason" in row else rows).extend([row] * copies)  # each refused sample counted
         frame = pd.DataFrame(rows, columns=["pair_id", "image", "caption", "split", "named"], dtype=object)
-        view, ids = unpacked_view(cache, frame["named"].tolist(), frame["image"].tolist())
-        frame = frame.assign(image=pd.Series(ids, index=frame.index, dtype=object)).drop(columns="named")
+        view, ids, names = unpacked_view(cache, frame["named"].tolist(), frame["image"].tolist())
+        frame = frame.assign(
+            image=pd.Series(ids, index=frame.index, dtype=object),
+            image_name=pd.Series(names, index=frame.index, dtype=object),
+        ).drop(columns="named")
         return checked_table(frame, view, str(data.root), trusted_paths=True, refused=refused)
 
     def _shards(self, data: DataConfig) -> list[Path]:
