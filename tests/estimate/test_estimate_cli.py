@@ -16,6 +16,8 @@ from sklearn.metrics import cohen_kappa_score
 from mispair.audit.result import AuditResult
 from mispair.audit.synthetic import synthetic_audit
 from mispair.cli import main
+from mispair.errors import DataError
+from mispair.estimate.audit_estimate import estimate_pairs
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +196,21 @@ def test_a_damaged_audit_folder_is_one_line(audit, tmp_path, capsys):
         (broken / file).write_bytes((out / file).read_bytes())
     (broken / "sample.csv").write_text("pair_id,order\nx,1\nx,3\n")
     assert "damaged" in refused(capsys, ["estimate", str(broken), "--labels", str(path)])
+    lost = tmp_path / "lost"  # a judged pair of the sample missing from the audit's pairs
+    lost.mkdir()
+    for file in ("summary.json", "sample.csv"):
+        (lost / file).write_bytes((out / file).read_bytes())
+    first = result.sample["pair_id"].iloc[0]
+    pairs = pd.read_parquet(out / "pairs.parquet")
+    pairs[pairs["pair_id"].astype(str) != first].to_parquet(lost / "pairs.parquet")
+    assert "pairs.parquet" in refused(capsys, ["estimate", str(lost), "--labels", str(path)])
+    with pytest.raises(DataError, match="not one of the audit's pairs"):  # the same, from Python
+        estimate_pairs(
+            pairs[pairs["pair_id"].astype(str) != first],
+            result.sample,
+            [path],
+            audit=result.summary.audit_id or "",
+        )
     assert "not a finished audit folder" in refused(
         capsys, ["estimate", str(tmp_path), "--labels", str(path)]
     )

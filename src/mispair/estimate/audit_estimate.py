@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.atomic import atomic_text, atomic_write
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
 from mispair.estimate.sample import SAMPLE, sample_positions
 from mispair.estimate.selection import conformal_selection, recalibrated
@@ -215,45 +215,63 @@ def estimate_pairs(
     """The estimate from the ``labels`` (one file or table per reviewer, merged) on the audit's
     ``pairs`` (``pair_id``, ``mismatch_probability``, ``suspected``) and its ``sample`` order.
     ``fdr``: also choose the drop (:func:`~mispair.estimate.selection.conformal_selection`)."""
-    import pandas as pd
-
     if not labels:
         raise ConfigError("--labels: give at least one labels file")
     if fdr is not None and not 0 < fdr < 1:
         raise ConfigError(f"--fdr: a rate in (0, 1), got {fdr}")
     names = list(reviewers or (_reviewer(source, k) for k, source in enumerate(labels)))
-    tables = [read_labels(source, audit=audit) for source in labels]
-    merged = merge_labels(tables, names)
-    where = names[0] if len(names) == 1 else "the merged labels"
-    ids = pairs["pair_id"].astype(str).to_numpy()
-    places = sample_positions(list(merged.labels["pair_id"]), sample, where)
-    in_order = sample["pair_id"].iloc[: len(places)].tolist()
-    answer_of = dict(zip(merged.labels["pair_id"], merged.labels["label"]))
-    answers = np.array([_value(answer_of[i]) for i in in_order])
-    probability = pairs.set_index(pairs["pair_id"].astype(str))["mismatch_probability"].astype("float64")
-    everything = probability.to_numpy()
-    share = sample_share(answers, probability.loc[in_order].to_numpy(), everything)
-    suspected = (
-        pairs.set_index(pairs["pair_id"].astype(str))["suspected"].astype(bool)
-        if "suspected" in pairs
-        else None
-    )
-    auc, recall = _trust(
-        answers,
-        probability.loc[in_order].to_numpy(),
-        None if suspected is None else suspected.loc[in_order].to_numpy(),
-    )
+    merged = merge_labels([read_labels(source, audit=audit) for source in labels], names)
+    judged = Judged.of(pairs, sample, merged, names[0] if len(names) == 1 else "the merged labels")
+    share = sample_share(judged.answers, judged.probability, judged.every_probability)
+    auc, recall = _trust(judged.answers, judged.probability, judged.suspected)
     warning = blind_spot(share.estimate.low, share.estimate.share, recall, auc)
     estimate = AuditEstimate(
         audit, len(pairs), share, audit_share, audit_share_interval, auc, recall, warning, merged
     )
     if fdr is None:
         return estimate
-    every_answer = np.full(len(ids), np.nan)
-    judged_at = pd.Index(ids).get_indexer(pd.Index(in_order, dtype=object)).astype(np.int64)
-    every_answer[judged_at] = np.where(np.isnan(answers), 0.5, answers)
-    drop, table = _drop(ids, everything, suspicion_score(pairs), every_answer, judged_at, fdr)
+    drop, table = _drop(judged, suspicion_score(pairs), fdr)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The answers against the audit: ``ids [N]`` every pair's id and ``every_probability [N]``
+    its mismatch probability (``pairs.csv``'s order); ``judged_at [n]`` the places in it of the
+    pairs judged, in the sample's order, with their ``answers [n]`` (1 mismatched, 0 correct, NaN
+    unsure), ``probability [n]`` and ``suspected [n]`` (None: the audit flagged none)."""
+
+    ids: np.ndarray
+    every_probability: np.ndarray
+    judged_at: np.ndarray
+    answers: np.ndarray
+    probability: np.ndarray
+    suspected: np.ndarray | None
+
+    @classmethod
+    def of(cls, pairs: pd.DataFrame, sample: pd.DataFrame, merged: MergedLabels, where: str) -> Judged:
+        """The ``merged`` answers on the audit's ``pairs``, checked to be the first n pairs of
+        its ``sample`` order (:func:`~mispair.estimate.sample.sample_positions`)."""
+        import pandas as pd
+
+        ids = pairs["pair_id"].astype(str).to_numpy()
+        places = sample_positions(list(merged.labels["pair_id"]), sample, where)
+        in_order = pd.Index(sample["pair_id"].iloc[: len(places)].tolist(), dtype=object)
+        answer_of = dict(zip(merged.labels["pair_id"], merged.labels["label"]))
+        judged_at = pd.Index(ids).get_indexer(in_order).astype(np.int64)
+        if (judged_at < 0).any():
+            missing = in_order[int(np.argmax(judged_at < 0))]
+            raise DataError(f"sample.csv: pair {missing!r} is not one of the audit's pairs (a damaged audit)")
+        every = pairs["mismatch_probability"].astype("float64").to_numpy()
+        suspected = pairs["suspected"].astype(bool).to_numpy()[judged_at] if "suspected" in pairs else None
+        answers = np.array([_value(answer_of[i]) for i in in_order])
+        return cls(ids, every, judged_at, answers, every[judged_at], suspected)
+
+    def every_answer(self) -> np.ndarray:
+        """``[N]`` each pair's answer (1, 0, 0.5 unsure), NaN where none was given."""
+        every = np.full(len(self.ids), np.nan)
+        every[self.judged_at] = np.where(np.isnan(self.answers), 0.5, self.answers)
+        return every
 
 
 def _reviewer(source: object, k: int) -> str:
@@ -276,20 +294,15 @@ def _trust(
     return auc, wilson(int(suspected[mismatched].sum()), int(mismatched.sum()))
 
 
-def _drop(
-    ids: np.ndarray,
-    probability: np.ndarray,
-    suspicion: np.ndarray,
-    every_answer: np.ndarray,
-    judged_at: np.ndarray,
-    fdr: float,
-) -> tuple[LabelledDrop, pd.DataFrame]:
+def _drop(judged: Judged, suspicion: np.ndarray, fdr: float) -> tuple[LabelledDrop, pd.DataFrame]:
     """The labelled drop (selected on ``suspicion``) and its table. The share left mismatched:
     the PPI estimate of the mismatched pairs the rule keeps by their scores (a judged pair is
     counted as if unjudged: kept when its p-value is above the selection's), less the judged
     mismatched pairs among them, which the answers themselves drop, over the pairs left."""
     import pandas as pd
 
+    ids, probability, judged_at = judged.ids, judged.every_probability, judged.judged_at
+    every_answer = judged.every_answer()
     selection = conformal_selection(suspicion, every_answer, fdr)
     refit = recalibrated(probability, every_answer)
     by_score = (selection.p_values > selection.threshold).astype(np.float64)
