@@ -12,7 +12,7 @@ import contextlib
 import errno
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from mispair.errors import DataError
@@ -161,6 +161,19 @@ def read_input(path: str | Path, max_bytes: int, what: str, *, hint: str = "", l
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """Leading characters that make a spreadsheet read a cell as a formula (CSV injection)."""
+
+
+def made_parents(folder: Path, name: str) -> Path:
+    """``folder/name`` (``name`` a plain relative name, ``/``-separated) with the folders of
+    ``name`` made below ``folder``, through no link: a link or a file where one of them goes is
+    refused in one line."""
+    target = folder
+    for part in PurePosixPath(name).parts[:-1]:
+        target = target / part
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise DataError(f"{target}: not a folder (a link or a file) in the output; remove it")
+        target.mkdir(exist_ok=True)
+    return target / PurePosixPath(name).name
 
 
 def spreadsheet_safe(value: object) -> object:

@@ -34,7 +34,7 @@ from mispair.audit.picture_digests import check_unchanged, expected_digests
 from mispair.errors import ConfigError, DataError
 from mispair.limits import limit, raise_hint
 from mispair.output_folder import MARKER
-from mispair.safe_io import read_input, spreadsheet_text, write_csv
+from mispair.safe_io import made_parents, read_input, spreadsheet_text, write_csv
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -512,13 +512,7 @@ def _holds_only(out: Path, own: set[str]) -> bool:
 def _link_or_copy(source: Path, folder: Path, name: str) -> str:
     """Hard-link ``source`` at ``folder/name`` (copy it where links cannot be made), never through
     a link below ``folder``: which was done."""
-    target = folder
-    for part in PurePosixPath(name).parts[:-1]:
-        target = target / part
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise DataError(f"{target}: not a folder (a link or a file) in the output; remove it")
-        target.mkdir(exist_ok=True)
-    target = target / PurePosixPath(name).name
+    target = made_parents(folder, name)
     if target.is_symlink() or (target.exists() and not target.is_file()):
         raise DataError(f"{target}: not a regular file in the output; remove it")
     if target.exists():

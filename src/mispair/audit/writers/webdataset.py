@@ -21,7 +21,7 @@ import io
 import json
 import os
 import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO
 
 from mispair.audit.writers.base import WriteRequest, Written, new_file
@@ -29,6 +29,7 @@ from mispair.data.readers.columns import USUAL_NAMES
 from mispair.data.readers.webdataset import shard_paths
 from mispair.errors import DataError
 from mispair.limits import limit
+from mispair.safe_io import made_parents
 
 BLOCK = 512
 """A tar file's block: headers and each member's data take whole blocks."""
@@ -177,7 +178,7 @@ class _Output:
         name = self.name if self.bound is None else f"{self.name.removesuffix('.tar')}-{self.parts:04d}.tar"
         self.parts += 1
         self.names.append(name)
-        self.file = new_file(_made_parents(self.folder, name))
+        self.file = new_file(made_parents(self.folder, name))
         self.tar = tarfile.open(fileobj=self.file, mode="w", format=tarfile.GNU_FORMAT)  # noqa: SIM115
         self.size = 0
 
@@ -209,14 +210,3 @@ class _Output:
             self.tar.close()
             self.file.close()
         return self.names
-
-
-def _made_parents(folder: Path, name: str) -> Path:
-    """``folder/name`` with the folders of ``name`` made below ``folder``, through no link."""
-    target = folder
-    for part in PurePosixPath(name).parts[:-1]:
-        target = target / part
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise DataError(f"{target}: not a folder (a link or a file) in the output; remove it")
-        target.mkdir(exist_ok=True)
-    return target / PurePosixPath(name).name
