@@ -146,8 +146,8 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
     tokens = [p.caption_tokens for p in parts]
     pair_ids = [p.pair_ids for p in parts]
     vectors = [p.text_features for p in parts]
-    own = [p.own_image_names() for p in parts]
-    named_apart = any(p.caption_image_names is not None for p in parts) and all(n is not None for n in own)
+    own = [names for p in parts if (names := p.own_image_names()) is not None]
+    named_apart = any(p.caption_image_names is not None for p in parts) and len(own) == len(parts)
     return PairSet(
         images=stacked([p.images for p in parts]),
         captions=[c for p in parts for c in p.captions],
@@ -158,7 +158,7 @@ def concatenate(parts: Sequence[PairSet], name: str = "") -> PairSet:
         vocab_size=parts[0].vocab_size,
         pair_ids=None if any(i is None for i in pair_ids) else [i for part in pair_ids for i in part],
         text_features=None if any(v is None for v in vectors) else stacked(vectors),
-        caption_image_names=[n for part in own for n in part] if named_apart else None,  # type: ignore[union-attr]
+        caption_image_names=[n for part in own for n in part] if named_apart else None,
     )
 
 
