@@ -230,12 +230,13 @@ def _sparse_header(header: bytes, size: int) -> bytes:
     return bytes(block)
 
 
-def duplicate_key_tar(folder: Path, n: int = 24) -> Path:
-    """A shard of ``n`` keys where every odd key appears twice (two pictures, two captions)."""
+def duplicate_key_tar(folder: Path, n: int = 24, every: int = 2) -> Path:
+    """A shard of ``n`` keys where every ``every``-th key (from the second) appears twice (two
+    pictures, two captions)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(folder / "shard-000.tar", "w") as tar:
         for k, (_, blob, caption) in enumerate(colour_pictures(n)):
-            for repeat in range(2 if k % 2 else 1):
+            for repeat in range(2 if k % every == 1 else 1):
                 for suffix, data in ((".png", blob), (".txt", f"{caption} {repeat}".encode())):
                     info = tarfile.TarInfo(f"{k:05d}{suffix}")
                     info.size = len(data)

@@ -56,6 +56,7 @@ AUDIT = [
     "model.word_dim=8",
     "train.epochs=1",
     "division.folds=2",
+    "division.rounds=1",  # nested trust's two rounds need three folds
     "division.epochs=1",
     "division.repeats=1",
 ]

@@ -26,3 +26,15 @@ def test_every_class_holds_at_least_three_cases_each_documented(tmp_path):
     assert all(f"| {kind} |" in documented for kind in kinds)
     source = (ROOT / "benchmarks" / "hostile_inputs.py").read_text(encoding="utf-8")
     assert "*hostile_apply.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT)" in source
+
+
+def test_the_catalogues_own_overrides_make_valid_runs():
+    """The catalogue's audits and trainings run under the defaults of the day: its overrides are
+    refused by no configuration check (nested trust's folds once turned 24 of its audit cases
+    into a configuration error instead of the refusal each case expects)."""
+    from mispair.audit.collection import AUDIT_RUN
+    from mispair.config import load_config
+
+    audit = load_config(None, list(hostile_inputs.AUDIT), default=AUDIT_RUN)
+    assert audit.train.epochs == 1 and audit.division.folds == 2
+    assert load_config(None, list(hostile_inputs.SMALL)).train.epochs == 1
