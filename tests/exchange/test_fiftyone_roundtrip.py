@@ -4,7 +4,10 @@ through FiftyOne's Python API as a person would in the App, imported back: the d
 says exactly that. The database runs in a folder of the test's own (``FIFTYONE_DATABASE_DIR``
 set before FiftyOne is imported)."""
 
+import atexit
+import importlib.util
 import os
+import shutil
 import tempfile
 
 import pandas as pd
@@ -12,8 +15,10 @@ import pytest
 
 pytestmark = [pytest.mark.integrations, pytest.mark.slow]
 
-if "FIFTYONE_DATABASE_DIR" not in os.environ:  # never the user's own ~/.fiftyone database
-    os.environ["FIFTYONE_DATABASE_DIR"] = tempfile.mkdtemp(prefix="mispair-fiftyone-")
+if "FIFTYONE_DATABASE_DIR" not in os.environ and importlib.util.find_spec("fiftyone") is not None:
+    DATABASE = tempfile.mkdtemp(prefix="mispair-fiftyone-")  # never the user's own ~/.fiftyone database
+    os.environ["FIFTYONE_DATABASE_DIR"] = DATABASE
+    atexit.register(shutil.rmtree, DATABASE, ignore_errors=True)  # no folder left behind per run
 os.environ.setdefault("FIFTYONE_DO_NOT_TRACK", "true")
 
 
