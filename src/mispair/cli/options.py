@@ -156,6 +156,16 @@ def runtime_option(parser: argparse.ArgumentParser) -> None:
 Subparsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
 
 
+def check_opened_index(args: argparse.Namespace) -> None:
+    """One-line errors, before anything loads, for :func:`opened_index_options`' index folder and
+    the ``--checkpoint`` it names when the checkpoint moved."""
+    from mispair.search.storage import check_index_folder
+
+    check_index_folder(args.index)
+    if args.checkpoint:
+        require_checkpoint(args.checkpoint)
+
+
 def opened_index_options(parser: argparse.ArgumentParser) -> None:
     """Where an index's checkpoint and collection are when they moved, and the device."""
     parser.add_argument("--checkpoint", help="the index's checkpoint, if it moved")

@@ -7,23 +7,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mispair.cli.options import (
-    Subparsers,
-    opened_index_options,
-    ranged,
-    require_checkpoint,
-)
+from mispair.cli.options import Subparsers, check_opened_index, opened_index_options, ranged
 from mispair.errors import ConfigError, DataError
 
 
 def _cmd_search(args: argparse.Namespace) -> None:
     from mispair.search.queries import ONE_KIND_OF_QUERY, batches, check_rerank, query_texts
-    from mispair.search.storage import check_index_folder
     from mispair.search.terminal import printable
 
-    check_index_folder(args.index)
-    if args.checkpoint:
-        require_checkpoint(args.checkpoint)
+    check_opened_index(args)
     if bool(args.image) == bool(args.query or args.queries):
         raise ConfigError(ONE_KIND_OF_QUERY)
     if args.image and not Path(args.image).is_file():

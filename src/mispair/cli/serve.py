@@ -5,20 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mispair.cli.options import (
-    Subparsers,
-    opened_index_options,
-    port,
-    require_checkpoint,
-)
+from mispair.cli.options import Subparsers, check_opened_index, opened_index_options, port
 
 
 def _cmd_serve(args: argparse.Namespace) -> None:
-    from mispair.search.storage import check_index_folder
-
-    check_index_folder(args.index)
-    if args.checkpoint:
-        require_checkpoint(args.checkpoint)
+    check_opened_index(args)
     from mispair.search.serve import require_server
 
     require_server()  # before the index is loaded
