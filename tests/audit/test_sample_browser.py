@@ -97,3 +97,23 @@ def test_thirty_answers_by_key_give_the_estimate_of_mispair_estimate(audit, tmp_
         made = {r["pair_id"]: r["decision"] for r in csv.DictReader(f)}
     judged = {order[k]: {"m": "drop", "c": "keep"}[key] for k, key in enumerate(KEYS) if key != "s"}
     assert made == judged  # the 31st answer, taken back, took its decision back too
+
+
+def test_a_long_caption_without_spaces_wraps_in_both_views(tmp_path, monkeypatch):
+    """Issue 64.8: a 1,000-character caption with no space made the sample view 18,000 px wide."""
+    from mispair.audit import synthetic
+
+    monkeypatch.setattr(synthetic, "_caption", lambda name, rng: "W" * 1000)
+    synthetic_audit(tmp_path, pairs=30, images=10, seed=1)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 800, "height": 900})
+        page.route("http*://**/*", lambda route: route.abort())
+        page.goto((tmp_path / "audit" / "report.html").as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        widths = {"review": page.evaluate("document.documentElement.scrollWidth")}
+        page.click("#sample-start")
+        assert page.text_content("#sample-pair").endswith("W" * 1000)  # the whole caption, wrapped
+        widths["sample"] = page.evaluate("document.documentElement.scrollWidth")
+        browser.close()
+    assert widths == {"review": 800, "sample": 800}
