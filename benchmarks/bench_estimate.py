@@ -27,7 +27,7 @@ def write_audit(folder: Path, pairs: int, answers: int, seed: int = 0) -> Path:
 
     from mispair.audit.result import AuditResult, audit_id
     from mispair.audit.summary import AuditSummary
-    from mispair.estimate.sample import sample_order
+    from mispair.estimate.sample import audit_sample
 
     rng = np.random.default_rng(seed)
     truth = rng.random(pairs) < 0.3
@@ -46,7 +46,7 @@ def write_audit(folder: Path, pairs: int, answers: int, seed: int = 0) -> Path:
     order = np.argsort(-p, kind="stable")
     table = table.iloc[order].reset_index(drop=True).assign(rank=np.arange(1, pairs + 1))
     summary = AuditSummary(collection=str(folder), threshold=0.9, pairs=pairs, audit_id=audit_id(table))
-    sample = sample_order(table["pair_id"].tolist(), seed)
+    sample = audit_sample(table, seed)
     AuditResult(table, summary, "", sample=sample).save(folder)
     judged = sample["pair_id"].head(answers)
     truth_of = dict(zip(table["pair_id"], truth[order]))

@@ -6,7 +6,16 @@ average (Jin & Candès 2023, Thm 2.3), even with a scorer that ranks badly."""
 import numpy as np
 import pytest
 
-from mispair.estimate.selection import benjamini_hochberg, conformal_selection, platt, recalibrated
+from mispair.estimate.selection import (
+    benjamini_hochberg,
+    conformal_selection,
+    correct_lower,
+    correct_upper,
+    hypergeometric_cdf,
+    platt,
+    proven_cut,
+    recalibrated,
+)
 
 multitest = pytest.importorskip("statsmodels.stats.multitest")
 
@@ -74,3 +83,69 @@ def test_recalibration_fits_the_answers_and_gives_judged_pairs_their_answer():
     gap = lambda p: abs(p[rest].mean() - truth[rest].mean())  # noqa: E731
     assert gap(refit) < 0.03 < gap(stated)  # the stated mean (~0.46) was off; the refit holds the truth
     assert recalibrated(stated, np.where(np.isnan(answers), np.nan, 0.0)) is None  # one kind of answer
+
+
+@pytest.mark.parametrize("population, draws", [(10, 4), (45, 20), (80, 40), (200, 7)])
+def test_the_hypergeometric_tail_is_scipys_and_the_bounds_are_its_extreme_counts(population, draws):
+    from scipy.stats import hypergeom
+
+    for successes in range(0, population + 1, max(population // 9, 1)):
+        for x in range(draws + 1):
+            assert hypergeometric_cdf(x, population, successes, draws) == pytest.approx(
+                hypergeom.cdf(x, population, successes, draws), abs=1e-12
+            )
+    for correct in range(draws + 1):
+        feasible = range(correct, population - (draws - correct) + 1)
+        upper = max(c for c in feasible if hypergeom.cdf(correct, population, c, draws) > 0.1)
+        lower = min(c for c in feasible if hypergeom.sf(correct - 1, population, c, draws) > 0.025)
+        assert correct_upper(population, draws, correct, 0.1) == upper
+        assert correct_lower(population, draws, correct, 0.025) == lower
+
+
+def test_the_proven_cut_is_the_last_cut_of_the_fixed_sequence_that_passes():
+    rng = np.random.default_rng(3)
+    suspicion = rng.permutation(300).astype(float)
+    in_cut = suspicion >= 220  # the 80 most suspect pairs
+    answers = np.full(300, np.nan)
+    ranked = np.argsort(-suspicion)
+    answers[ranked[:80:2]] = 1.0  # every other pair of the cut judged mismatched
+    answers[ranked[79]] = 0.0  # the least suspect pair of the cut judged correct
+    answers[ranked[150]] = 1.0  # a judged mismatched pair outside the cut
+    found = proven_cut(suspicion, answers, in_cut, 0.1, delta=0.1)
+    for test in found.tests:  # each test's bound from its own counts
+        judged = ~np.isnan(answers[ranked[: test.size]])
+        assert test.answered == judged.sum()
+        assert test.correct == (answers[ranked[: test.size]] == 0).sum()
+        assert test.upper == correct_upper(test.size, test.answered, test.correct, 0.1)
+        assert test.passed == (test.upper <= 0.1 * test.size)
+    assert [t.size for t in found.tests] == [40, 50, 60, 70, 80][: len(found.tests)]
+    passed = [t for t in found.tests if t.passed]
+    assert found.size == passed[-1].size and all(t.passed for t in found.tests[:-1])
+    expected = np.zeros(300, dtype=bool)
+    expected[ranked[: found.size]] = True
+    expected[answers == 0] = False  # a pair judged correct is kept
+    expected[answers == 1] = True  # a pair judged mismatched is dropped
+    assert np.array_equal(found.dropped, expected)
+    assert found.unjudged == int((expected & np.isnan(answers)).sum())
+
+
+def test_the_proven_cut_holds_its_level_over_random_samples():
+    """A cut stratum of 100 pairs, its top 60 holding 3 correct pairs and its rest 20: over random
+    samples of 40 of its pairs, the drop's false-discovery proportion exceeds 0.1 in at most
+    δ = 0.1 of the runs (plus Monte Carlo slack)."""
+    rng = np.random.default_rng(0)
+    suspicion = np.arange(100, 0, -1).astype(float)
+    truth = np.ones(100)
+    truth[rng.choice(60, 3, replace=False)] = 0
+    truth[60 + rng.choice(40, 20, replace=False)] = 0
+    over, runs, proven = 0, 2000, 0
+    for _ in range(runs):
+        answers = np.full(100, np.nan)
+        judged = rng.choice(100, 40, replace=False)
+        answers[judged] = truth[judged]
+        found = proven_cut(suspicion, answers, np.ones(100, dtype=bool), 0.1, delta=0.1)
+        fdp = 1 - truth[found.dropped].mean() if found.dropped.any() else 0.0
+        over += fdp > 0.1
+        proven += found.size > 0
+    assert over / runs <= 0.1 + 0.02
+    assert proven / runs > 0.15  # and it is not vacuous: about one run in five proves a cut

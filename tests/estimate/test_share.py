@@ -1,8 +1,9 @@
 """The share's estimate from a judged sample (:mod:`mispair.estimate.share`): the fixed-n
 interval equals ``ppi-python``'s on the same inputs; the anytime interval equals the formula
 written out with the two pseudo-answers as arrays; it is never wider than the labels-only one;
-over many random orders of a population with a known truth it is unbiased and holds the truth
-at every n at once in at least 95% of the orders; unsure answers widen it to both readings."""
+the stratified estimate of the design equals its definition written out, and over many
+stratified orders of a population with a known truth it is unbiased and holds the truth at every
+n at once in at least 95% of the orders; unsure answers widen it to both readings."""
 
 import math
 
@@ -11,14 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mispair.estimate.sample import sample_order
 from mispair.estimate.share import (
     ALPHA,
+    LOOK_ALPHA,
+    Z_975,
+    Z_LOOK,
     answers_for,
     anytime_share,
     boundary,
     fixed_n_share,
     labels_only_share,
+    planned_look,
     sample_share,
+    stratified_share,
+    without_replacement,
 )
 
 ppi = pytest.importorskip("ppi_py")
@@ -98,20 +106,98 @@ def test_over_random_orders_it_is_unbiased_and_holds_the_truth_at_every_n_at_onc
     assert np.mean(estimates) == pytest.approx(truth.mean(), abs=0.005)  # unbiased (sd of the mean ~0.001)
 
 
+def design(n: int, share: float, separation: float, seed: int):
+    """A population in the stratified order of the audit's design: its truth, probabilities and
+    strata, each in sample order."""
+    truth, p = population(n, share, separation, seed)
+    sample = sample_order([str(i) for i in range(n)], seed, p, p > 0.8)
+    at = sample["pair_id"].astype(int).to_numpy()
+    return truth[at], p[at], sample["stratum"].to_numpy()
+
+
 def test_unsure_answers_bound_the_interval_either_way_and_keep_their_place():
-    truth, p = population(1000, 0.3, 1.5, 3)
-    order = np.random.default_rng(3).permutation(1000)[:80]
-    answers = truth[order].copy()
+    truth, p, strata = design(1000, 0.3, 1.5, 3)
+    answers = truth[:80].copy()
     answers[[4, 17, 33]] = np.nan
-    found = sample_share(answers, p[order], p)
-    as_correct = anytime_share(np.nan_to_num(answers, nan=0.0), p[order], float(p.mean()))
-    as_mismatched = anytime_share(np.nan_to_num(answers, nan=1.0), p[order], float(p.mean()))
+    found = sample_share(answers, p, strata)
+    as_correct, _ = stratified_share(np.nan_to_num(answers, nan=0.0), p, strata)
+    as_mismatched, _ = stratified_share(np.nan_to_num(answers, nan=1.0), p, strata)
     assert found.estimate.low == min(as_correct.low, as_mismatched.low)
     assert found.estimate.high == max(as_correct.high, as_mismatched.high)
     assert found.estimate.share == pytest.approx((as_correct.share + as_mismatched.share) / 2)
     assert (found.answers, found.unsure, found.mismatched + found.correct) == (80, 3, 77)
-    firm = sample_share(np.nan_to_num(answers, nan=0.0), p[order], p)
+    firm = sample_share(np.nan_to_num(answers, nan=0.0), p, strata)
     assert found.estimate.high - found.estimate.low > firm.estimate.high - firm.estimate.low
+
+
+def brute_stratified(y, p, strata):
+    """The stratified estimate written out from its definition: per stratum the mean and
+    Agresti–Coull's variance, κ from the harmonic sum, the weights N_h / N."""
+    n, big = len(y), len(p)
+    share, variance, fixed = 0.0, 0.0, 0.0
+    for name in set(strata):
+        inside = strata == name
+        answered = y[inside[:n]]
+        N_h, n_h = int(inside.sum()), len(answered)
+        weight = N_h / big
+        if n_h == 0:
+            share += weight * p[inside].mean()
+            continue
+        share += weight * answered.mean()
+        if n_h < N_h:
+            tilde = (answered.sum() + 1) / (n_h + 2)
+            kappa = n_h / sum(N_h / (N_h - i + 1) for i in range(1, n_h + 1))
+            variance += weight**2 * kappa**2 * tilde * (1 - tilde) / n_h
+            fixed += weight**2 * (1 - n_h / N_h) * tilde * (1 - tilde) / n_h
+    return share, variance, fixed
+
+
+@pytest.mark.parametrize("n, seed", [(5, 0), (60, 1), (250, 2), (999, 3)])
+def test_the_stratified_estimate_is_its_definition(n, seed):
+    truth, p, strata = design(1000, 0.25, 1.5, seed)
+    share, variance, fixed = brute_stratified(truth[:n], p, strata)
+    anytime, fixed_n = stratified_share(truth[:n], p, strata)
+    assert anytime.share == pytest.approx(share, abs=1e-12)
+    look = planned_look(p, strata)
+    half = math.sqrt(variance * n) * boundary(n, ALPHA - LOOK_ALPHA)
+    low, high = anytime.share - half, anytime.share + half
+    if n >= look:
+        then, _, then_fixed = brute_stratified(truth[:look], p, strata)
+        low, high = (
+            max(low, then - Z_LOOK * math.sqrt(then_fixed)),
+            min(high, then + Z_LOOK * math.sqrt(then_fixed)),
+        )
+    if all(name in strata[:n] for name in set(strata)):
+        assert (anytime.low, anytime.high) == pytest.approx((max(low, 0), min(high, 1)), abs=1e-12)
+        expected = (share - Z_975 * math.sqrt(fixed), share + Z_975 * math.sqrt(fixed))
+        assert (fixed_n.low, fixed_n.high) == pytest.approx(
+            (max(expected[0], 0), min(expected[1], 1)), abs=1e-12
+        )
+    else:  # a stratum without answers: its weight on the high end
+        assert anytime.high >= anytime.share
+
+
+def test_without_replacement_is_the_harmonic_ratio_and_never_narrower_than_the_finite_correction():
+    for big in (10, 347, 2000):
+        for n in range(1, big, max(big // 17, 1)):
+            kappa = without_replacement(n, big)
+            assert kappa == pytest.approx(n / (big * sum(1 / j for j in range(big - n + 1, big + 1))))
+            assert 1 - n / big <= kappa**2 <= 1
+
+
+def test_over_stratified_orders_it_is_unbiased_and_holds_the_truth_at_every_n_at_once():
+    truth, p = population(1500, 0.25, 1.2, 7)
+    ids = [str(i) for i in range(len(truth))]
+    sizes = np.unique(np.geomspace(10, 600, 20).astype(int))
+    held, estimates, runs = 0, [], 200
+    for seed in range(runs):
+        sample = sample_order(ids, seed, p, p > 0.85)
+        at, strata = sample["pair_id"].astype(int).to_numpy(), sample["stratum"].to_numpy()
+        every = [stratified_share(truth[at[:n]], p[at], strata)[0] for n in sizes]
+        held += all(e.low <= truth.mean() <= e.high for e in every)
+        estimates.append(every[-1].share)
+    assert held / runs >= 0.95
+    assert np.mean(estimates) == pytest.approx(truth.mean(), abs=0.005)
 
 
 def test_the_answers_to_a_target_are_the_fewest_that_reach_it():
@@ -125,10 +211,10 @@ def test_the_answers_to_a_target_are_the_fewest_that_reach_it():
 
 
 def test_every_pair_judged_is_the_share_itself_bounded_only_by_the_unsure():
-    truth, p = population(50, 0.3, 1.0, 4)
+    truth, p, strata = design(50, 0.3, 1.0, 4)
     answers = truth.copy()
     answers[[3, 9]] = np.nan
-    found = sample_share(answers, p, p)
+    found = sample_share(answers, p, strata)
     firm = truth.copy()
     firm[[3, 9]] = 0
     assert (found.estimate.low, found.estimate.high) == pytest.approx((firm.mean(), firm.mean() + 2 / 50))
@@ -136,5 +222,5 @@ def test_every_pair_judged_is_the_share_itself_bounded_only_by_the_unsure():
 
 
 def test_no_answer_is_the_whole_range():
-    found = sample_share(np.array([]), np.array([]), np.array([0.2, 0.4]))
+    found = sample_share(np.array([]), np.array([0.2, 0.4]), np.array(["all", "all"], dtype=object))
     assert (found.estimate.low, found.estimate.high, found.answers) == (0.0, 1.0, 0)

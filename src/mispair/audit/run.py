@@ -49,7 +49,7 @@ from mispair.engine.checks import check_run_config
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
-from mispair.estimate.sample import sample_order
+from mispair.estimate.sample import audit_sample
 from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.sanity import check_finite
 from mispair.timings import Timings
@@ -316,7 +316,7 @@ def _audit(
     raw = _with_raw_similarity(table, audited, request.config.data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
     result = _audit_summary(request, ranked, sources, table, retrieval)
-    sample = sample_order(table["pair_id"].tolist(), options.seed)
+    sample = audit_sample(table, options.seed)
     result.sample_seed = options.seed
     plots = _plots(result, ranked, raw)
     timings.lap("ranking")

@@ -13,7 +13,7 @@ from mispair.audit.report import METRIC_KEYS, review_page
 from mispair.audit.result import AuditResult, audit_id
 from mispair.audit.selfcheck import mismatched_share
 from mispair.audit.summary import AuditSummary
-from mispair.estimate.sample import sample_order
+from mispair.estimate.sample import audit_sample
 
 COLOURS = {
     "red": (220, 30, 30),
@@ -72,7 +72,7 @@ def synthetic_audit(
     )
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
-    sample = sample_order(table["pair_id"].tolist(), seed)
+    sample = audit_sample(table, seed)
     summary.sample_seed = seed
     report = review_page(
         table, summary, [], division, retrieval, pictures, out, top=top, progress=progress, sample=sample

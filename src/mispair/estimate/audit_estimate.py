@@ -1,13 +1,14 @@
 """``mispair estimate``: what a person's answers on the audit's random sample prove — the share of
 mismatched pairs with an interval valid however they stopped (:mod:`mispair.estimate.share`),
 the ranking's AUC and recall on their own judgements (:mod:`mispair.estimate.trust`) and, with a
-false-discovery rate, the pairs to drop with a finite-sample guarantee
+false-discovery rate, the largest cut of the ranking whose error the answers prove
 (:mod:`mispair.estimate.selection`). Written as ``estimate.json`` (and ``estimate_pairs.csv``)
 into the audit's folder."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +20,13 @@ from mispair.atomic import atomic_text, atomic_write
 from mispair.errors import ConfigError, DataError
 from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
 from mispair.estimate.sample import SAMPLE, sample_positions
-from mispair.estimate.selection import conformal_selection, recalibrated
+from mispair.estimate.selection import DELTA, ProvenCut, proven_cut, recalibrated
 from mispair.estimate.share import (
     ALPHA,
+    LOOK_ALPHA,
     TARGET_HALF_WIDTH,
     SampleShare,
     ShareEstimate,
-    anytime_share,
     sample_share,
 )
 from mispair.estimate.trust import Interval, blind_spot, ranking_auc, wilson
@@ -42,36 +43,82 @@ ESTIMATE_PAIRS = "estimate_pairs.csv"
 DISAGREEMENTS_SHOWN = 10
 """The reviewers' disagreements the command line lists (estimate.json holds every one)."""
 METHOD = (
-    "PPI++ (power-tuned prediction-powered inference; Angelopoulos, Duchi & Zrnic 2023) with the "
-    "audit's calibrated probabilities as predictions, over the first n pairs of sample.csv's "
-    "random order; the interval an asymptotic confidence sequence (Waudby-Smith et al. 2024), "
-    "valid at every n, so stopping when it is tight keeps it valid; unsure answers bound either way"
+    "a stratified random sample (sample.csv's order: strata by the audit's calibrated probabilities, "
+    "Neyman's allocation, the cut checked first), each stratum's answers weighed by its size; the "
+    "interval an asymptotic confidence sequence (Waudby-Smith et al. 2024) credited for sampling "
+    f"without replacement (Waudby-Smith & Ramdas 2020) at level {ALPHA - LOOK_ALPHA:g}, intersected "
+    f"from the planned look on with that look's fixed-n interval at level {LOOK_ALPHA:g}: valid at "
+    "every n, so stopping when it is tight keeps it valid; unsure answers bound either way"
 )
 
 
 @dataclass(frozen=True)
 class LabelledDrop:
-    """The drop chosen against the answers at false-discovery rate ``fdr``: ``suspected`` (how
-    many), ``kept_mismatched`` (the estimated share of mismatched pairs among those left, with
-    its interval), ``recalibrated`` (whether the probabilities were refitted on the answers)."""
+    """The drop proven against the answers at false-discovery rate ``fdr``
+    (:func:`~mispair.estimate.selection.proven_cut`): ``cut`` (the proof as run), ``kept``,
+    ``kept_mismatched`` (the share of mismatched pairs among those left, with its interval),
+    ``more_answers`` (when no cut is proven: about how many more answers in the sample's order
+    would prove the first cut, None when the answers say it holds too many correct pairs),
+    ``recalibrated`` (whether the probabilities were refitted on the answers)."""
 
     fdr: float
-    suspected: int
+    cut: ProvenCut
     kept: int
     kept_mismatched: ShareEstimate
+    more_answers: int | None
     recalibrated: bool
 
+    @property
+    def suspected(self) -> int:
+        return int(self.cut.dropped.sum())
+
     def to_dict(self) -> dict[str, Any]:
+        low, high = self.cut.fdr_interval
         return {
             "fdr": self.fdr,
-            "method": "conformal selection against the pairs judged correct (Jin & Candès 2023), "
-            "Benjamini-Hochberg over the unjudged pairs; the pairs judged mismatched dropped too",
+            "method": "the largest cut of the audit's ranking inside its suspects whose share of "
+            "correct pairs the answers in it prove at most fdr (exact hypergeometric bounds, "
+            "fixed-sequence testing over the cuts of 4/8 … 8/8 of the suspects, confidence "
+            f"{1 - DELTA:g}); the pairs judged correct kept, every pair judged mismatched dropped",
+            "confidence": 1 - DELTA,
+            "proven": self.cut.size > 0,
             "suspected": self.suspected,
+            "cut": self.cut.size,
+            "cut_stratum": self.cut.cut_pairs,
+            "answered_in_cut": self.cut.answered_in_cut,
+            "unjudged_dropped": self.cut.unjudged,
+            "fdr_estimate": (low + high) / 2,
+            "fdr_interval": [low, high],
+            "tests": [t.to_dict() for t in self.cut.tests],
+            "more_answers_to_prove": self.more_answers,
             "kept": self.kept,
             "kept_mismatched_share": self.kept_mismatched.share,
             "kept_mismatched_share_interval": [self.kept_mismatched.low, self.kept_mismatched.high],
             "probabilities_recalibrated": self.recalibrated,
         }
+
+    def line(self) -> str:
+        """What the command line says of the drop."""
+        k, cut = self.kept_mismatched, self.cut
+        if cut.size == 0:
+            more = (
+                f"about {self.more_answers} more answers in the sample's order would prove one"
+                if self.more_answers is not None
+                else "the answers inside the suspects found too many correct pairs for any cut to hold"
+            )
+            return (
+                f"at a false-discovery rate of {self.fdr:g}: no cut of the ranking is proven yet "
+                f"({cut.answered_in_cut} answers among the {cut.cut_pairs:,} suspects; {more}); "
+                f"the {self.suspected} pairs judged mismatched are dropped ({ESTIMATE_PAIRS})"
+            )
+        low, high = cut.fdr_interval
+        return (
+            f"at a false-discovery rate of {self.fdr:g}: {self.suspected} pairs dropped "
+            f"({cut.unjudged} of them unjudged), proven: at most {high:.1%} of them are correct pairs "
+            f"(interval {low:.1%}–{high:.1%}, confidence {1 - DELTA:.0%}); of the {self.kept:,} left "
+            f"{k.share:.1%} ({k.low:.1%}–{k.high:.1%}) are mismatched "
+            f"({ESTIMATE_PAIRS}; `mispair apply AUDIT --decisions` takes it)"
+        )
 
 
 @dataclass(frozen=True)
@@ -192,12 +239,7 @@ class AuditEstimate:
                     f"    ... and {len(split) - DISAGREEMENTS_SHOWN} more (estimate.json: disagreed_pairs)"
                 )
         if self.drop is not None:
-            d, k = self.drop, self.drop.kept_mismatched
-            lines.append(
-                f"  at a false-discovery rate of {d.fdr:g}: {d.suspected} pairs suspected; of the {d.kept:,} "
-                f"left an estimated {k.share:.1%} ({k.low:.1%}–{k.high:.1%}) are mismatched "
-                f"({ESTIMATE_PAIRS}; `mispair apply AUDIT --decisions` takes it)"
-            )
+            lines.append("  " + self.drop.line())
         return lines
 
 
@@ -214,7 +256,7 @@ def estimate_pairs(
 ) -> AuditEstimate:
     """The estimate from the ``labels`` (one file or table per reviewer, merged) on the audit's
     ``pairs`` (``pair_id``, ``mismatch_probability``, ``suspected``) and its ``sample`` order.
-    ``fdr``: also choose the drop (:func:`~mispair.estimate.selection.conformal_selection`)."""
+    ``fdr``: also choose the drop (:func:`~mispair.estimate.selection.proven_cut`)."""
     if not labels:
         raise ConfigError("--labels: give at least one labels file")
     if fdr is not None and not 0 < fdr < 1:
@@ -222,7 +264,7 @@ def estimate_pairs(
     names = list(reviewers or (_reviewer(source, k) for k, source in enumerate(labels)))
     merged = merge_labels([read_labels(source, audit=audit) for source in labels], names)
     judged = Judged.of(pairs, sample, merged, names[0] if len(names) == 1 else "the merged labels")
-    share = sample_share(judged.answers, judged.probability, judged.every_probability)
+    share = sample_share(judged.answers, judged.order_probability, judged.order_strata)
     auc, recall = _trust(judged.answers, judged.probability, judged.suspected)
     warning = blind_spot(share.estimate.low, share.estimate.share, recall, auc)
     estimate = AuditEstimate(
@@ -230,7 +272,7 @@ def estimate_pairs(
     )
     if fdr is None:
         return estimate
-    drop, table = _drop(judged, suspicion_score(pairs), fdr)
+    drop, table = _drop(judged, suspicion_score(pairs), fdr, share.estimate)
     return AuditEstimate(**{**estimate.__dict__, "drop": drop, "pairs": table})
 
 
@@ -239,7 +281,9 @@ class Judged:
     """The answers against the audit: ``ids [N]`` every pair's id and ``every_probability [N]``
     its mismatch probability (``pairs.csv``'s order); ``judged_at [n]`` the places in it of the
     pairs judged, in the sample's order, with their ``answers [n]`` (1 mismatched, 0 correct, NaN
-    unsure), ``probability [n]`` and ``suspected [n]`` (None: the audit flagged none)."""
+    unsure), ``probability [n]`` and ``suspected [n]`` (None: the audit flagged none); every
+    pair's probability and stratum in the sample's order, ``order_probability [N]`` and
+    ``order_strata [N]``, and its place in ``pairs``, ``order_at [N]``."""
 
     ids: np.ndarray
     every_probability: np.ndarray
@@ -247,6 +291,9 @@ class Judged:
     answers: np.ndarray
     probability: np.ndarray
     suspected: np.ndarray | None
+    order_at: np.ndarray
+    order_probability: np.ndarray
+    order_strata: np.ndarray
 
     @classmethod
     def of(cls, pairs: pd.DataFrame, sample: pd.DataFrame, merged: MergedLabels, where: str) -> Judged:
@@ -256,16 +303,26 @@ class Judged:
 
         ids = pairs["pair_id"].astype(str).to_numpy()
         places = sample_positions(list(merged.labels["pair_id"]), sample, where)
-        in_order = pd.Index(sample["pair_id"].iloc[: len(places)].tolist(), dtype=object)
         answer_of = dict(zip(merged.labels["pair_id"], merged.labels["label"]))
-        judged_at = pd.Index(ids).get_indexer(in_order).astype(np.int64)
-        if (judged_at < 0).any():
-            missing = in_order[int(np.argmax(judged_at < 0))]
-            raise DataError(f"sample.csv: pair {missing!r} is not one of the audit's pairs (a damaged audit)")
+        order_at = (
+            pd.Index(ids).get_indexer(pd.Index(sample["pair_id"].tolist(), dtype=object)).astype(np.int64)
+        )
+        if (order_at < 0).any() or len(order_at) != len(ids):
+            missing = sample["pair_id"].iloc[int(np.argmax(order_at < 0))] if (order_at < 0).any() else None
+            what = (
+                f"pair {missing!r} is not one of the audit's pairs"
+                if missing is not None
+                else "not every pair"
+            )
+            raise DataError(f"sample.csv: {what} (a damaged audit)")
+        judged_at = order_at[: len(places)]
         every = pairs["mismatch_probability"].astype("float64").to_numpy()
         suspected = pairs["suspected"].astype(bool).to_numpy()[judged_at] if "suspected" in pairs else None
-        answers = np.array([_value(answer_of[i]) for i in in_order])
-        return cls(ids, every, judged_at, answers, every[judged_at], suspected)
+        answers = np.array([_value(answer_of[i]) for i in ids[judged_at]])
+        strata = sample["stratum"].to_numpy(dtype=object)
+        return cls(
+            ids, every, judged_at, answers, every[judged_at], suspected, order_at, every[order_at], strata
+        )
 
     def every_answer(self) -> np.ndarray:
         """``[N]`` each pair's answer (1, 0, 0.5 unsure), NaN where none was given."""
@@ -294,40 +351,36 @@ def _trust(
     return auc, wilson(int(suspected[mismatched].sum()), int(mismatched.sum()))
 
 
-def _drop(judged: Judged, suspicion: np.ndarray, fdr: float) -> tuple[LabelledDrop, pd.DataFrame]:
-    """The labelled drop (selected on ``suspicion``) and its table. The share left mismatched:
-    the PPI estimate of the mismatched pairs the rule keeps by their scores (a judged pair is
-    counted as if unjudged: kept when its p-value is above the selection's), less the judged
-    mismatched pairs among them, which the answers themselves drop, over the pairs left."""
+def _drop(
+    judged: Judged, suspicion: np.ndarray, fdr: float, share: ShareEstimate
+) -> tuple[LabelledDrop, pd.DataFrame]:
+    """The proven drop (:func:`~mispair.estimate.selection.proven_cut`, ranked by ``suspicion``)
+    and its table. The share left mismatched: the mismatched pairs of the collection (the
+    ``share``'s interval) less those dropped (the drop's size less its correct pairs, bounded by
+    the proof), over the pairs left; its interval joins the two intervals' ends."""
     import pandas as pd
 
-    ids, probability, judged_at = judged.ids, judged.every_probability, judged.judged_at
     every_answer = judged.every_answer()
-    selection = conformal_selection(suspicion, every_answer, fdr)
-    refit = recalibrated(probability, every_answer)
-    by_score = (selection.p_values > selection.threshold).astype(np.float64)
-    mean_kept = float(np.mean(probability * by_score))
-    answers, kept_at = every_answer[judged_at], by_score[judged_at]
-    kept = int((~selection.suspected).sum())
+    in_cut = np.zeros(len(judged.ids), dtype=bool)
+    in_cut[judged.order_at[judged.order_strata == "cut"]] = True
+    cut = proven_cut(suspicion, every_answer, in_cut, fdr)
+    refit = recalibrated(judged.every_probability, every_answer)
+    total, dropped = len(judged.ids), int(cut.dropped.sum())
+    kept = total - dropped
 
-    def left(count_share: float) -> float:  # the share of all pairs → the share of those left
-        return min(max((count_share * len(ids) - dropped) / max(kept, 1), 0.0), 1.0)
+    def left(share_of_all: float, correct_dropped: int) -> float:
+        return min(max((share_of_all * total - dropped + correct_dropped) / max(kept, 1), 0.0), 1.0)
 
-    dropped = float(np.sum((answers == 1) * kept_at))
-    reads = [
-        anytime_share(
-            np.where(answers == 0.5, fill, answers) * kept_at, probability[judged_at] * kept_at, mean_kept
-        )
-        for fill in (0.0, 1.0)
-    ]
+    middle = (cut.correct_low + cut.correct_high) // 2
     kept_share = ShareEstimate(
-        (left(reads[0].share) + left(reads[1].share)) / 2,
-        left(min(r.low for r in reads)),
-        left(max(r.high for r in reads)),
-        reads[0].lam,
-        max(r.std for r in reads) * len(ids) / max(kept, 1),
-        len(answers),
+        left(share.share, middle),
+        left(share.low, cut.correct_low),
+        left(share.high, cut.correct_high),
+        share.lam,
+        share.std,
+        share.answers,
     )
+    more = None if cut.size else _more_answers(judged, cut, fdr)
     labels = np.select(
         [np.isnan(every_answer), every_answer == 1, every_answer == 0],
         ["", "mismatched", "correct"],
@@ -335,15 +388,35 @@ def _drop(judged: Judged, suspicion: np.ndarray, fdr: float) -> tuple[LabelledDr
     )
     table = pd.DataFrame(
         {
-            "pair_id": ids,
-            "mismatch_probability": np.round(probability if refit is None else refit, 6),
-            "suspected": selection.suspected,
+            "pair_id": judged.ids,
+            "mismatch_probability": np.round(judged.every_probability if refit is None else refit, 6),
+            "suspected": cut.dropped,
             "label": labels,
-            "conformal_p_value": np.round(selection.p_values, 6),
         }
     )
-    drop = LabelledDrop(fdr, int(selection.suspected.sum()), kept, kept_share, refit is not None)
-    return drop, table
+    return LabelledDrop(fdr, cut, kept, kept_share, more, refit is not None), table
+
+
+def _more_answers(judged: Judged, cut: ProvenCut, fdr: float) -> int | None:
+    """About how many more answers in the sample's order would prove the first cut, were the
+    share of correct pairs its answers found so far to hold (Laplace's ``(c + 1) / (m + 2)``);
+    None when that share is above ``fdr`` (more answers would not prove it) or no cut exists."""
+    from mispair.estimate.selection import DELTA, correct_upper
+
+    if not cut.tests:
+        return None
+    first = cut.tests[0]
+    rate = (first.correct + 1) / (first.answered + 2)
+    if rate >= fdr:
+        return None
+    order_cut = np.cumsum(judged.order_strata == "cut")
+    answers = len(judged.answers)
+    for m in range(first.answered + 1, first.size + 1):
+        if correct_upper(first.size, m, round(rate * m), DELTA) <= fdr * first.size:
+            need_in_cut = math.ceil(m * cut.cut_pairs / first.size)  # the cut's answers spread over it
+            reached = int(np.searchsorted(order_cut, min(need_in_cut, cut.cut_pairs))) + 1
+            return max(reached - answers, 1)
+    return None
 
 
 def suspicion_score(pairs: pd.DataFrame) -> np.ndarray:

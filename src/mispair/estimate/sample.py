@@ -1,12 +1,13 @@
 """The audit's random order of its pairs (``sample.csv``): the first ``n`` pairs of it are a
-uniform random sample of the collection for every ``n``, so a person judges them in that order
-and stops when they like.
+random sample of the collection for every ``n``, so a person judges them in that order and stops
+when they like.
 
-The order is a plain uniform permutation (not stratified by score band): every prefix is then a
-simple random sample, which the anytime interval (:mod:`mispair.estimate.share`) needs, and the
-scores already enter the estimate as predictions, which recovers most of what stratifying by
-them would save. It is drawn from the audit's seed (:func:`mispair.seeds.child_seed`, purpose
-``sample``) over the pair ids in sorted order, so the same audit draws the same order.
+The order is stratified by the audit's probabilities (:mod:`mispair.estimate.design`): each row
+carries its ``stratum``, and the first ``n`` rows hold a simple random sample of each stratum of
+a size fixed by ``n``, which the estimate weighs back (:func:`~mispair.estimate.share.stratified_share`).
+A ``sample.csv`` without the column (audits before the design) is one stratum, a plain uniform
+order. It is drawn from the audit's seed (:func:`mispair.seeds.child_seed`, purpose ``sample``)
+over the pair ids in sorted order, so the same audit draws the same order.
 """
 
 from __future__ import annotations
@@ -27,24 +28,61 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SAMPLE = "sample.csv"
-"""The audit's file of its pairs in their random order: ``pair_id``, ``order`` (from 1)."""
+"""The audit's file of its pairs in their random order: ``pair_id``, ``order`` (from 1),
+``stratum`` (:data:`~mispair.estimate.design.STRATA`)."""
+ONE_STRATUM = "all"
+"""The stratum of every pair of a sample drawn without strata (an older audit's)."""
 
 
-def sample_order(pair_ids: Sequence[str], seed: int) -> pd.DataFrame:
-    """Every pair id in a uniformly random order drawn from the audit's ``seed``: a table of
-    ``pair_id``, ``order`` (1 … N), sorted by ``order``."""
+def sample_order(
+    pair_ids: Sequence[str],
+    seed: int,
+    probability: Sequence[float] | None = None,
+    suspected: Sequence[bool] | None = None,
+) -> pd.DataFrame:
+    """Every pair id in the audit's random order, drawn from its ``seed``: a table of ``pair_id``,
+    ``order`` (1 … N) and ``stratum``, sorted by ``order``. With each pair's calibrated mismatch
+    ``probability`` (and the audit's ``suspected`` flags), in ``pair_ids``' order, the order is
+    stratified (:mod:`mispair.estimate.design`); without, it is uniform (one stratum)."""
     import pandas as pd
 
-    ids = sorted(str(i) for i in pair_ids)
+    from mispair.estimate.design import allocation, strata_of, stratified_order
+
+    given = [str(i) for i in pair_ids]
+    by_id = np.argsort(np.array(given, dtype=object), kind="stable")
+    ids = [given[k] for k in by_id]
     rng = np.random.default_rng(child_seed(seed, "sample"))
-    drawn = rng.permutation(len(ids))
-    return pd.DataFrame({"pair_id": [ids[k] for k in drawn], "order": np.arange(1, len(ids) + 1)})
+    if probability is None:
+        drawn = rng.permutation(len(ids))
+        strata = np.full(len(ids), ONE_STRATUM, dtype=object)
+    else:
+        p = np.asarray(probability, dtype=np.float64)[by_id]
+        flags = None if suspected is None else np.asarray(suspected, dtype=bool)[by_id]
+        strata = strata_of(p, flags)
+        drawn = stratified_order(ids, strata, allocation(p, strata), rng)
+    return pd.DataFrame(
+        {"pair_id": [ids[k] for k in drawn], "order": np.arange(1, len(ids) + 1), "stratum": strata[drawn]}
+    )
+
+
+def audit_sample(table: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """:func:`sample_order` of an audit's pair ``table`` (``pair_id``, ``mismatch_probability``,
+    ``suspected``), stratified by its probabilities and its cut."""
+    return sample_order(
+        table["pair_id"].tolist(),
+        seed,
+        table["mismatch_probability"].astype("float64").to_numpy(),
+        table["suspected"].astype(bool).to_numpy() if "suspected" in table else None,
+    )
 
 
 def read_sample(folder: str | Path) -> pd.DataFrame:
     """``sample.csv`` of the audit ``folder``, checked as untrusted input (bounded, each pair id
-    once, ``order`` exactly 1 … N), sorted by ``order``."""
+    once, ``order`` exactly 1 … N, ``stratum`` one of the design's), sorted by ``order``; a file
+    without ``stratum`` (an older audit's) is one stratum."""
     import pandas as pd
+
+    from mispair.estimate.design import STRATA
 
     path = Path(folder) / SAMPLE
     if not path.exists():
@@ -60,13 +98,19 @@ def read_sample(folder: str | Path) -> pd.DataFrame:
         quoted = ids.str.startswith("'")  # written spreadsheet-safe: '=... read as it was
         if quoted.any():
             ids = ids.where(~quoted, ids[quoted].map(spreadsheet_text))
-        frame = pd.DataFrame({"pair_id": ids, "order": order})
+        strata = frame["stratum"] if "stratum" in frame else pd.Series(ONE_STRATUM, index=frame.index)
+        frame = pd.DataFrame({"pair_id": ids, "order": order, "stratum": strata})
     except (KeyError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
         raise DataError(f"{path}: not an audit's sample (pair_id,order); audit the collection anew") from None
     frame = frame.sort_values("order", kind="stable").reset_index(drop=True)
     counted = np.array_equal(frame["order"], np.arange(1, len(frame) + 1))
     if not frame["pair_id"].is_unique or not counted:
         raise DataError(f"{path}: damaged (an order repeated or missing, or a pair twice); audit again")
+    known = {*STRATA, ONE_STRATUM}
+    if not frame["stratum"].isin(known).all():
+        raise DataError(
+            f"{path}: damaged (a stratum that is none of {', '.join(sorted(known))}); audit again"
+        )
     return frame
 
 

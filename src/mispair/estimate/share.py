@@ -139,7 +139,9 @@ def fixed_n_share(judged: np.ndarray, predicted: np.ndarray, everything: np.ndar
     return ShareEstimate(share, max(share - half, 0.0), min(share + half, 1.0), lam, std * math.sqrt(n), n)
 
 
-def answers_for(std: float, half_width: float, answers: int, most: int) -> int | None:
+def answers_for(
+    std: float, half_width: float, answers: int, most: int, *, alpha: float = ALPHA
+) -> int | None:
     """The fewest answers (at least ``answers``, at most ``most``) at which an interval of
     per-answer standard deviation ``std`` is within ``± half_width``; None when ``most`` do not
     reach it. (The boundary falls with the count past its first few values; the search walks
@@ -147,17 +149,17 @@ def answers_for(std: float, half_width: float, answers: int, most: int) -> int |
     if not std > 0:
         return answers
     start = max(answers, 1)
-    if std * boundary(start) <= half_width:
+    if std * boundary(start, alpha) <= half_width:
         return start
     high = start
-    while std * boundary(high) > half_width:
+    while std * boundary(high, alpha) > half_width:
         if high >= most:
             return None
         high = min(high * 2, most)
     low = high // 2 if high // 2 >= start else start
     while high - low > 1:
         middle = (low + high) // 2
-        if std * boundary(middle) <= half_width:
+        if std * boundary(middle, alpha) <= half_width:
             high = middle
         else:
             low = middle
@@ -203,25 +205,45 @@ class SampleShare:
     answers_for_target: int | None
 
 
-def sample_share(answers: np.ndarray, predicted: np.ndarray, everything: np.ndarray) -> SampleShare:
-    """The share from ``answers`` ``[n]`` (1 mismatched, 0 correct, NaN unsure; the first ``n``
-    pairs of the sample order), their ``predicted`` mismatch probabilities ``[n]`` and those of
-    every pair of the audit, ``everything`` ``[N]``."""
+def sample_share(answers: np.ndarray, order_probability: np.ndarray, order_strata: np.ndarray) -> SampleShare:
+    """The share from ``answers`` ``[n]`` (1 mismatched, 0 correct, NaN unsure) to the first ``n``
+    pairs of the sample order, with every pair's mismatch probability ``order_probability``
+    ``[N]`` and stratum ``order_strata`` ``[N]`` in that order (:func:`stratified_share`; the
+    labels-only figure is the same: under the stratified design the answers are weighed by their
+    strata either way)."""
     judged = np.asarray(answers, dtype=np.float64)
     unsure = np.isnan(judged)
-    mean_predicted = float(np.mean(np.asarray(everything, dtype=np.float64)))
     low_read, high_read = np.where(unsure, 0.0, judged), np.where(unsure, 1.0, judged)
+    everything = np.asarray(order_probability, dtype=np.float64)
     if len(judged) == len(everything):  # every pair judged: the share is known (but for the unsure)
-        ppi = alone = _union(*(_exact(read) for read in (low_read, high_read)))
+        ppi = fixed = _union(*(_exact(read) for read in (low_read, high_read)))
     else:
-        ppi = _union(*(anytime_share(read, predicted, mean_predicted) for read in (low_read, high_read)))
-        alone = _union(*(labels_only_share(read, mean_predicted) for read in (low_read, high_read)))
-    fixed = _union(*(fixed_n_share(read, predicted, everything) for read in (low_read, high_read)))
-    needed = answers_for(ppi.std, TARGET_HALF_WIDTH, len(judged), len(everything))
+        reads = [stratified_share(read, everything, order_strata) for read in (low_read, high_read)]
+        ppi = _union(reads[0][0], reads[1][0])
+        fixed = _union(reads[0][1], reads[1][1])
+    needed = answers_for_design(ppi.std, len(judged), everything, order_strata)
     firm = judged[~unsure]
     mismatched = int(firm.sum())
     correct, doubtful = len(firm) - mismatched, int(unsure.sum())
-    return SampleShare(ppi, alone, fixed, len(judged), mismatched, correct, doubtful, needed)
+    return SampleShare(ppi, ppi, fixed, len(judged), mismatched, correct, doubtful, needed)
+
+
+def answers_for_design(
+    std: float, answers: int, order_probability: np.ndarray, order_strata: np.ndarray
+) -> int | None:
+    """The answers at which the interval is expected within ± :data:`TARGET_HALF_WIDTH`: the
+    planned look when it is still ahead and predicted to reach it, else the confidence
+    sequence's count at the present per-answer deviation ``std`` (:func:`answers_for`, its
+    level ``ALPHA − LOOK_ALPHA``); None when not within the collection's pairs."""
+    look = planned_look(order_probability, order_strata)
+    big = len(order_probability)
+    if answers < look and predicted_half_width(look, order_probability, order_strata, Z_LOOK) <= PLANNED_FOR:
+        return look
+    if answers >= big:
+        return answers
+    return answers_for(
+        std if std == std else 0.5, TARGET_HALF_WIDTH, max(answers, 1), big, alpha=ALPHA - LOOK_ALPHA
+    )
 
 
 def _exact(judged: np.ndarray) -> ShareEstimate:
@@ -242,3 +264,224 @@ def _union(low_read: ShareEstimate, high_read: ShareEstimate) -> ShareEstimate:
         max(low_read.std, high_read.std),
         low_read.answers,
     )
+
+
+def without_replacement(answers: int, pairs: int) -> float:
+    """The without-replacement factor ``κ = n / Σ_{i ≤ n} N/(N − i + 1)`` (≤ 1) by which a
+    confidence sequence for the mean of ``pairs`` (``N``) values drawn without replacement is
+    narrower than one drawn with replacement after ``answers`` (``n``) draws: the martingale
+    ``Σ_i (x_i − μ_i)`` with ``μ_i = (Nμ − Σ_{j<i} x_j)/(N − i + 1)`` the mean of the values not yet
+    drawn (Waudby-Smith & Ramdas, *Confidence sequences for sampling without replacement*,
+    NeurIPS 2020, §2) is linear in ``μ`` with slope ``Σ_i N/(N − i + 1)``, against ``n`` with
+    replacement. Summed left to right, as the page's script does."""
+    total = 0.0
+    for i in range(1, answers + 1):
+        total += pairs / (pairs - i + 1)
+    return answers / total if total > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class StratumFigures:
+    """One stratum's part of a stratified estimate: ``weight`` (``W_h = N_h / N``), ``pairs``
+    (``N_h``), ``answers`` (``n_h``), ``mean`` (its estimated share), ``variance`` (of ``mean``
+    for a sample of fixed size, without-replacement credited by ``κ²``), ``fixed_variance`` (the
+    same with the finite-population correction ``1 − n_h/N_h``), ``lam``, ``std``."""
+
+    weight: float
+    pairs: int
+    answers: int
+    mean: float
+    variance: float
+    fixed_variance: float
+    lam: float
+    std: float
+
+
+def stratum_figures(judged: np.ndarray, probabilities: np.ndarray, total: int) -> StratumFigures:
+    """A stratum's figures from its ``judged`` answers ``[n_h]`` (in sample order) and the
+    mismatch probabilities of every pair of the stratum ``[N_h]``; ``total``: the collection's
+    ``N``.
+
+    The stratum's share is its answers' mean ``ȳ_h`` (unbiased: the design samples each stratum
+    uniformly). Its per-answer variance is Agresti–Coull's ``p̃(1 − p̃)``, ``p̃ = (Σ y + 2) /
+    (n_h + 4)``, so a stratum whose first answers are all alike never gets a zero width (a
+    stratum of near-certain matches holds rare errors; a Wald variance of 0 there once missed
+    the truth in a third of the runs). The probabilities enter through the strata and their
+    allocation, not within a stratum: there they vary little, and the power-tuned weight of
+    PPI++ came out near 0 in every stratum of the calibration collections. A stratum without
+    answers has its mean probability as estimate (the interval spans [0, 1] of it:
+    :func:`stratified_share`); one judged whole is exact."""
+    big, n = len(probabilities), len(judged)
+    weight = big / total
+    if n == 0:
+        return StratumFigures(
+            weight, big, 0, _sum(probabilities) / big, float("nan"), float("nan"), 0.0, float("nan")
+        )
+    mean = _sum(judged) / n
+    if n == big:
+        return StratumFigures(weight, big, n, mean, 0.0, 0.0, 0.0, 0.0)
+    tilde = (_sum(judged) + 1) / (n + 2)
+    spread = tilde * (1 - tilde)
+    kappa = without_replacement(n, big)
+    return StratumFigures(
+        weight, big, n, mean, kappa * kappa * spread / n, (1 - n / big) * spread / n, 0.0, math.sqrt(spread)
+    )
+
+
+LOOK_ALPHA = 0.035
+"""The error the planned look spends (:func:`stratified_share`); the confidence sequence spends
+the rest of :data:`ALPHA`."""
+Z_LOOK = 2.1083583481363425
+"""The standard normal's ``1 − LOOK_ALPHA / 2`` quantile: the planned look's two-sided interval."""
+PLANNED_FOR = TARGET_HALF_WIDTH
+"""The half-width the planned look is placed for ("± 3 points")."""
+
+
+@dataclass(frozen=True)
+class Stratified:
+    """A stratified sample's figures after its first ``answers``: the ``share`` (``Σ_h W_h m̂_h``),
+    ``seen`` (its part over the strata with answers), ``unseen`` (the weight of those without),
+    ``variance`` (``SE²``, without-replacement credited), ``fixed_variance`` (``SE²`` with the
+    finite-population correction), ``lam`` (the strata's λ, weighted)."""
+
+    answers: int
+    share: float
+    seen: float
+    unseen: float
+    variance: float
+    fixed_variance: float
+    lam: float
+
+    def interval(self, half: float, std: float) -> ShareEstimate:
+        """The share ``± half``, a stratum without answers adding its weight to the high end."""
+        low, high = max(self.seen - half, 0.0), min(self.seen + self.unseen + half, 1.0)
+        return ShareEstimate(self.share, low, high, self.lam, std, self.answers)
+
+
+def stratified(answers: np.ndarray, order_probability: np.ndarray, order_strata: np.ndarray) -> Stratified:
+    """:class:`Stratified` of the first ``len(answers)`` pairs of the order (see
+    :func:`stratified_share` for the arguments)."""
+    y = np.asarray(answers, dtype=np.float64)
+    f = np.asarray(order_probability, dtype=np.float64)
+    strata = np.asarray(order_strata, dtype=object)
+    n, total = len(y), len(f)
+    parts = []
+    for name in dict.fromkeys(strata.tolist()):
+        inside = strata == name
+        answered = inside[:n]
+        parts.append(stratum_figures(y[answered], f[inside], total))
+    sampled = [p for p in parts if 0 < p.answers < p.pairs]
+    return Stratified(
+        n,
+        _sum([p.weight * p.mean for p in parts]),
+        _sum([p.weight * p.mean for p in parts if p.answers > 0]),
+        _sum([p.weight for p in parts if p.answers == 0]),
+        _sum([p.weight * p.weight * p.variance for p in sampled]),
+        _sum([p.weight * p.weight * p.fixed_variance for p in sampled]),
+        _sum([p.weight * p.lam for p in parts]),
+    )
+
+
+def stratified_share(
+    answers: np.ndarray, order_probability: np.ndarray, order_strata: np.ndarray
+) -> tuple[ShareEstimate, ShareEstimate]:
+    """The share from a stratified sample (:mod:`mispair.estimate.design`), with its anytime and
+    its fixed-n interval.
+
+    The estimate is ``θ̂ = Σ_h W_h m̂_h``, each stratum's ``m̂_h`` the mean of its answers
+    (:func:`stratum_figures`; unbiased under the simple random sampling the design gives within
+    each stratum, whatever the probabilities' quality: they decide the strata and how many
+    answers each gets, so the predictions power the estimate through the design, as in
+    stratified PPI, Fisch et al., *Stratified prediction-powered inference*, NeurIPS 2024, with
+    the stratum's weight 0). Its standard error ``SE² = Σ_h W_h² κ_h² s_h² / n_h`` (``κ_h``:
+    :func:`without_replacement`) is widened as the confidence sequence widens a
+    mean's, at level ``ALPHA − LOOK_ALPHA``: ``± SE · sqrt(n) · boundary(n)``, ``sqrt(n) · SE``
+    standing for the per-answer deviation (the schedule keeps every ``n_h`` a fixed share of
+    ``n``, so the stratified mean is a weighted sum of per-stratum martingales in the same time).
+
+    **The planned look.** At ``n* = planned_look(...)`` answers (fixed by the probabilities and
+    the design before any answer), the fixed-n interval ``± z_{1−LOOK_ALPHA/2} · SE_fpc(n*)``
+    (the finite-population correction in place of ``κ``) spends ``LOOK_ALPHA`` of the error; from
+    then on the interval shown is the confidence sequence's intersected with that look's. Both
+    hold together with probability ``1 − ALPHA`` (a union bound), so the interval stays valid
+    wherever the person stops, and at the planned look it is within ``2.11/1.96 ≈ 1.08×`` of the
+    fixed-n interval there, where a confidence sequence alone is ``≈ 1.55×`` (a planned look in
+    the sense of group-sequential designs: Jennison & Turnbull, *Group sequential methods*,
+    2000, ch. 7, with Bonferroni's split between the look and the sequence).
+
+    The fixed-n interval (``± z_{0.975} · SE_fpc(n)``) is valid for a size fixed in advance.
+    A stratum with no answer yet adds its weight ``W_h`` to the high end of both.
+
+    Args:
+        answers: ``[n]`` the answers to the first ``n`` pairs of the order (1 mismatched, 0 correct).
+        order_probability: ``[N]`` every pair's mismatch probability, in sample order.
+        order_strata: ``[N]`` every pair's stratum, in sample order.
+
+    Returns:
+        ``(anytime, fixed_n)``.
+    """
+    y = np.asarray(answers, dtype=np.float64)
+    n = len(y)
+    now = stratified(y, order_probability, order_strata)
+    if n == 0:
+        nothing = ShareEstimate(now.share, 0.0, 1.0, now.lam, float("nan"), 0)
+        return nothing, nothing
+    std = math.sqrt(now.variance * n)
+    anytime = now.interval(std * boundary(n, ALPHA - LOOK_ALPHA), std)
+    look = planned_look(order_probability, order_strata)
+    if n >= look:
+        then = stratified(y[:look], order_probability, order_strata)
+        planned = then.interval(Z_LOOK * math.sqrt(then.fixed_variance), std)
+        anytime = ShareEstimate(
+            now.share, max(anytime.low, planned.low), min(anytime.high, planned.high), now.lam, std, n
+        )
+    fixed_n = now.interval(Z_975 * math.sqrt(now.fixed_variance), math.sqrt(now.fixed_variance * n))
+    return anytime, fixed_n
+
+
+def predicted_half_width(
+    answers: int, order_probability: np.ndarray, order_strata: np.ndarray, z: float
+) -> float:
+    """The fixed-n half-width ``z · SE_fpc`` the design predicts after ``answers``, were the
+    probabilities calibrated (each stratum's share its mean probability ``F̄_h``, its variance
+    Agresti–Coull's as :func:`stratum_figures` takes it); a stratum without answers counts its
+    whole weight."""
+
+    f = np.clip(np.asarray(order_probability, dtype=np.float64), 0.0, 1.0)
+    strata = np.asarray(order_strata, dtype=object)
+    variance, unseen = 0.0, 0.0
+    for name in dict.fromkeys(strata.tolist()):
+        inside = strata == name
+        big, n = int(inside.sum()), int(inside[:answers].sum())
+        mean = _sum(f[inside]) / big
+        weight = big / len(f)
+        if n == 0:
+            unseen += weight
+        elif n < big:  # Agresti–Coull's variance as the estimate takes it, at the expected answers
+            tilde = (n * mean + 1) / (n + 2)
+            spread = tilde * (1 - tilde)
+            variance += weight * weight * (1 - n / big) * spread / n
+    return z * math.sqrt(variance) + unseen
+
+
+def planned_look(order_probability: np.ndarray, order_strata: np.ndarray) -> int:
+    """``n*``: the fewest answers (at least :data:`FIRST_LOOK`, at most ``N``) at which the
+    planned look's interval is predicted within ± :data:`PLANNED_FOR`
+    (:func:`predicted_half_width`), by bisection (the prediction falls with ``n``)."""
+    big = len(order_probability)
+    low = min(FIRST_LOOK, big)
+    if predicted_half_width(low, order_probability, order_strata, Z_LOOK) <= PLANNED_FOR:
+        return low
+    high = big
+    while high - low > 1:
+        middle = (low + high) // 2
+        if predicted_half_width(middle, order_probability, order_strata, Z_LOOK) <= PLANNED_FOR:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+FIRST_LOOK = 100
+"""The earliest answer count the look is planned at (fewer answers make a poor normal
+approximation)."""
