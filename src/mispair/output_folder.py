@@ -63,15 +63,16 @@ def _mispairs(name: str, own: Collection[str]) -> bool:
 @contextlib.contextmanager
 def holding(folder: str | Path) -> Iterator[Path]:
     """Hold ``folder``'s lock (created if missing) for the whole block, so a second command into
-    it refuses at once. When the block fails and the folder was new and holds nothing but the
-    lock, it is removed again: a refused input leaves no folder behind."""
+    it refuses at once, before any work. When the block fails and the folder was new and holds
+    nothing but the lock, it is removed again (still held: a refused input leaves no folder
+    behind); a command refused because another holds the folder leaves it as it is."""
     folder = Path(folder)
     created = not folder.exists()
     ensure_directory(folder)
-    try:
-        with folder_lock(folder):
+    with folder_lock(folder):
+        try:
             yield folder
-    except BaseException:
-        if created and {p.name for p in folder.iterdir()} <= {".mispair.lock"}:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
+        except BaseException:
+            if created and {p.name for p in folder.iterdir()} <= {".mispair.lock"}:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import torch
 
-from mispair.atomic import ensure_directory, folder_lock
+from mispair.atomic import ensure_directory
 from mispair.config import RunConfig
 from mispair.data.batching import TrainingPairs
 from mispair.data.loading import concrete_source
@@ -46,7 +46,7 @@ from mispair.engine.run_folder import RUN_OUTPUTS, check_resume, write_json
 from mispair.engine.trained import TrainedRun
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.methods.base import Recipe, get_recipe
-from mispair.output_folder import check_folder, claim_folder
+from mispair.output_folder import check_folder, claim_folder, holding
 from mispair.timings import Timings
 
 if TYPE_CHECKING:
@@ -115,7 +115,8 @@ def train_outcome(
     """Train ``config`` in its output directory, then evaluate the best checkpoint on test.
 
     The output directory must be new, empty or a run's; ``overwrite`` writes into another folder
-    (touching only a run's files; see :func:`~mispair.output_folder.claim_folder`).
+    (touching only a run's files; see :func:`~mispair.output_folder.claim_folder`). Its lock is
+    taken before anything is read: a folder another run holds is refused at once, in one line.
 
     Returns its :class:`RunOutcome`: the summary (also written to ``metrics.json``), the held-out
     scores, the data read and the best checkpoint opened (once: nothing is read twice). In a process
@@ -172,24 +173,26 @@ def _train_run(
     recipe_cls, options = get_recipe(config.recipe), check_run_config(config)
     if shard.is_main:  # a folder that is not ours, or an impossible path: refused before any work
         check_folder(config.output_dir, RUN_OUTPUTS, overwrite=overwrite)
-    config = replace(config, data=concrete_source(config.data, log))
-    data = load_run_data(config)
-    note = planted_noise_note(config, data)
-    if note:
-        log(note)
-    train, noise = training_pairs(config, data)
-    test = test_pairs(config) if config.division.score_other_splits else None  # read once
-    others = other_splits(config, data, test)
-    tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
-    model = from_main(shard, lambda: concrete_precision(config.model, config.data, log))  # data read first
-    config = replace(config, model=model)
-    with main_first(shard):  # rank 0 fills the text cache, the others read it
-        prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
-    check_data_fits(config, data)
-    if shard.is_main:
-        claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
-    out_dir = ensure_directory(config.output_dir)
-    with folder_lock(out_dir) if shard.is_main else contextlib.nullcontext():  # one run per output folder
+    # held before anything is read or encoded: a second run into the folder refuses at once
+    with holding(config.output_dir) if shard.is_main else contextlib.nullcontext():
+        config = replace(config, data=concrete_source(config.data, log))
+        data = load_run_data(config)
+        note = planted_noise_note(config, data)
+        if note:
+            log(note)
+        train, noise = training_pairs(config, data)
+        test = test_pairs(config) if config.division.score_other_splits else None  # read once
+        others = other_splits(config, data, test)
+        tokens = data.train_tokens + data.dev_tokens + (others.tokens if others is not None else [])
+        # the data read first: a data error stays the only line
+        model = from_main(shard, lambda: concrete_precision(config.model, config.data, log))
+        config = replace(config, model=model)
+        with main_first(shard):  # rank 0 fills the text cache, the others read it
+            prepare_text_encoder(config.model, config.data, tokens, progress=progress, log=log)
+        check_data_fits(config, data)
+        if shard.is_main:
+            claim_folder(config.output_dir, "train", RUN_OUTPUTS, overwrite=overwrite)
+        out_dir = ensure_directory(config.output_dir)
         pairing = None if data.noise is None else data.noise.image_of_caption
         inputs = lambda: run_inputs([data.train, data.dev], pairing, others)  # noqa: E731
         from_main(shard, lambda: check_resume(out_dir, config, resume, inputs(), log))  # rank 0 only
