@@ -103,3 +103,43 @@ def test_thumbnails_are_written_once_and_stale_ones_removed(tmp_path):
     left = sorted(p.name for p in (report / "thumbs").iterdir())
     assert left == sorted(v.split("/")[1] for v in again.values())
     assert write_thumbnails(["0.png"], None, tmp_path / "none") == {"0.png": ""}
+
+
+def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
+    """The page's "check a sample": the first rows of the order with their strata, and of the whole
+    order each stratum's size and mean probability (first places' order) and the planned look."""
+    from mispair.audit import page_data as module
+    from mispair.estimate.sample import audit_sample
+    from mispair.estimate.share import PLANNED_FOR, Z_LOOK, planned_look, predicted_half_width
+
+    monkeypatch.setattr(module, "SAMPLE_SHOWN", 10)
+    table = _table(n=300, numbered=False).assign(suspected=lambda t: t["mismatch_probability"] > 0.9)
+    sample = audit_sample(table, seed=4)
+    rows = module.sample_rows(table, sample)
+    data = _read(
+        page_data(
+            table, {}, audit="abc", threshold=0.5, sample=rows, design=module.sample_design(table, sample)
+        )
+    )
+    shown = data["sample"]
+    by_id = table.set_index("pair_id")["mismatch_probability"]
+    assert [r[0] for r in shown["rows"]] == sample["pair_id"].head(10).tolist()
+    assert [r[4] for r in shown["rows"]] == sample["stratum"].head(10).tolist()
+    assert [r[3] for r in shown["rows"]] == by_id.loc[sample["pair_id"].head(10)].tolist()  # unrounded
+    f = by_id.loc[sample["pair_id"]].to_numpy()
+    strata = sample["stratum"].to_numpy(dtype=object)
+    assert [s[0] for s in shown["strata"]] == list(dict.fromkeys(strata))
+    assert {s[0] for s in shown["strata"]} - {r[4] for r in shown["rows"]}  # a stratum past the rows
+    for name, pairs, mean in shown["strata"]:
+        total = 0.0
+        for value in f[strata == name]:  # left to right, as the estimate adds
+            total += value
+        assert pairs == (strata == name).sum() and mean == total / pairs
+    look = planned_look(f, strata)
+    assert shown["n_pairs"] == 300 and shown["look"] == look
+    assert shown["look_applies"] == (predicted_half_width(look, f, strata, Z_LOOK) <= PLANNED_FOR)
+
+    older = sample.drop(columns="stratum")  # an audit's sample before the strata: one stratum
+    design = module.sample_design(table, older)
+    assert [s[:2] for s in design["strata"]] == [["all", 300]]
+    assert set(module.sample_rows(table, older)["stratum"]) == {"all"}

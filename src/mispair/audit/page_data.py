@@ -7,10 +7,18 @@ suspect pair to the least, each ``[pair_id, image (index into images), caption, 
 probability, held-out score, split, suggested captions [[caption, score], ...], suggested images
 [[image index, score], ...], why, duplicate of (image index or -1), pairs sharing the caption,
 truly mismatched (1, 0 or null), map ([image x, image y, caption x, caption y] in [0, 1], or
-null), raw similarity (the given embeddings' cosine, or null)]``, and ``sample``: the first pairs
-of the audit's random order for its "check a sample" (``n_pairs``, ``mean_p``: the mean mismatch
-probability over every pair, and ``rows``: ``[pair_id, image, caption, mismatch probability]``,
-the probabilities unrounded: the page's estimate equals ``mispair estimate``'s to 1e-9).
+null), raw similarity (the given embeddings' cosine, or null)]``, and ``sample``: what the page's
+"check a sample" needs of the audit's stratified random order (``sample.csv``,
+:mod:`mispair.estimate.design`) to compute :func:`~mispair.estimate.share.sample_share` as
+``mispair estimate`` does (equal to 1e-9): ``n_pairs``; ``strata``, every stratum in the order of
+its first place in the whole order, ``[name, pairs N_h, mean mismatch probability]`` (the
+estimate of a stratum without answers, unrounded); ``look``, the planned look
+(:func:`~mispair.estimate.share.planned_look`, which may lie past the rows the page carries) and
+``look_applies`` (whether it is predicted within ± 3 points, so that the answers counted for the
+target are the look's); the estimate's constants (``alpha``: the confidence sequence's level,
+``tuned_for``, ``z_look``, ``target``); and ``rows``, the first :data:`SAMPLE_SHOWN` pairs of the
+order, ``[pair_id, image, caption, mismatch probability, stratum]``. No other pair's
+probability is needed: the page judges only the rows it carries.
 Suggestions are the columns ``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with
 ``..._score_1..3``) when the table has them, else the single ``suggested_caption`` /
 ``suggested_image_id``. The page computes no score: every pair's number is here; it computes
@@ -20,7 +28,7 @@ only the estimate from a person's answers (the formulas of :mod:`mispair.estimat
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,13 +66,13 @@ def page_data(
     threshold: float,
     rest: pd.DataFrame | None = None,
     sample: pd.DataFrame | None = None,
-    mean_probability: float | None = None,
+    design: dict[str, Any] | None = None,
 ) -> str:
     """``pairs.js`` for the ranked ``table`` (``pairs.csv``'s rows), ``thumbnails`` (image id →
     path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``;
     ``rest``: the pairs the page does not show, counted (``rest``: their number and the sum of
     their mismatch probabilities) so the bulk drop's estimates cover every pair; ``sample``: the
-    rows of :func:`sample_rows`, with ``mean_probability`` over every pair."""
+    rows of :func:`sample_rows`, with ``design``, the whole order's :func:`sample_design`."""
     images: dict[str, int] = {}
 
     def image(image_id: str | None) -> int:
@@ -107,14 +115,12 @@ def page_data(
         )
     judged = None
     if sample is not None:
+        columns = ["pair_id", "image_id", "caption", "mismatch_probability", "stratum"]
         judged = {
-            "n_pairs": n + (0 if rest is None else len(rest)),
-            "mean_p": mean_probability,
+            **(design or {}),
             "rows": [
-                [str(pid), image(str(iid)), str(caption), float(p)]
-                for pid, iid, caption, p in sample[
-                    ["pair_id", "image_id", "caption", "mismatch_probability"]
-                ].itertuples(index=False)
+                [str(pid), image(str(iid)), str(caption), float(p), str(stratum)]
+                for pid, iid, caption, p, stratum in sample[columns].itertuples(index=False)
             ],
         }
     data = {
@@ -134,12 +140,61 @@ def page_data(
 
 
 def sample_rows(table: pd.DataFrame, sample: pd.DataFrame) -> pd.DataFrame:
-    """The first :data:`SAMPLE_SHOWN` pairs of the ``sample`` order (``pair_id``, ``order``)
-    with their ``image_id``, ``caption`` and ``mismatch_probability`` from ``table``."""
-    first = sample.sort_values("order").head(SAMPLE_SHOWN)
+    """The first :data:`SAMPLE_SHOWN` pairs of the ``sample`` order (``pair_id``, ``order``,
+    ``stratum``) with their ``image_id``, ``caption`` and ``mismatch_probability`` from
+    ``table``."""
+    first = _ordered(sample).head(SAMPLE_SHOWN)
     columns = ["pair_id", "image_id", "caption", "mismatch_probability"]
     rows = table[columns].assign(pair_id=table["pair_id"].astype(str)).set_index("pair_id")
-    return rows.loc[first["pair_id"].astype(str)].reset_index()
+    return rows.loc[first["pair_id"].astype(str)].reset_index().assign(stratum=first["stratum"].to_numpy())
+
+
+def sample_design(table: pd.DataFrame, sample: pd.DataFrame) -> dict[str, Any]:
+    """What the page's estimate needs of the whole ``sample`` order beyond the rows it carries
+    (the module's ``sample`` entries but ``rows``), from every pair's probability in ``table``,
+    computed by :mod:`mispair.estimate.share` itself."""
+    import numpy as np
+
+    from mispair.estimate.share import (
+        ALPHA,
+        LOOK_ALPHA,
+        PLANNED_FOR,
+        TARGET_HALF_WIDTH,
+        TUNED_FOR,
+        Z_LOOK,
+        planned_look,
+        predicted_half_width,
+        stratum_figures,
+    )
+
+    order = _ordered(sample)
+    probability = table["mismatch_probability"].astype("float64").set_axis(table["pair_id"].astype(str))
+    f = probability.loc[order["pair_id"].astype(str)].to_numpy()
+    strata = order["stratum"].to_numpy(dtype=object)
+    parts = []
+    for name in dict.fromkeys(strata.tolist()):  # the estimate's order of the strata
+        part = stratum_figures(np.empty(0), f[strata == name], len(f))
+        parts.append([str(name), part.pairs, part.mean])
+    look = planned_look(f, strata)
+    return {
+        "n_pairs": len(f),
+        "strata": parts,
+        "look": look,
+        "look_applies": bool(predicted_half_width(look, f, strata, Z_LOOK) <= PLANNED_FOR),
+        "alpha": ALPHA - LOOK_ALPHA,
+        "tuned_for": TUNED_FOR,
+        "z_look": Z_LOOK,
+        "target": TARGET_HALF_WIDTH,
+    }
+
+
+def _ordered(sample: pd.DataFrame) -> pd.DataFrame:
+    """The ``sample`` sorted by its ``order``, with a ``stratum`` (one for every pair of an
+    older audit's sample, which has none)."""
+    from mispair.estimate.sample import ONE_STRATUM
+
+    first = sample.sort_values("order", kind="stable")
+    return first if "stratum" in first else first.assign(stratum=ONE_STRATUM)
 
 
 def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[str | None, float | None]]]:

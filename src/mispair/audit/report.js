@@ -388,41 +388,68 @@
       if (best !== null) { open(best); }
     });
   }
-  // Check a sample: judge the pairs of the audit's random order (sample.csv) one at a time, the
-  // audit's probability hidden until answered; after each answer the share's estimate with its
-  // anytime-valid 95% interval (mispair.estimate.share: the same formulas, the same order of
-  // additions, so `mispair estimate` on the downloaded labels gives the same numbers). Answers
-  // are kept in this browser, download as labels-<audit_id>.csv and count as decisions
-  // (correct → keep, mismatched → drop).
+  // Check a sample: judge the pairs of the audit's random order (sample.csv: stratified by the
+  // audit's probabilities) one at a time, the audit's probability hidden until answered; after
+  // each answer the share's estimate with its 95% interval, valid wherever the person stops
+  // (mispair.estimate.share.sample_share: the same formulas, the same order of additions, so
+  // `mispair estimate` on the downloaded labels gives the same numbers). Answers are kept in this
+  // browser, download as labels-<audit_id>.csv and count as decisions (correct → keep,
+  // mismatched → drop).
   var sample = data.sample, LABEL_KEY = "mispair-labels-" + data.audit_id, answers = loadAnswers();
-  var ALPHA = 0.05, TUNED_FOR = 100, TARGET = 0.03, reveal = null, priors = {};
+  var reveal = null, priors = {};
   function loadAnswers() {
     try { return JSON.parse(localStorage.getItem(LABEL_KEY) || "[]"); } catch (e) { return []; }
   }
   function saveAnswers() {
     try { localStorage.setItem(LABEL_KEY, JSON.stringify(answers)); } catch (e) { $("storage-note").hidden = false; }
   }
-  function boundary(t) {
-    var rho2 = (-2 * Math.log(ALPHA) + Math.log(-2 * Math.log(ALPHA) + 1)) / TUNED_FOR;
-    return Math.sqrt(2 * (t * rho2 + 1) / (t * t * rho2) * Math.log(Math.sqrt(t * rho2 + 1) / ALPHA));
+  function boundary(t, alpha) {  // share.boundary
+    var rho2 = (-2 * Math.log(alpha) + Math.log(-2 * Math.log(alpha) + 1)) / sample.tuned_for;
+    return Math.sqrt(2 * (t * rho2 + 1) / (t * t * rho2) * Math.log(Math.sqrt(t * rho2 + 1) / alpha));
   }
-  function anytime(y, f, meanF, power) {  // mispair.estimate.share.anytime_share
-    var n = y.length, k;
-    if (n === 0) { return {share: meanF, low: 0, high: 1, lam: 1, std: NaN, answers: 0}; }
-    var sy = 0, sf = 0;
-    for (k = 0; k < n; k++) { sy += y[k]; }
-    for (k = 0; k < n; k++) { sf += f[k]; }
-    var m = n + 2, my = (sy + 1) / m, mf = (sf + 2 * meanF) / m, dy = [], df = [];
-    for (k = 0; k < n; k++) { dy.push(y[k] - my); df.push(f[k] - mf); }
-    dy.push(-my, 1 - my); df.push(meanF - mf, meanF - mf);
-    var syy = 0, sff = 0, syf = 0;
-    for (k = 0; k < dy.length; k++) { syy += dy[k] * dy[k]; }
-    for (k = 0; k < df.length; k++) { sff += df[k] * df[k]; }
-    for (k = 0; k < dy.length; k++) { syf += dy[k] * df[k]; }
-    var lam = power && sff > 0 ? Math.min(Math.max(syf / sff, 0), 1) : 0;
-    var variance = (syy - 2 * lam * syf + lam * lam * sff) / (m - 1);
-    var share = lam * meanF + (sy - lam * sf) / n, std = Math.sqrt(Math.max(variance, 0)), half = std * boundary(n);
-    return {share: share, low: Math.max(share - half, 0), high: Math.min(share + half, 1), lam: lam, std: std, answers: n};
+  function withoutReplacement(n, big) {  // share.without_replacement
+    var total = 0;
+    for (var i = 1; i <= n; i++) { total += big / (big - i + 1); }
+    return total > 0 ? n / total : 1;
+  }
+  function stratumFigures(y, stratum) {  // share.stratum_figures; stratum: [name, pairs, mean probability]
+    var big = stratum[1], n = y.length, weight = big / sample.n_pairs, s = 0;
+    if (n === 0) { return {weight: weight, pairs: big, answers: 0, mean: stratum[2], variance: NaN, fixed: NaN}; }
+    for (var k = 0; k < n; k++) { s += y[k]; }
+    if (n === big) { return {weight: weight, pairs: big, answers: n, mean: s / n, variance: 0, fixed: 0}; }
+    var tilde = (s + 1) / (n + 2), spread = tilde * (1 - tilde), kappa = withoutReplacement(n, big);
+    return {weight: weight, pairs: big, answers: n, mean: s / n, variance: kappa * kappa * spread / n,
+            fixed: (1 - n / big) * spread / n};
+  }
+  function stratified(y) {  // share.stratified: the strata in the order of their first place
+    var now = {answers: y.length, share: 0, seen: 0, unseen: 0, variance: 0, fixed: 0};
+    sample.strata.forEach(function (stratum) {
+      var mine = [];
+      for (var k = 0; k < y.length; k++) { if (sample.rows[k][4] === stratum[0]) { mine.push(y[k]); } }
+      var p = stratumFigures(mine, stratum);
+      now.share += p.weight * p.mean;
+      if (p.answers > 0) { now.seen += p.weight * p.mean; } else { now.unseen += p.weight; }
+      if (p.answers > 0 && p.answers < p.pairs) {
+        now.variance += p.weight * p.weight * p.variance;
+        now.fixed += p.weight * p.weight * p.fixed;
+      }
+    });
+    return now;
+  }
+  function interval(now, half, std) {  // share.Stratified.interval: no answer in a stratum, its weight on top
+    return {share: now.share, low: Math.max(now.seen - half, 0), high: Math.min(now.seen + now.unseen + half, 1),
+            lam: 0, std: std, answers: now.answers};
+  }
+  function stratifiedShare(y) {  // share.stratified_share, its anytime interval
+    var n = y.length, now = stratified(y);
+    if (n === 0) { return {share: now.share, low: 0, high: 1, lam: 0, std: NaN, answers: 0}; }
+    var std = Math.sqrt(now.variance * n), e = interval(now, std * boundary(n, sample.alpha), std);
+    if (n >= sample.look) {  // from the planned look on, intersected with the look's fixed-n interval
+      var then = stratified(y.slice(0, sample.look)), planned = interval(then, sample.z_look * Math.sqrt(then.fixed), std);
+      e.low = Math.max(e.low, planned.low);
+      e.high = Math.min(e.high, planned.high);
+    }
+    return e;
   }
   function exact(y) {
     var s = 0;
@@ -433,42 +460,39 @@
     return {share: (a.share + b.share) / 2, low: Math.min(a.low, b.low), high: Math.max(a.high, b.high),
             lam: (a.lam + b.lam) / 2, std: Math.max(a.std, b.std), answers: a.answers};
   }
-  function answersFor(std, half, n, most) {  // mispair.estimate.share.answers_for
+  function answersFor(std, half, n, most, alpha) {  // share.answers_for
     if (!(std > 0)) { return n; }
     var start = Math.max(n, 1);
-    if (std * boundary(start) <= half) { return start; }
+    if (std * boundary(start, alpha) <= half) { return start; }
     var high = start;
-    while (std * boundary(high) > half) {
+    while (std * boundary(high, alpha) > half) {
       if (high >= most) { return null; }
       high = Math.min(high * 2, most);
     }
     var low = Math.floor(high / 2) >= start ? Math.floor(high / 2) : start;
     while (high - low > 1) {
       var middle = Math.floor((low + high) / 2);
-      if (std * boundary(middle) <= half) { high = middle; } else { low = middle; }
+      if (std * boundary(middle, alpha) <= half) { high = middle; } else { low = middle; }
     }
     return high;
   }
-  function sampleEstimate() {  // mispair.estimate.share.sample_share, without the fixed-n interval
-    var P = {}, lowRead = [], highRead = [], f = [], zeros = [], counts = {correct: 0, mismatched: 0, unsure: 0};
-    sample.rows.forEach(function (row) { P[row[0]] = row[3]; });
-    answers.forEach(function (a) {
+  function answersForDesign(std, n) {  // share.answers_for_design
+    if (n < sample.look && sample.look_applies) { return sample.look; }
+    if (n >= sample.n_pairs) { return n; }
+    return answersFor(std === std ? std : 0.5, sample.target, Math.max(n, 1), sample.n_pairs, sample.alpha);
+  }
+  function sampleEstimate(given) {  // share.sample_share of the answers (default: this browser's), without the fixed-n interval
+    var lowRead = [], highRead = [], counts = {correct: 0, mismatched: 0, unsure: 0};
+    (given || answers).forEach(function (a) {
       var value = a[1] === "mismatched" ? 1 : a[1] === "correct" ? 0 : null;
       counts[a[1]] += 1;
       lowRead.push(value === null ? 0 : value); highRead.push(value === null ? 1 : value);
-      f.push(P[a[0]]); zeros.push(0);
     });
-    var ppi, alone;
-    if (answers.length === sample.n_pairs) {  // every pair judged: the share is known (but for the unsure)
-      ppi = alone = union(exact(lowRead), exact(highRead));
-    } else {
-      ppi = union(anytime(lowRead, f, sample.mean_p, true), anytime(highRead, f, sample.mean_p, true));
-      alone = union(anytime(lowRead, zeros, sample.mean_p, false), anytime(highRead, zeros, sample.mean_p, false));
-    }
-    return {share: ppi.share, low: ppi.low, high: ppi.high, lam: ppi.lam, std: ppi.std,
-            labels_only: [alone.low, alone.high], answers: answers.length, correct: counts.correct,
-            mismatched: counts.mismatched, unsure: counts.unsure,
-            answers_for_target: answersFor(ppi.std, TARGET, answers.length, sample.n_pairs)};
+    var n = lowRead.length, e = n === sample.n_pairs ?  // every pair judged: the share is known (but for the unsure)
+      union(exact(lowRead), exact(highRead)) : union(stratifiedShare(lowRead), stratifiedShare(highRead));
+    return {share: e.share, low: e.low, high: e.high, lam: e.lam, std: e.std,
+            labels_only: [e.low, e.high], answers: n, correct: counts.correct,
+            mismatched: counts.mismatched, unsure: counts.unsure, answers_for_target: answersForDesign(e.std, n)};
   }
   function showSample() {
     var at = answers.length, box = $("sample-pair");
@@ -493,10 +517,11 @@
       text = "Your " + e.answers + " answer" + (e.answers > 1 ? "s" : "") + " (" + e.mismatched + " mismatched, " + e.correct +
         " correct" + (e.unsure ? ", " + e.unsure + " not sure" : "") + "): " + pct(e.share) + " of the " +
         sample.n_pairs + " pairs are mismatched (95% interval " + pct(e.low) + "–" + pct(e.high) +
-        ", valid wherever you stop; from your answers alone " + pct(e.labels_only[0]) + "–" + pct(e.labels_only[1]) + "). " +
+        ", valid wherever you stop" + lookNote(e.answers) + "). " +
         (e.answers_for_target === null ? "± 3 points needs more answers than the " + sample.n_pairs +
           " pairs: judge them all for the exact share." :
-          e.answers_for_target > e.answers ? "About " + (e.answers_for_target - e.answers) + " more answers would give ± 3 points." :
+          e.answers_for_target > e.answers ? "About " + (e.answers_for_target - e.answers) + " more answer" +
+            (e.answers_for_target - e.answers > 1 ? "s" : "") + " would give ± 3 points." :
             "The interval is within ± 3 points.");
     }
     $("sample-estimate").textContent = text;
@@ -504,6 +529,11 @@
     ["share", "low", "high"].forEach(function (k) { shown.setAttribute("data-" + k, String(e[k])); });
     shown.setAttribute("data-answers", String(e.answers));
     $("sample-count").textContent = answers.length + " answered";
+  }
+  function lookNote(n) {  // the planned look, where the interval narrows, when this page reaches it
+    if (sample.look > sample.rows.length || sample.look >= sample.n_pairs) { return ""; }
+    return n < sample.look ? ", and tighter from answer " + sample.look + " on, the planned look" :
+      "; tightened at the planned look, answer " + sample.look;
   }
   function answer(label) {
     var at = answers.length;

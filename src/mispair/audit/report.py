@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.page_data import page_data, sample_rows
+from mispair.audit.page_data import page_data, sample_design, sample_rows
 from mispair.audit.result import audit_id
 from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
@@ -68,7 +68,7 @@ def review_page(
     """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
     all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
     ``summary`` carries the table's ``audit_id`` (:func:`~mispair.audit.result.audit_id`);
-    ``sample``: the audit's random order (``pair_id``, ``order``), whose first
+    ``sample``: the audit's random order (``pair_id``, ``order``, ``stratum``), whose first
     :data:`~mispair.audit.page_data.SAMPLE_SHOWN` pairs the page's "check a sample" walks."""
     shown = table if top is None else table.head(top)
     judged = None if sample is None else sample_rows(table, sample)
@@ -83,7 +83,7 @@ def review_page(
         threshold=summary.threshold,
         rest=rest,
         sample=judged,
-        mean_probability=float(np.mean(table["mismatch_probability"].astype("float64").to_numpy())),
+        design=None if sample is None else sample_design(table, sample),
     )
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     fields = {**summary.to_dict(), "audit_id": audit}
