@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DECISIONS = ("keep", "drop", "replace")
+SUSPECTED = {"true": "drop", "1": "drop", "false": "keep", "0": "keep"}
+"""A decisions file's ``suspected`` values (any case) and the decision each one is."""
 OUTPUT_FILES = ("captions.csv", "keep.csv", "removed.csv", "keep_keys.txt", "uids.npy")
 MARKER_TEXT = "mispair apply output\n"
 """The first line of the marker apply writes; its second lists (JSON) the files it wrote."""
@@ -183,7 +185,8 @@ def read_decisions(decisions: str | Path | pd.DataFrame | None, audit: str | Non
     ``caption``: the new caption of a ``replace``, else ""), checked: one row per pair id, no
     unknown decision, no empty replacement, decisions of this ``audit`` (by the ``audit_id``
     column the review page writes on every row, whatever the file is called, and by the
-    ``decisions-<id>.csv`` name); None: no decisions."""
+    ``decisions-<id>.csv`` name); None: no decisions. A file with ``suspected`` instead of
+    ``decision`` (``estimate_pairs.csv``) drops its suspected pairs (:func:`_suspected_decisions`)."""
     import pandas as pd
 
     if decisions is None:
@@ -202,8 +205,7 @@ def read_decisions(decisions: str | Path | pd.DataFrame | None, audit: str | Non
             )
         frame, where = _read_csv(path), str(path)
     if "decision" not in frame.columns and "suspected" in frame.columns:  # estimate_pairs.csv
-        suspected = frame["suspected"].str.strip().str.lower().isin(("true", "1"))
-        frame = frame.assign(decision=suspected.map({True: "drop", False: "keep"}), caption="")
+        frame = _suspected_decisions(frame, where)
     missing = [c for c in ("pair_id", "decision") if c not in frame.columns]
     if missing:
         raise DataError(
@@ -222,6 +224,29 @@ def read_decisions(decisions: str | Path | pd.DataFrame | None, audit: str | Non
     )
     _check_rows(frame, where)
     return frame
+
+
+def _suspected_decisions(frame: pd.DataFrame, where: str) -> pd.DataFrame:
+    """``estimate_pairs.csv``'s rows as decisions: a suspected pair dropped, the others kept.
+
+    The audit's own ``pairs.csv`` (its ``suspected``: the scores' cut, which no one checked) is
+    refused, as is a ``suspected`` other than :data:`SUSPECTED`'s (``yes`` is not taken for true)."""
+    if "held_out_score" in frame.columns:
+        raise DataError(
+            f"{where}: the audit's pairs.csv, not decisions (its suspected column is the scores' cut, "
+            "which no one checked); give --fdr to drop by the audit's numbers, or the decisions file "
+            "the review page downloads, or estimate_pairs.csv"
+        )
+    value = frame["suspected"].str.strip().str.lower()
+    bad = ~value.isin(SUSPECTED)
+    if bad.any():
+        k = int(bad.to_numpy().argmax())
+        pair = f" (pair {frame['pair_id'].iloc[k][:80]!r})" if "pair_id" in frame else ""
+        raise DataError(
+            f"{where}: row {k + 2}{pair} has suspected {frame['suspected'].iloc[k][:40]!r}; suspected is "
+            f"true or false (or 1 or 0) ({int(bad.sum())} row(s) with another)"
+        )
+    return frame.assign(decision=value.map(SUSPECTED), caption="")
 
 
 def _check_audit(frame: pd.DataFrame, where: str, audit: str | None) -> None:

@@ -54,8 +54,9 @@ def add_parsers(sub: Subparsers) -> None:
     apply.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
     apply.add_argument(
         "--decisions",
-        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace); "
-        "optional with --fdr or --threshold",
+        help="decisions.csv from the report: pair_id,decision,caption (keep, drop, replace), or "
+        "estimate_pairs.csv from `mispair estimate` (suspected: true or false); optional with --fdr "
+        "or --threshold",
     )
     apply.add_argument("--out", required=True, help="a new folder for the cleaned collection")
     apply.add_argument(
