@@ -476,9 +476,10 @@
     }
     return high;
   }
-  function answersForDesign(std, n) {  // share.answers_for_design
+  function answersForDesign(e) {  // share.answers_for_design
+    var n = e.answers, std = e.std;
+    if (n >= sample.n_pairs || (n && (e.high - e.low) / 2 <= sample.target)) { return n; }
     if (n < sample.look && sample.look_applies) { return sample.look; }
-    if (n >= sample.n_pairs) { return n; }
     return answersFor(std === std ? std : 0.5, sample.target, Math.max(n, 1), sample.n_pairs, sample.alpha);
   }
   function sampleEstimate(given) {  // share.sample_share of the answers (default: this browser's), without the fixed-n interval
@@ -492,7 +493,7 @@
       union(exact(lowRead), exact(highRead)) : union(stratifiedShare(lowRead), stratifiedShare(highRead));
     return {share: e.share, low: e.low, high: e.high, lam: e.lam, std: e.std,
             labels_only: [e.low, e.high], answers: n, correct: counts.correct,
-            mismatched: counts.mismatched, unsure: counts.unsure, answers_for_target: answersForDesign(e.std, n)};
+            mismatched: counts.mismatched, unsure: counts.unsure, answers_for_target: answersForDesign(e)};
   }
   function showSample() {
     var at = answers.length, box = $("sample-pair");

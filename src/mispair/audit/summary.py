@@ -221,7 +221,11 @@ class AuditSummary(Mapping[str, object]):
         if self.warnings is not None:
             out["warnings"] = list(self.warnings)
         if self.sample_seed is not None:
-            out["sample"] = {"seed": self.sample_seed, "file": "sample.csv", "order": "uniform random"}
+            out["sample"] = {
+                "seed": self.sample_seed,
+                "file": "sample.csv",
+                "order": "stratified random (mispair.estimate.design)",
+            }
         out["format"] = SUMMARY_FORMAT
         return out
 

@@ -32,8 +32,9 @@ def add_parsers(sub: Any) -> None:
     estimate.add_argument(
         "--fdr",
         type=float,
-        help="also choose the pairs to drop at this false-discovery rate against the pairs you judged "
-        "correct (estimate_pairs.csv: every pair, suspected or not; apply --decisions takes it)",
+        help="also drop the largest cut of the ranking whose share of correct pairs your answers "
+        "inside it prove at most this rate, with 95%% confidence (estimate_pairs.csv: every pair, "
+        "suspected or not; apply --decisions takes it)",
     )
     estimate.add_argument("--json", action="store_true", help="print estimate.json instead of lines")
     estimate.set_defaults(run=run_estimate)

@@ -194,8 +194,7 @@ class AuditEstimate:
         judged += f", {s.unsure} unsure" if s.unsure else ""
         lines = [
             f"your {s.answers} answers ({judged}): {e.share:.1%} of the {self.pairs_total:,} pairs are "
-            f"mismatched (95% interval {e.low:.1%}–{e.high:.1%}, valid wherever you stop; from the "
-            f"answers alone {s.labels_only.low:.1%}–{s.labels_only.high:.1%})"
+            f"mismatched (95% interval {e.low:.1%}–{e.high:.1%}, valid wherever you stop)"
         ]
         if self.audit_share is not None and self.audit_share_interval is not None:
             low, high = self.audit_share_interval

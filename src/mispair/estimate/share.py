@@ -1,6 +1,12 @@
-"""The mismatched share from a random sample a person judged, with the audit's probabilities as
-predictions: prediction-powered inference (PPI++), with an interval that stays valid however the
-person decides when to stop.
+"""The mismatched share from a random sample a person judged, with an interval that stays valid
+however the person decides when to stop.
+
+**What the audit's sample uses** is the stratified estimate (:func:`stratified_share`, over the
+order of :mod:`mispair.estimate.design`): the strata's answers weighed by their sizes, a
+confidence sequence credited for sampling without replacement, and a planned look.
+:func:`sample_share` is it. The uniform-order PPI++ estimate below (:func:`anytime_share`,
+:func:`fixed_n_share`) is what wave 5 used; the benchmarks keep it as the reference the design
+is measured against.
 
 The population is the audit's ``N`` pairs, each with a calibrated mismatch probability ``f_i``;
 a person judges the first ``n`` pairs of a uniformly random order (``sample.csv``), ``y_i = 1``
@@ -221,7 +227,7 @@ def sample_share(answers: np.ndarray, order_probability: np.ndarray, order_strat
         reads = [stratified_share(read, everything, order_strata) for read in (low_read, high_read)]
         ppi = _union(reads[0][0], reads[1][0])
         fixed = _union(reads[0][1], reads[1][1])
-    needed = answers_for_design(ppi.std, len(judged), everything, order_strata)
+    needed = answers_for_design(ppi, everything, order_strata)
     firm = judged[~unsure]
     mismatched = int(firm.sum())
     correct, doubtful = len(firm) - mismatched, int(unsure.sum())
@@ -229,21 +235,21 @@ def sample_share(answers: np.ndarray, order_probability: np.ndarray, order_strat
 
 
 def answers_for_design(
-    std: float, answers: int, order_probability: np.ndarray, order_strata: np.ndarray
+    estimate: ShareEstimate, order_probability: np.ndarray, order_strata: np.ndarray
 ) -> int | None:
     """The answers at which the interval is expected within ± :data:`TARGET_HALF_WIDTH`: the
-    planned look when it is still ahead and predicted to reach it, else the confidence
-    sequence's count at the present per-answer deviation ``std`` (:func:`answers_for`, its
-    level ``ALPHA − LOOK_ALPHA``); None when not within the collection's pairs."""
+    present count when the ``estimate``'s interval already is; the planned look when it is still
+    ahead and predicted to reach it; else the confidence sequence's count at the present
+    per-answer deviation (:func:`answers_for`, its level ``ALPHA − LOOK_ALPHA``); None when not
+    within the collection's pairs."""
+    answers, big = estimate.answers, len(order_probability)
+    if answers >= big or (answers and estimate.half_width <= TARGET_HALF_WIDTH):
+        return answers
     look = planned_look(order_probability, order_strata)
-    big = len(order_probability)
     if answers < look and predicted_half_width(look, order_probability, order_strata, Z_LOOK) <= PLANNED_FOR:
         return look
-    if answers >= big:
-        return answers
-    return answers_for(
-        std if std == std else 0.5, TARGET_HALF_WIDTH, max(answers, 1), big, alpha=ALPHA - LOOK_ALPHA
-    )
+    std = estimate.std if estimate.std == estimate.std else 0.5
+    return answers_for(std, TARGET_HALF_WIDTH, max(answers, 1), big, alpha=ALPHA - LOOK_ALPHA)
 
 
 def _exact(judged: np.ndarray) -> ShareEstimate:
@@ -303,8 +309,8 @@ def stratum_figures(judged: np.ndarray, probabilities: np.ndarray, total: int) -
     ``N``.
 
     The stratum's share is its answers' mean ``ȳ_h`` (unbiased: the design samples each stratum
-    uniformly). Its per-answer variance is Agresti–Coull's ``p̃(1 − p̃)``, ``p̃ = (Σ y + 2) /
-    (n_h + 4)``, so a stratum whose first answers are all alike never gets a zero width (a
+    uniformly). Its per-answer variance is Agresti–Coull's ``p̃(1 − p̃)`` with one pseudo-answer each way,
+    ``p̃ = (Σ y + 1) / (n_h + 2)``, so a stratum whose first answers are all alike never gets a zero width (a
     stratum of near-certain matches holds rare errors; a Wald variance of 0 there once missed
     the truth in a third of the runs). The probabilities enter through the strata and their
     allocation, not within a stratum: there they vary little, and the power-tuned weight of
