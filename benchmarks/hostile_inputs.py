@@ -36,6 +36,7 @@ import hostile_cache
 import hostile_fixtures as fx
 import hostile_serve
 import hostile_shared
+import hostile_wave5
 from mispair.data.precomp import write_precomp
 from mispair.data.synthetic import make_synthetic
 
@@ -100,6 +101,7 @@ def build_cases(tmp: Path) -> list[Case]:
         *hostile_cache.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
         *hostile_serve.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
         *hostile_apply.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
+        *hostile_wave5.cases(tmp, fixtures, Case, mispair, SMALL, AUDIT),
     ]
 
 

@@ -1,0 +1,261 @@
+"""The cases of ``hostile_inputs.py`` for wave 5's surfaces (issue 64): decisions files that are
+not decisions (the audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to
+yes/no), a second command into a folder another run holds, and captions without a space in the
+review page's sample view. Classes 64.3, 64.7 and 64.8 follow the issue's items;
+docs/reliability.md ("Issue 64") states the promise each case checks.
+
+    python benchmarks/hostile_inputs.py 64.    # only these cases
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import hostile_fixtures as fx
+
+DECISIONS, RUN_LOCK, SAMPLE_VIEW = "64.3 decisions", "64.7 run lock", "64.8 sample view"
+HOLD = """
+import sys, time
+from mispair.atomic import folder_lock
+with folder_lock(sys.argv[1]):
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+VIEWPORT = 1000  # px: the page's width in the browser; a caption must wrap within it
+
+
+def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
+    """Every case of classes 64.3, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
+    return [
+        *_decisions(tmp / "w64-decisions", Case, mispair),
+        *_run_lock(tmp / "w64-lock", Case, mispair, small, audit),
+        *_sample_view(tmp / "w64-view", Case, mispair, audit),
+    ]
+
+
+def _write_csv(path: Path, rows: list) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def _colour_folder(folder: Path, caption_of: Callable[[int, str], str] = lambda k, c: c) -> Path:
+    """The 24 colour pictures with ``captions.csv`` (``caption_of(k, caption)`` for each row)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = fx.colour_pictures(24)
+    for name, blob, _ in rows:
+        (folder / name).write_bytes(blob)
+    _write_csv(
+        folder / "captions.csv",
+        [("image", "caption"), *((n, caption_of(k, c)) for k, (n, _, c) in enumerate(rows))],
+    )
+    return folder
+
+
+# --- 64.3 decisions files --------------------------------------------------------------------------
+
+
+def _decisions(root: Path, Case, mispair) -> list:
+    audit = root / "synthetic" / "audit"
+
+    def audited() -> None:
+        from mispair.audit.synthetic import synthetic_audit
+
+        if not audit.is_dir():
+            synthetic_audit(root / "synthetic", pairs=30, images=10, seed=3)
+
+    def estimate_pairs(name: str, flags: list[str]) -> Callable[[], None]:
+        """An ``estimate_pairs.csv`` of the audit's first pairs with ``suspected`` as given."""
+
+        def write() -> None:
+            import json
+
+            import pandas as pd
+
+            audited()
+            ids = pd.read_csv(audit / "pairs.csv", dtype=str)["pair_id"].tolist()[: len(flags)]
+            audit_id = json.loads((audit / "summary.json").read_text())["audit_id"]
+            header = ("pair_id", "mismatch_probability", "suspected", "label", "audit_id")
+            _write_csv(root / name, [header, *((i, "0.5", s, "", audit_id) for i, s in zip(ids, flags))])
+
+        return write
+
+    def dropped_exactly(name: str, n: int) -> Callable[[], bool]:
+        def check() -> bool:
+            import pandas as pd
+
+            first = pd.read_csv(audit / "pairs.csv", dtype=str)["pair_id"].tolist()[:n]
+            removed = root / name / "removed.csv"
+            return removed.is_file() and sorted(pd.read_csv(removed, dtype=str)["pair_id"]) == sorted(first)
+
+        return check
+
+    apply = lambda decisions, out: mispair("apply", audit, "--decisions", decisions, "--out", root / out)  # noqa: E731
+    return [
+        Case(
+            DECISIONS,
+            "apply --decisions AUDIT/pairs.csv (the audit's unchecked score-only cut)",
+            apply(audit / "pairs.csv", "out-pairs"),
+            "error",
+            "pairs.csv, not decisions",
+            setup=audited,
+            absent=root / "out-pairs",
+        ),
+        Case(
+            DECISIONS,
+            "apply: estimate_pairs.csv with suspected edited to yes/no",
+            apply(root / "yes-no.csv", "out-yes-no"),
+            "error",
+            "has suspected 'yes'",
+            setup=estimate_pairs("yes-no.csv", ["yes", "no", "yes", "no"]),
+            absent=root / "out-yes-no",
+        ),
+        Case(
+            DECISIONS,
+            "apply: estimate_pairs.csv with suspected TRUE, True, 1, false, 0",
+            apply(root / "cases.csv", "out-cases"),
+            "ok",
+            setup=estimate_pairs("cases.csv", ["TRUE", "True", "1", "false", "0"]),
+            check=dropped_exactly("out-cases", 3),
+        ),
+    ]
+
+
+# --- 64.7 the run lock taken before any work ------------------------------------------------------
+
+
+class _Holder:
+    """A process holding a folder's lock as a running ``train`` or ``audit`` does, started by the
+    case's setup (the folder holding ``files`` first) and ended by its check, which says whether
+    the refused command encoded anything (a new file in the collection's cache) or touched the
+    folder."""
+
+    def __init__(self, folder: Path, collection: Path, files: dict[str, str]) -> None:
+        self.folder, self.collection, self.files = folder, collection, files
+        self.process: subprocess.Popen | None = None
+        self.cached: set[Path] = set()
+
+    def start(self) -> None:
+        if not (self.collection / "captions.csv").is_file():
+            _colour_folder(self.collection)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            (self.folder / name).write_text(text)
+        self.cached = self._cache()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(self.folder), "120"], stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None and self.process.stdout.readline().strip() == "holding"
+
+    def untouched(self) -> bool:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        held = {p.name: p.read_text() for p in self.folder.iterdir() if p.name != ".mispair.lock"}
+        return not self._cache() - self.cached and held == self.files
+
+    def _cache(self) -> set[Path]:
+        from mispair.config import DataConfig
+        from mispair.data.cache_folder import collection_cache
+
+        return set(collection_cache(DataConfig(root=str(self.collection))).rglob("*"))
+
+
+def _run_lock(root: Path, Case, mispair, small: list[str], audit: list[str]) -> list:
+    pictures, train = root / "pictures", [s for s in small if not s.startswith("data.synthetic")]
+    running = {".mispair-output": "mispair train output\n", "note.txt": "the running command's\n"}
+    cases = [
+        ("train", "train into a folder another run holds", ["train", *train], running),
+        ("audit", "audit into a folder another run holds", ["audit", *audit], running),
+        (
+            "reading",
+            "train --overwrite into a folder whose run is still reading (no marker yet)",
+            ["train", *train, "--overwrite"],
+            {},
+        ),
+    ]
+    built = []
+    for folder, name, argv, files in cases:
+        holder = _Holder(root / folder, pictures, files)
+        built.append(
+            Case(
+                RUN_LOCK,
+                f"{name}: refused before a picture is encoded, the folder untouched",
+                mispair(argv[0], pictures, *argv[1:], "--out", root / folder, "--quiet"),
+                "error",
+                "in use by another mispair run",
+                setup=holder.start,
+                check=holder.untouched,
+            )
+        )
+    return built
+
+
+# --- 64.8 long captions wrap in the sample view ---------------------------------------------------
+
+
+def _sample_view(root: Path, Case, mispair, audit: list[str]) -> list:
+    long = {
+        "word": "W" * 1000,
+        "cut": "M" * 5000,  # cut to 1,000 characters by the reader, with a warning
+        "uri": "data:image/png;base64," + base64.b64encode(bytes(37 * k % 251 for k in range(700))).decode(),
+    }
+
+    def collection(name: str) -> Callable[[], None]:
+        return lambda: _colour_folder(root / name, lambda k, c: long[name] if k == 5 else c)
+
+    def wraps(name: str) -> Callable[[], bool]:
+        def check() -> bool:
+            widths = _page_widths(root / f"{name}-audit" / "report.html", long[name][:900])
+            return widths is not None and max(widths) <= VIEWPORT
+
+        return check
+
+    names = {
+        "word": "a caption of 1,000 characters without a space: the review and the sample view wrap it",
+        "cut": "a caption of 5,000 characters without a space (cut to 1,000): wrapped",
+        "uri": "a pasted data: URI of 958 characters as the caption: wrapped",
+    }
+    expect = {"word": ("ok", ""), "cut": ("warn", "were cut"), "uri": ("ok", "")}
+    return [
+        Case(
+            SAMPLE_VIEW,
+            names[name],
+            mispair("audit", root / name, "--out", root / f"{name}-audit", *audit, "--quiet"),
+            *expect[name],
+            setup=collection(name),
+            check=wraps(name),
+        )
+        for name in long
+    ]
+
+
+def _page_widths(report: Path, caption: str) -> tuple[int, int] | None:
+    """The page's scroll width in the review, and in the sample view once the pair with
+    ``caption`` is shown (the others answered "not sure"); None without Chromium or the pair."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None or not report.is_file():
+        return None
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": VIEWPORT, "height": 900})
+        page.route("http*://**/*", lambda route: route.abort())
+        page.goto(report.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        review = page.evaluate("document.documentElement.scrollWidth")
+        page.click("#sample-start")
+        for _ in range(30):
+            if caption in (page.text_content("#sample-pair") or ""):
+                sample = page.evaluate("document.documentElement.scrollWidth")
+                browser.close()
+                return review, sample
+            page.keyboard.press("s")
+        browser.close()
+    return None
