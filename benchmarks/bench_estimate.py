@@ -46,7 +46,8 @@ def write_audit(folder: Path, pairs: int, answers: int, seed: int = 0) -> Path:
     order = np.argsort(-p, kind="stable")
     table = table.iloc[order].reset_index(drop=True).assign(rank=np.arange(1, pairs + 1))
     summary = AuditSummary(collection=str(folder), threshold=0.9, pairs=pairs, audit_id=audit_id(table))
-    sample = audit_sample(table, seed)
+    summary.sample_seed = seed
+    sample = audit_sample(table, seed, summary.audit_id or "")
     AuditResult(table, summary, "", sample=sample).save(folder)
     judged = sample["pair_id"].head(answers)
     truth_of = dict(zip(table["pair_id"], truth[order]))

@@ -114,7 +114,7 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
 
     monkeypatch.setattr(module, "SAMPLE_SHOWN", 10)
     table = _table(n=300, numbered=False).assign(suspected=lambda t: t["mismatch_probability"] > 0.9)
-    sample = audit_sample(table, seed=4)
+    sample = audit_sample(table, 4, "")
     rows = module.sample_rows(table, sample)
     data = _read(
         page_data(

@@ -9,8 +9,10 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from mispair.audit.result import AuditResult
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.held_out import (
@@ -24,7 +26,6 @@ from mispair.engine.held_out import (
 from mispair.engine.held_out.answers import judged_pairs, train_pair_ids, with_answers
 from mispair.engine.held_out.rounds import refined_out_of_fold_scores
 from mispair.errors import DataError
-from mispair.estimate.sample import sample_order
 from tests.engine.test_division_scores import _setup
 
 
@@ -131,24 +132,30 @@ def test_the_cached_scores_follow_the_answers_content(tmp_path):
     assert changed  # scored again: the cache's key holds the answers
 
 
-def test_audit_with_labels_prints_and_writes_their_estimate(tmp_path, capsys):
+def test_audit_with_labels_uses_them_and_says_where_their_estimate_is(tmp_path, capsys):
+    """Answers on an audit's sample give its estimate; fed back to `audit --labels`, they move the
+    probabilities and so the new audit's stratified order: one line, not an error, says that
+    their estimate is the earlier audit's."""
     from tests.audit.test_audit_run import TINY
 
     collection = write_synthetic_dataset(tmp_path / "toy_precomp", n_train=60, n_dev=20, n_test=20)
-    ids = [f"{split}/{k}" for split, n in (("train", 300), ("dev", 100), ("test", 100)) for k in range(n)]
-    order = sample_order(ids, 0)["pair_id"].tolist()
+    first = tmp_path / "first"
+    assert main(["audit", str(collection), *TINY, "--out", str(first), "--quiet"]) in (0, None)
+    order = pd.read_csv(first / "sample.csv")["pair_id"].tolist()
     labels = tmp_path / "labels.csv"
     with open(labels, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["pair_id", "label"])
         writer.writerows((pid, "mismatched" if k % 4 == 0 else "correct") for k, pid in enumerate(order[:40]))
+    found = AuditResult.load(first).estimate(labels)
+    assert (found.share.answers, found.share.mismatched) == (40, 10)
     out = tmp_path / "audit"
     code = main(["audit", str(collection), *TINY, "--out", str(out), "--labels", str(labels), "--quiet"])
     assert code in (0, None)
     err = capsys.readouterr().err
-    assert "your 40 answers (10 mismatched, 30 correct)" in err
-    estimate = json.loads((out / "estimate.json").read_text())
-    assert estimate["labels"] == 40 and estimate["mismatched"] == 10
+    # the answers moved the probabilities, so the order: one line says where their estimate is
+    assert not (out / "estimate.json").exists()
+    assert "no estimate of this audit from the answers" in err and "`mispair estimate` on that audit" in err
     run_config = json.loads((out / "run" / "config.json").read_text())
     assert run_config["division"]["answers"] == [str(labels.resolve())]
     again = main(["audit", str(collection), *TINY, "--out", str(out), "--quiet", "--no-resume"])

@@ -214,3 +214,41 @@ def test_a_damaged_audit_folder_is_one_line(audit, tmp_path, capsys):
     assert "not a finished audit folder" in refused(
         capsys, ["estimate", str(tmp_path), "--labels", str(path)]
     )
+
+
+def test_a_rewritten_sample_is_refused_in_one_line(audit, tmp_path, capsys):
+    """The forgery of issue 64: sample.csv rewritten so that the correct pairs come first, then
+    every pair answered truthfully, read "0.0% (0–10%)"; the order is drawn again from the
+    recorded seed and the audit's id and compared, so any edit of it is refused."""
+    out, result = audit
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    for name in ("summary.json", "pairs.parquet", "pairs.csv"):
+        (forged / name).write_bytes((out / name).read_bytes())
+    sample = pd.read_csv(out / "sample.csv", dtype=str)
+    p = result.pairs.set_index("pair_id")["mismatch_probability"]
+    reordered = sample.assign(key=sample["pair_id"].map(p)).sort_values("key", kind="stable")
+    reordered = reordered.assign(order=range(1, len(sample) + 1)).drop(columns="key")
+    reordered.to_csv(forged / "sample.csv", index=False)
+    answers = labels(tmp_path / "forged.csv", [(i, "correct") for i in reordered["pair_id"].head(40)])
+    command = ["estimate", str(forged), "--labels", str(answers)]
+    assert "not the order this audit drew" in refused(capsys, command)
+    sample.assign(stratum="all").to_csv(forged / "sample.csv", index=False)  # claimed uniform: drawn so
+    assert "not the order this audit drew" in refused(capsys, command)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["sample"]["seed"] += 1  # another seed recorded: the file no longer matches it
+    (forged / "summary.json").write_text(json.dumps(summary))
+    sample.to_csv(forged / "sample.csv", index=False)
+    assert "not the order this audit drew" in refused(capsys, command)
+    assert not (forged / "estimate.json").exists()
+
+
+def test_two_collections_with_the_same_pair_ids_and_seed_get_different_orders():
+    from mispair.estimate.sample import sample_order
+
+    ids = [f"train/{k}" for k in range(300)]
+    p = np.linspace(0, 1, 300)
+    one = sample_order(ids, 0, p, p > 0.9, audit="0123456789abcdef")["pair_id"].tolist()
+    again = sample_order(ids, 0, p, p > 0.9, audit="0123456789abcdef")["pair_id"].tolist()
+    other = sample_order(ids, 0, p, p > 0.9, audit="fedcba9876543210")["pair_id"].tolist()
+    assert one == again and one != other

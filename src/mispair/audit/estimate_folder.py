@@ -23,7 +23,7 @@ def estimate_folder(
     import os
 
     from mispair.audit.audit_folder import read_scored_pairs, read_summary
-    from mispair.estimate.sample import read_sample
+    from mispair.estimate.sample import read_sample, verify_sample
 
     folder = Path(folder)
     if not os.path.lexists(folder / "summary.json") or not os.path.lexists(folder / "pairs.parquet"):
@@ -34,13 +34,18 @@ def estimate_folder(
     summary = read_summary(folder / "summary.json")
     pairs = read_scored_pairs(folder / "pairs.parquet", summary)
     sample = read_sample(folder)
+    audit = str(summary.get("audit_id") or "")
+    recorded = summary.get("sample")
+    verify_sample(
+        sample, pairs, recorded.get("seed") if isinstance(recorded, dict) else None, audit, str(folder)
+    )
     interval = summary.get("estimated_mismatched_share_interval")
     share = summary.get("estimated_mismatched_share")
     return estimate_pairs(
         pairs,
         sample,
         labels,
-        audit=str(summary.get("audit_id") or ""),
+        audit=audit,
         fdr=fdr,
         audit_share=float(share) if isinstance(share, (int, float)) else None,
         audit_share_interval=_interval(interval),

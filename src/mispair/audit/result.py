@@ -156,9 +156,13 @@ class AuditResult:
         with that false-discovery rate against the answers. The same numbers as
         ``mispair estimate`` and the review page's "check a sample"."""
         from mispair.estimate.audit_estimate import estimate_pairs
+        from mispair.estimate.sample import verify_sample
 
         if self.sample is None:
             raise ConfigError("this audit has no random sample (audited before it existed); audit it again")
+        verify_sample(
+            self.sample, self.pairs, self.summary.sample_seed, self.summary.audit_id or "", "this audit"
+        )
         sources = list(labels) if isinstance(labels, (list, tuple)) else [labels]
         return estimate_pairs(
             self.pairs,

@@ -158,11 +158,15 @@ def answers_overrides(labels: Sequence[str | Path]) -> list[str]:
 
 def _estimate_answers(audit: AuditResult, options: AuditOptions, out: Path) -> None:
     """The answers' estimate on this audit, written beside it, when they are a prefix of its
-    sample; else one line saying why not."""
+    sample; else one line saying why not. (Answers given on an earlier audit's sample seldom are:
+    the sample's order follows the audit's probabilities, which the answers move.)"""
     try:
         found = audit.estimate(list(options.labels))
     except DataError as exc:
-        options.log(f"audit: the answers are not an estimate of this audit ({exc})")
+        options.log(
+            f"audit: no estimate of this audit from the answers ({exc}); answers given on an earlier "
+            "audit's sample are estimated by `mispair estimate` on that audit's folder"
+        )
         return
     found.save(out)
     for line in found.lines():
@@ -316,7 +320,7 @@ def _audit(
     raw = _with_raw_similarity(table, audited, request.config.data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
     result = _audit_summary(request, ranked, sources, table, retrieval)
-    sample = audit_sample(table, options.seed)
+    sample = audit_sample(table, options.seed, result.audit_id or "")
     result.sample_seed = options.seed
     plots = _plots(result, ranked, raw)
     timings.lap("ranking")

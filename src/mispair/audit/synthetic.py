@@ -72,7 +72,7 @@ def synthetic_audit(
     )
     out = folder / "audit"
     retrieval = [("this run", dict.fromkeys(METRIC_KEYS, 0.0))]
-    sample = audit_sample(table, seed)
+    sample = audit_sample(table, seed, summary.audit_id or "")
     summary.sample_seed = seed
     report = review_page(
         table, summary, [], division, retrieval, pictures, out, top=top, progress=progress, sample=sample

@@ -12,6 +12,7 @@ over the pair ids in sorted order, so the same audit draws the same order.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,11 +40,15 @@ def sample_order(
     seed: int,
     probability: Sequence[float] | None = None,
     suspected: Sequence[bool] | None = None,
+    *,
+    audit: str = "",
 ) -> pd.DataFrame:
-    """Every pair id in the audit's random order, drawn from its ``seed``: a table of ``pair_id``,
-    ``order`` (1 … N) and ``stratum``, sorted by ``order``. With each pair's calibrated mismatch
-    ``probability`` (and the audit's ``suspected`` flags), in ``pair_ids``' order, the order is
-    stratified (:mod:`mispair.estimate.design`); without, it is uniform (one stratum)."""
+    """Every pair id in the audit's random order, drawn from its ``seed`` and its ``audit`` id (so
+    two collections audited with one seed get different orders; an empty id: the seed alone, as
+    audits before the design drew it): a table of ``pair_id``, ``order`` (1 … N) and ``stratum``,
+    sorted by ``order``. With each pair's calibrated mismatch ``probability`` (and the audit's
+    ``suspected`` flags), in ``pair_ids``' order, the order is stratified
+    (:mod:`mispair.estimate.design`); without, it is uniform (one stratum)."""
     import pandas as pd
 
     from mispair.estimate.design import allocation, strata_of, stratified_order
@@ -51,7 +56,7 @@ def sample_order(
     given = [str(i) for i in pair_ids]
     by_id = np.argsort(np.array(given, dtype=object), kind="stable")
     ids = [given[k] for k in by_id]
-    rng = np.random.default_rng(child_seed(seed, "sample"))
+    rng = _generator(seed, audit)
     if probability is None:
         drawn = rng.permutation(len(ids))
         strata = np.full(len(ids), ONE_STRATUM, dtype=object)
@@ -65,15 +70,43 @@ def sample_order(
     )
 
 
-def audit_sample(table: pd.DataFrame, seed: int) -> pd.DataFrame:
+def _generator(seed: int, audit: str) -> np.random.Generator:
+    """The sample's random stream: the seed's ``sample`` child, joined by the audit id's digest."""
+    base = child_seed(seed, "sample")
+    if not audit:
+        return np.random.default_rng(base)
+    return np.random.default_rng([base, int(hashlib.sha256(audit.encode("utf-8")).hexdigest()[:16], 16)])
+
+
+def audit_sample(table: pd.DataFrame, seed: int, audit: str) -> pd.DataFrame:
     """:func:`sample_order` of an audit's pair ``table`` (``pair_id``, ``mismatch_probability``,
-    ``suspected``), stratified by its probabilities and its cut."""
+    ``suspected``) and its ``audit`` id, stratified by its probabilities and its cut."""
     return sample_order(
         table["pair_id"].tolist(),
         seed,
         table["mismatch_probability"].astype("float64").to_numpy(),
         table["suspected"].astype(bool).to_numpy() if "suspected" in table else None,
+        audit=audit,
     )
+
+
+def verify_sample(sample: pd.DataFrame, pairs: pd.DataFrame, seed: object, audit: str, where: str) -> None:
+    """Refuse, in one line, a ``sample`` that is not the order the audit drew: it is drawn again
+    from the recorded ``seed``, the ``audit`` id and the ``pairs``' probabilities and cut (an
+    older audit's sample, without strata, from the seed alone) and compared, pair by pair. A
+    sample rewritten so that, say, the correct pairs come first would prove a false share."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise DataError(f"{where}: summary.json records no sample seed; audit the collection again")
+    if (sample["stratum"] == ONE_STRATUM).all():
+        drawn = sample_order(pairs["pair_id"].astype(str).tolist(), seed)
+    else:
+        drawn = audit_sample(pairs.assign(pair_id=pairs["pair_id"].astype(str)), seed, audit)
+    same = len(drawn) == len(sample) and (drawn["pair_id"].to_numpy() == sample["pair_id"].to_numpy()).all()
+    if not same or not (drawn["stratum"].to_numpy() == sample["stratum"].to_numpy()).all():
+        raise DataError(
+            f"{where}: {SAMPLE} is not the order this audit drew from its seed (edited, reordered or "
+            "another audit's); restore it or audit the collection again"
+        )
 
 
 def read_sample(folder: str | Path) -> pd.DataFrame:
