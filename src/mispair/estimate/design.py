@@ -27,6 +27,9 @@ and a stratified estimate is unbiased under any allocation.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 STRATA = ("cut", "likely", "edge", "low", "rest")
@@ -68,28 +71,37 @@ def allocation(probability: np.ndarray, strata: np.ndarray) -> dict[str, float]:
 def schedule(sizes: dict[str, int], shares: dict[str, float]) -> np.ndarray:
     """``[Σ sizes]`` the stratum of each place of the sample order (the module's schedule): the
     stratum furthest behind ``t · a_h`` at each place ``t``, with the cut's share raised to
-    :data:`CUT_SHARE` until it holds :data:`CUT_CHECK` answers."""
-    names = [name for name in STRATA if sizes.get(name, 0) > 0]
-    left = np.array([sizes[name] for name in names], dtype=np.int64)
-    base = np.array([shares[name] for name in names], dtype=np.float64)
-    check = min(CUT_CHECK, sizes.get("cut", 0))
-    placed = np.zeros(len(names), dtype=np.int64)
-    target = np.zeros(len(names))
-    out = np.empty(int(left.sum()), dtype=object)
-    for t in range(len(out)):
-        share = base.copy()
-        if names[0] == "cut" and placed[0] < check and share[0] < CUT_SHARE:
-            share[1:] *= (1 - CUT_SHARE) / share[1:].sum() if share[1:].sum() > 0 else 0.0
-            share[0] = CUT_SHARE
-        open_ = left > 0
-        share = np.where(open_, share, 0.0)
-        target += share / share.sum()
-        behind = np.where(open_, target - placed, -np.inf)
-        k = int(np.argmax(behind))
-        placed[k] += 1
-        left[k] -= 1
-        out[t] = names[k]
-    return out
+    :data:`CUT_SHARE` until it holds :data:`CUT_CHECK` answers. It depends on the sizes and
+    shares alone (not on the seed), so it is drawn once per design."""
+    names = tuple(name for name in STRATA if sizes.get(name, 0) > 0)
+    plan = _schedule(tuple(sizes[n] for n in names), tuple(shares[n] for n in names), names[:1] == ("cut",))
+    return np.array([names[k] for k in plan], dtype=object)
+
+
+@functools.lru_cache(maxsize=16)
+def _schedule(sizes: tuple[int, ...], shares: tuple[float, ...], has_cut: bool) -> tuple[int, ...]:
+    """:func:`schedule` as stratum indices (plain Python floats, in the same order of operations
+    at every place: a few strata, up to millions of places)."""
+    left, placed = list(sizes), [0] * len(sizes)
+    target = [0.0] * len(sizes)
+    check = min(CUT_CHECK, sizes[0]) if has_cut else 0
+    out = []
+    for _ in range(sum(sizes)):
+        share = list(shares)
+        if has_cut and placed[0] < check and share[0] < CUT_SHARE:
+            others = sum(share[1:])
+            share = [CUT_SHARE] + [v * (1 - CUT_SHARE) / others if others > 0 else 0.0 for v in share[1:]]
+        share = [v if left[k] > 0 else 0.0 for k, v in enumerate(share)]
+        total = sum(share)
+        best, behind = -1, -math.inf
+        for k, v in enumerate(share):
+            target[k] += v / total
+            if left[k] > 0 and target[k] - placed[k] > behind:
+                best, behind = k, target[k] - placed[k]
+        placed[best] += 1
+        left[best] -= 1
+        out.append(best)
+    return tuple(out)
 
 
 def stratified_order(
