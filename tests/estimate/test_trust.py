@@ -53,3 +53,41 @@ def test_the_blind_spot_is_said_only_where_the_scores_miss_what_the_answers_find
     assert blind_spot(0.0, 0.05, few, weak) is None  # the share could be nothing
     assert blind_spot(0.15, 0.28, Interval(0.8, 0.6, 0.9), weak) is None  # the audit found them
     assert blind_spot(0.15, 0.28, None, weak) is None
+
+
+def test_the_weighted_auc_is_sklearns_with_sample_weights_and_equal_weights_change_nothing():
+    rng = np.random.default_rng(5)
+    y = rng.random(120) < 0.3
+    f = np.clip(y * 0.3 + rng.random(120) * 0.7, 0, 1).round(2)  # ties included
+    w = rng.choice([1.0, 4.0, 9.5], size=120)
+    found = ranking_auc(f, y, w)
+    assert found.value == pytest.approx(roc_auc_score(y, f, sample_weight=w), abs=1e-12)
+    plain, equal = ranking_auc(f, y), ranking_auc(f, y, np.full(120, 3.0))
+    assert (equal.value, equal.low, equal.high) == pytest.approx((plain.value, plain.low, plain.high), abs=1e-12)
+
+
+def test_over_stratified_samples_the_weighted_auc_and_recall_find_the_collections():
+    """A collection whose suspects (the top tenth) are sampled at ten times the rate of the rest:
+    the unweighted AUC and recall on the sample are far off; the weighted ones are the
+    collection's within Monte Carlo error."""
+    from mispair.estimate.trust import weighted_recall
+
+    rng = np.random.default_rng(0)
+    y = rng.random(4000) < 0.25
+    f = 1 / (1 + np.exp(-rng.normal(1.2 * (2 * y - 1), 1.0)))
+    cut = f >= np.quantile(f, 0.9)
+    true_auc, true_recall = roc_auc_score(y, f), cut[y].mean()
+    aucs, plain, recalls, plain_recalls = [], [], [], []
+    for _ in range(300):
+        top = rng.choice(np.flatnonzero(cut), 100, replace=False)
+        rest = rng.choice(np.flatnonzero(~cut), 100, replace=False)
+        at = np.concatenate([top, rest])
+        w = np.where(cut[at], cut.sum() / 100, (~cut).sum() / 100)
+        aucs.append(ranking_auc(f[at], y[at], w).value)
+        plain.append(ranking_auc(f[at], y[at]).value)
+        mismatched = at[y[at]]
+        recalls.append(weighted_recall(cut[mismatched], w[y[at]]).value)
+        plain_recalls.append(cut[mismatched].mean())
+    assert np.mean(aucs) == pytest.approx(true_auc, abs=0.01)
+    assert np.mean(recalls) == pytest.approx(true_recall, abs=0.015)
+    assert abs(np.mean(plain_recalls) - true_recall) > 0.2  # what the sample alone says

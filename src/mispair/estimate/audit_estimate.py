@@ -29,7 +29,7 @@ from mispair.estimate.share import (
     ShareEstimate,
     sample_share,
 )
-from mispair.estimate.trust import Interval, blind_spot, ranking_auc, wilson
+from mispair.estimate.trust import Interval, blind_spot, ranking_auc, weighted_recall
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -264,7 +264,7 @@ def estimate_pairs(
     merged = merge_labels([read_labels(source, audit=audit) for source in labels], names)
     judged = Judged.of(pairs, sample, merged, names[0] if len(names) == 1 else "the merged labels")
     share = sample_share(judged.answers, judged.order_probability, judged.order_strata)
-    auc, recall = _trust(judged.answers, judged.probability, judged.suspected)
+    auc, recall = _trust(judged.answers, judged.probability, judged.suspected, judged.weights())
     warning = blind_spot(share.estimate.low, share.estimate.share, recall, auc)
     estimate = AuditEstimate(
         audit, len(pairs), share, audit_share, audit_share_interval, auc, recall, warning, merged
@@ -323,6 +323,16 @@ class Judged:
             ids, every, judged_at, answers, every[judged_at], suspected, order_at, every[order_at], strata
         )
 
+    def weights(self) -> np.ndarray:
+        """``[n]`` each judged pair's inverse inclusion probability, ``N_h / n_h`` of its stratum."""
+        n = len(self.answers)
+        strata = self.order_strata
+        names, counts = np.unique(strata, return_counts=True)
+        judged_names, judged_counts = np.unique(strata[:n], return_counts=True)
+        size = dict(zip(names.tolist(), counts.tolist()))
+        taken = dict(zip(judged_names.tolist(), judged_counts.tolist()))
+        return np.array([size[h] / taken[h] for h in strata[:n].tolist()], dtype=np.float64)
+
     def every_answer(self) -> np.ndarray:
         """``[N]`` each pair's answer (1, 0, 0.5 unsure), NaN where none was given."""
         every = np.full(len(self.ids), np.nan)
@@ -340,14 +350,16 @@ def _value(label: str) -> float:
 
 
 def _trust(
-    answers: np.ndarray, predicted: np.ndarray, suspected: np.ndarray | None
+    answers: np.ndarray, predicted: np.ndarray, suspected: np.ndarray | None, weights: np.ndarray
 ) -> tuple[Interval | None, Interval | None]:
+    """The ranking's AUC and the audit's recall on the firm answers, each answer weighed by the
+    inverse of its stratum's sampling rate (the collection's figures, not the sample's)."""
     firm = ~np.isnan(answers)
-    auc = ranking_auc(predicted[firm], answers[firm] == 1)
+    auc = ranking_auc(predicted[firm], answers[firm] == 1, weights[firm])
     if suspected is None:
         return auc, None
     mismatched = firm & (answers == 1)
-    return auc, wilson(int(suspected[mismatched].sum()), int(mismatched.sum()))
+    return auc, weighted_recall(suspected[mismatched], weights[mismatched])
 
 
 def _drop(

@@ -25,23 +25,46 @@ class Interval:
         return [self.low, self.high]
 
 
-def ranking_auc(probability: np.ndarray, mismatched: np.ndarray) -> Interval | None:
+def ranking_auc(
+    probability: np.ndarray, mismatched: np.ndarray, weights: np.ndarray | None = None
+) -> Interval | None:
     """The AUC of ``probability`` ``[n]`` against the judgements ``mismatched`` ``[n]`` (bool)
     with DeLong's 95% interval (DeLong, DeLong & Clarke-Pearson 1988: the variance from the
     structural components of the two classes; ties count a half), its variance at least
-    :func:`hanley_mcneil`'s. None with fewer than two of either kind."""
+    :func:`hanley_mcneil`'s. None with fewer than two of either kind.
+
+    ``weights`` ``[n]``: each judged pair's inverse inclusion probability (``N_h / n_h`` of its
+    stratum, :mod:`mispair.estimate.design`), so that a stratified sample, which over-samples the
+    suspects, estimates the collection's AUC: each pair of a mismatched and a correct pair counts
+    ``w_i w_j`` (the Horvitz–Thompson form of the Mann–Whitney statistic), and the class sizes in
+    the variance are Kish's effective sizes ``(Σ w)² / Σ w²``. Equal weights: the plain AUC."""
     f = np.asarray(probability, dtype=np.float64)
     y = np.asarray(mismatched, dtype=bool)
-    pos, neg = f[y], f[~y]
+    w = np.ones(len(f)) if weights is None else np.asarray(weights, dtype=np.float64)
+    pos, neg, wp, wn = f[y], f[~y], w[y], w[~y]
     if len(pos) < 2 or len(neg) < 2:
         return None
     wins = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
-    auc = float(wins.mean())
-    v10, v01 = wins.mean(axis=1), wins.mean(axis=0)  # per mismatched pair, per correct pair
-    variance = float(np.var(v10, ddof=1) / len(pos) + np.var(v01, ddof=1) / len(neg))
-    floor = hanley_mcneil(auc * len(pos) * len(neg) / (len(pos) * len(neg) + 1), len(pos), len(neg))
+    v10, v01 = wins @ wn / wn.sum(), wp @ wins / wp.sum()  # per mismatched pair, per correct pair
+    auc = float(wp @ v10 / wp.sum())
+    n_pos, n_neg = _effective(wp), _effective(wn)
+    variance = _weighted_var(v10, wp) / n_pos + _weighted_var(v01, wn) / n_neg
+    floor = hanley_mcneil(auc * n_pos * n_neg / (n_pos * n_neg + 1), n_pos, n_neg)
     half = Z_975 * math.sqrt(max(variance, floor))
     return Interval(auc, max(auc - half, 0.0), min(auc + half, 1.0))
+
+
+def _effective(weights: np.ndarray) -> float:
+    """Kish's effective sample size ``(Σ w)² / Σ w²`` (the count, for equal weights)."""
+    return float(weights.sum() ** 2 / (weights**2).sum())
+
+
+def _weighted_var(values: np.ndarray, weights: np.ndarray) -> float:
+    """The weighted variance with the effective size's Bessel correction (``np.var(ddof=1)`` for
+    equal weights)."""
+    mean = float(weights @ values / weights.sum())
+    n = _effective(weights)
+    return float(weights @ (values - mean) ** 2 / weights.sum()) * n / (n - 1) if n > 1 else 0.0
 
 
 def hanley_mcneil(auc: float, positives: int, negatives: int) -> float:
@@ -55,9 +78,10 @@ def hanley_mcneil(auc: float, positives: int, negatives: int) -> float:
     )
 
 
-def wilson(successes: int, trials: int) -> Interval | None:
-    """The share ``successes / trials`` with Wilson's 95% score interval (None without trials)."""
-    if trials == 0:
+def wilson(successes: float, trials: float) -> Interval | None:
+    """The share ``successes / trials`` with Wilson's 95% score interval (None without trials);
+    weighted counts scaled to an effective number of trials are taken as they are."""
+    if trials <= 0:
         return None
     p, z2 = successes / trials, Z_975**2
     centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
@@ -71,6 +95,18 @@ share whose interval is clear of zero, the headline says the audit missed the mi
 BLIND_SPOT_AUC = 0.8
 """...and below this AUC's upper bound, that the scores cannot see them (else: that the audit's
 cut was too cautious, and the labelled drop finds them)."""
+
+
+def weighted_recall(suspected: np.ndarray, weights: np.ndarray) -> Interval | None:
+    """Of the pairs judged mismatched (``suspected [m]`` whether the audit suspected each, with
+    their ``weights [m]``, inverse inclusion probabilities), the collection's share the audit
+    suspected: the weighted share with Wilson's interval at the effective count."""
+    w = np.asarray(weights, dtype=np.float64)
+    if not len(w):
+        return None
+    share = float(w @ np.asarray(suspected, dtype=np.float64) / w.sum())
+    n = _effective(w)
+    return wilson(share * n, n)
 
 
 def blind_spot(share_low: float, share: float, recall: Interval | None, auc: Interval | None) -> str | None:
