@@ -49,7 +49,9 @@ def test_the_blind_spot_is_said_only_where_the_scores_miss_what_the_answers_find
     few, weak, strong = Interval(0.1, 0.02, 0.3), Interval(0.55, 0.45, 0.65), Interval(0.95, 0.9, 0.99)
     assert "few of them" in blind_spot(0.15, 0.28, few, weak)  # 28% mismatched, few found, a weak ranking
     assert "few of them" in blind_spot(0.15, 0.28, few, None)  # too few answers to measure the ranking
-    assert "cut is cautious" in blind_spot(0.15, 0.28, few, strong)  # ranked high, cut too strict
+    assert "cut is cautious" in blind_spot(0.15, 0.28, few, strong)  # proven high, cut too strict
+    unclear = Interval(0.75, 0.63, 0.87)  # the Oxygen icons' near misses at 100 answers
+    assert "cannot yet tell" in blind_spot(0.15, 0.28, few, unclear)  # "cautious" only when proven
     assert blind_spot(0.0, 0.05, few, weak) is None  # the share could be nothing
     assert blind_spot(0.15, 0.28, Interval(0.8, 0.6, 0.9), weak) is None  # the audit found them
     assert blind_spot(0.15, 0.28, None, weak) is None
@@ -63,7 +65,8 @@ def test_the_weighted_auc_is_sklearns_with_sample_weights_and_equal_weights_chan
     found = ranking_auc(f, y, w)
     assert found.value == pytest.approx(roc_auc_score(y, f, sample_weight=w), abs=1e-12)
     plain, equal = ranking_auc(f, y), ranking_auc(f, y, np.full(120, 3.0))
-    assert equal.to_list() == pytest.approx(plain.to_list(), abs=1e-12) and equal.value == pytest.approx(plain.value)
+    assert equal.to_list() == pytest.approx(plain.to_list(), abs=1e-12)
+    assert equal.value == pytest.approx(plain.value, abs=1e-12)
 
 
 def test_over_stratified_samples_the_weighted_auc_and_recall_find_the_collections():

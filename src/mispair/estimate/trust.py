@@ -112,19 +112,26 @@ def weighted_recall(suspected: np.ndarray, weights: np.ndarray) -> Interval | No
 def blind_spot(share_low: float, share: float, recall: Interval | None, auc: Interval | None) -> str | None:
     """The headline's warning when the answers say pairs are mismatched that the audit did not
     suspect (``share_low`` above zero, the recall's upper bound below :data:`BLIND_SPOT_RECALL`):
-    a blind spot of the scores when the ranking on the answers is weak too (the AUC's upper
-    bound below :data:`BLIND_SPOT_AUC`, or too few answers of a kind to measure it), else a cut
-    too cautious for this collection. None when the audit found them."""
+    a cut too cautious for this collection only where the answers prove its ranking good (the
+    AUC's lower bound at least :data:`BLIND_SPOT_AUC`); a blind spot of the scores where the
+    ranking on the answers is weak (its upper bound below it, or too few answers of a kind to
+    measure it); else that the answers cannot yet tell which. None when the audit found them."""
     if recall is None or share_low <= 0 or recall.high >= BLIND_SPOT_RECALL:
         return None
-    if auc is not None and auc.high >= BLIND_SPOT_AUC:
+    if auc is not None and auc.low >= BLIND_SPOT_AUC:
         return (
             f"the audit suspected only {recall.value:.0%} of the pairs you judged mismatched, though "
-            f"its ranking places them high (AUC {auc.value:.2f}): its cut is cautious here; "
-            "`mispair estimate --fdr 0.1` drops with your answers"
+            f"its ranking places them high (AUC {auc.value:.2f}, at least {auc.low:.2f}): its cut is "
+            "cautious here; `mispair estimate --fdr 0.1` drops with your answers"
+        )
+    if auc is None or auc.high < BLIND_SPOT_AUC:
+        return (
+            f"your answers say about {share:.0%} of the pairs are mismatched; the scores find few of "
+            f"them (the audit suspected {recall.value:.0%} of those you judged mismatched): a near "
+            "miss or a kind of error the scores do not see; review by another means"
         )
     return (
-        f"your answers say about {share:.0%} of the pairs are mismatched; the scores find few of "
-        f"them (the audit suspected {recall.value:.0%} of those you judged mismatched): a near miss "
-        "or a kind of error the scores do not see; review by another means"
+        f"the audit suspected only {recall.value:.0%} of the pairs you judged mismatched, and its "
+        f"ranking on your answers (AUC {auc.value:.2f}, {auc.low:.2f}–{auc.high:.2f}) cannot yet tell "
+        "a cautious cut from errors the scores do not see: more answers tell"
     )
