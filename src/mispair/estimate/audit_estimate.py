@@ -201,13 +201,13 @@ class AuditEstimate:
             lines.append(f"  the audit's scores alone said {self.audit_share:.1%} ({low:.1%}–{high:.1%})")
         if s.answers_for_target is None:
             lines.append(
-                f"  ± {TARGET_HALF_WIDTH:.0%} needs more answers than the {self.pairs_total:,} pairs: "
+                f"  ± {100 * TARGET_HALF_WIDTH:.0f} points needs more answers than the {self.pairs_total:,} pairs: "
                 "judge them all for the exact share"
             )
         elif s.answers_for_target > s.answers:
             lines.append(
                 f"  about {s.answers_for_target - s.answers} more answers would give "
-                f"± {TARGET_HALF_WIDTH:.0%}"
+                f"± {100 * TARGET_HALF_WIDTH:.0f} points"
             )
         if self.auc is not None:
             lines.append(
