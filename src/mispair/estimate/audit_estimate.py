@@ -201,8 +201,8 @@ class AuditEstimate:
             lines.append(f"  the audit's scores alone said {self.audit_share:.1%} ({low:.1%}–{high:.1%})")
         if s.answers_for_target is None:
             lines.append(
-                f"  ± {100 * TARGET_HALF_WIDTH:.0f} points needs more answers than the {self.pairs_total:,} pairs: "
-                "judge them all for the exact share"
+                f"  ± {100 * TARGET_HALF_WIDTH:.0f} points needs more answers than the "
+                f"{self.pairs_total:,} pairs: judge them all for the exact share"
             )
         elif s.answers_for_target > s.answers:
             lines.append(
