@@ -143,3 +143,72 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
     design = module.sample_design(table, older)
     assert [s[:2] for s in design["strata"]] == [["all", 300]]
     assert set(module.sample_rows(table, older)["stratum"]) == {"all"}
+
+
+def test_the_sample_carries_the_cut_its_order_digest_and_the_proof_constants():
+    """What the page's proven drop and blind-spot warning need: the cut stratum ranked as
+    ``proven_cut`` ranks it (``suspicion_score``, most suspect first), its cuts, the places of its
+    pairs in the order, each row's verdict, the rate and the constants; and the order's digest,
+    which keys the answers the page stores."""
+    import hashlib
+
+    from mispair.audit import page_data as module
+    from mispair.estimate.audit_estimate import suspicion_score
+    from mispair.estimate.sample import audit_sample
+    from mispair.estimate.selection import DELTA, LOWER_DELTA, cut_sizes
+    from mispair.estimate.share import Z_975
+    from mispair.estimate.trust import BLIND_SPOT_AUC, BLIND_SPOT_RECALL
+
+    table = _table(n=300, numbered=False).assign(suspected=lambda t: t["mismatch_probability"] > 0.8)
+    table["held_out_score"] = np.round(table["held_out_score"], 1)  # ties in the score, broken by rank
+    sample = audit_sample(table, 4, "")
+    design = module.sample_design(table, sample, fdr=0.05)
+    order = sample["pair_id"].tolist()
+    assert design["digest"] == hashlib.sha256("\n".join(order).encode()).hexdigest()[:16]
+    assert design["digest"] != module.sample_design(table, audit_sample(table, 5, ""))["digest"]
+    suspicion = dict(zip(table["pair_id"], suspicion_score(table)))
+    cut = [i for i, s in zip(order, sample["stratum"]) if s == "cut"]
+    assert len(cut) == table["suspected"].sum() > 30
+    assert design["cut_ids"] == sorted(cut, key=lambda i: -suspicion[i])
+    assert design["cut_sizes"] == cut_sizes(len(cut))
+    assert [order[k] for k in design["cut_places"]] == cut  # in the sample's order
+    assert (design["fdr"], design["delta"], design["lower_delta"]) == (0.05, DELTA, LOWER_DELTA)
+    assert (design["z_975"], design["z_975_squared"]) == (Z_975, Z_975**2)
+    assert (design["blind_spot_recall"], design["blind_spot_auc"]) == (BLIND_SPOT_RECALL, BLIND_SPOT_AUC)
+    assert module.sample_design(table, sample)["fdr"] == module.FDR
+
+    data = _read(page_data(table, {}, audit="abc", threshold=0.5, sample=module.sample_rows(table, sample)))
+    flags = table.set_index("pair_id")["suspected"]
+    assert [r[5] for r in data["sample"]["rows"]] == [int(flags[i]) for i in order]
+    unflagged = table.drop(columns="suspected")
+    rows = _read(
+        page_data(unflagged, {}, audit="abc", threshold=0.5, sample=module.sample_rows(unflagged, sample))
+    )
+    assert {r[5] for r in rows["sample"]["rows"]} == {None}  # no verdicts: no blind-spot warning
+
+
+def test_the_page_proves_the_drop_at_the_audits_fdr():
+    """The rate is the audit's ``--fdr`` as its summary records it, else the audit's default."""
+    from mispair.audit.page_data import FDR
+    from mispair.audit.report import page_fdr
+    from mispair.audit.run import DEFAULT_FDR
+    from mispair.audit.summary import AuditSummary, CalibrationPart
+
+    assert FDR == DEFAULT_FDR
+    summary = AuditSummary(collection="c", threshold=0.5)
+    assert page_fdr(summary) == DEFAULT_FDR
+    summary.calibration = CalibrationPart(method="decoys", note="", fdr=0.05)
+    assert page_fdr(summary) == 0.05
+
+
+def test_a_share_interval_that_reaches_0_says_check_a_sample():
+    """Issue 63: "may hold no mismatched pair" only with "of the kind the scores see — check a
+    sample" (a near miss scores like a correct pair); the note is the page's and the command
+    line's trust line."""
+    from mispair.audit.words import separation_note
+    from mispair.division.calibration import Calibration
+
+    empty = np.zeros(0)
+    calibration = Calibration(0.16, 0.0, 0.23, 0.95, empty, empty, empty, 500, 0.9, 0.5, 0.3)
+    note = separation_note(calibration)
+    assert "may hold no mismatched pair of the kind the scores see — check a sample" in note

@@ -98,7 +98,8 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     at = [p for p in shown if p >= 0.9]
     below = [p for p in shown if p < 0.9]
     false_drops, kept = 1 - sum(at) / len(at), sum(below) / len(below)
-    estimate = page.text_content("#bulk-estimate")  # live, as the cut moves
+    estimate = page.text_content("#bulk-estimate")  # live, as the cut moves, and marked unchecked
+    assert estimate.startswith("Not checked (the scores' estimate")
     assert f"At ≥ 0.90: {len(at)} pairs, of which an estimated {100 * false_drops:.1f}%" in estimate
     assert f"an estimated {100 * kept:.1f}% of the pairs below the cut are mismatched" in estimate
     messages = []
@@ -118,7 +119,8 @@ def test_review_by_click_and_key_survives_a_reload_downloads_and_applies(audit, 
     good = round(len(bulk) * false_drops)
     asked = (
         f"Drop {len(bulk)} undecided pairs? An estimated {100 * false_drops:.1f}% of the pairs at this "
-        f"cut are correct: about {good} good pairs would be dropped."
+        f"cut are correct: about {good} good pairs would be dropped (the scores' estimate, not checked "
+        "by a sample)."
     )
     assert messages == [asked, asked]
     expected |= bulk

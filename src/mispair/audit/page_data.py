@@ -17,8 +17,17 @@ estimate of a stratum without answers, unrounded); ``look``, the planned look
 ``look_applies`` (whether it is predicted within ± 3 points, so that the answers counted for the
 target are the look's); the estimate's constants (``alpha``: the confidence sequence's level,
 ``tuned_for``, ``z_look``, ``target``); and ``rows``, the first :data:`SAMPLE_SHOWN` pairs of the
-order, ``[pair_id, image, caption, mismatch probability, stratum]``. No other pair's
-probability is needed: the page judges only the rows it carries.
+order, ``[pair_id, image, caption, mismatch probability, stratum, suspected (1, 0, or null when
+the table has no verdicts)]``. No other pair's probability is needed: the page judges only the
+rows it carries. ``digest``: the order's :func:`order_digest`, which keys the answers the page
+stores (a re-audit with another seed, the same id, keeps none of the old order's). For the drop
+the answers prove (:func:`~mispair.estimate.selection.proven_cut` as ``mispair estimate --fdr``
+runs it, :func:`~mispair.estimate.audit_estimate.suspicion_score`'s ranking): ``fdr``, ``delta``,
+``lower_delta``, ``cut_ids`` (the ``cut`` stratum's pair ids, most suspect first), ``cut_sizes``
+(the cuts tested) and ``cut_places`` (the places, from 0, of the cut's pairs in the order: where
+the answers a proof needs are reached); for the blind-spot warning
+(:func:`~mispair.estimate.trust.blind_spot`): ``z_975``, ``z_975_squared``,
+``blind_spot_recall``, ``blind_spot_auc``.
 Suggestions are the columns ``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with
 ``..._score_1..3``) when the table has them, else the single ``suggested_caption`` /
 ``suggested_image_id``. The page computes no score: every pair's number is here; it computes
@@ -27,6 +36,7 @@ only the estimate from a person's answers (the formulas of :mod:`mispair.estimat
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +46,10 @@ if TYPE_CHECKING:
 PAGE_DATA = "pairs.js"
 MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
 """The pairs table's map columns: where each pair's image and caption lie (:mod:`mispair.audit.atlas`)."""
+FDR = 0.1
+"""The false-discovery rate the page proves the drop at when the summary records none: the
+audit's default ``--fdr`` (:data:`mispair.audit.run.DEFAULT_FDR`, held equal by a test; not
+imported, the audit's run module brings the training engine)."""
 SAMPLE_SHOWN = 2000
 """The pairs of the random order the page carries: more than a person judges in a sitting (the
 interval is within ± 3 points at a few hundred answers where the scores help)."""
@@ -116,11 +130,14 @@ def page_data(
     judged = None
     if sample is not None:
         columns = ["pair_id", "image_id", "caption", "mismatch_probability", "stratum"]
+        flags = sample["suspected"].astype(bool).tolist() if "suspected" in sample else [None] * len(sample)
         judged = {
             **(design or {}),
             "rows": [
-                [str(pid), image(str(iid)), str(caption), float(p), str(stratum)]
-                for pid, iid, caption, p, stratum in sample[columns].itertuples(index=False)
+                [str(pid), image(str(iid)), str(caption), float(p), str(stratum), _flag(flag)]
+                for (pid, iid, caption, p, stratum), flag in zip(
+                    sample[columns].itertuples(index=False), flags
+                )
             ],
         }
     data = {
@@ -141,18 +158,20 @@ def page_data(
 
 def sample_rows(table: pd.DataFrame, sample: pd.DataFrame) -> pd.DataFrame:
     """The first :data:`SAMPLE_SHOWN` pairs of the ``sample`` order (``pair_id``, ``order``,
-    ``stratum``) with their ``image_id``, ``caption`` and ``mismatch_probability`` from
-    ``table``."""
+    ``stratum``) with their ``image_id``, ``caption``, ``mismatch_probability`` (and
+    ``suspected``, when the table has it) from ``table``."""
     first = _ordered(sample).head(SAMPLE_SHOWN)
     columns = ["pair_id", "image_id", "caption", "mismatch_probability"]
+    columns += ["suspected"] if "suspected" in table else []
     rows = table[columns].assign(pair_id=table["pair_id"].astype(str)).set_index("pair_id")
     return rows.loc[first["pair_id"].astype(str)].reset_index().assign(stratum=first["stratum"].to_numpy())
 
 
-def sample_design(table: pd.DataFrame, sample: pd.DataFrame) -> dict[str, Any]:
+def sample_design(table: pd.DataFrame, sample: pd.DataFrame, *, fdr: float = FDR) -> dict[str, Any]:
     """What the page's estimate needs of the whole ``sample`` order beyond the rows it carries
-    (the module's ``sample`` entries but ``rows``), from every pair's probability in ``table``,
-    computed by :mod:`mispair.estimate.share` itself."""
+    (the module's ``sample`` entries but ``rows``), from every pair's probability in ``table``
+    (``pairs.csv``'s rows, every one), computed by :mod:`mispair.estimate` itself; ``fdr``: the
+    rate the drop is proven at (the audit's ``--fdr``)."""
     import numpy as np
 
     from mispair.estimate.share import (
@@ -177,6 +196,7 @@ def sample_design(table: pd.DataFrame, sample: pd.DataFrame) -> dict[str, Any]:
         parts.append([str(name), part.pairs, part.mean])
     look = planned_look(f, strata)
     return {
+        "digest": order_digest(order["pair_id"].astype(str).tolist()),
         "n_pairs": len(f),
         "strata": parts,
         "look": look,
@@ -185,6 +205,43 @@ def sample_design(table: pd.DataFrame, sample: pd.DataFrame) -> dict[str, Any]:
         "tuned_for": TUNED_FOR,
         "z_look": Z_LOOK,
         "target": TARGET_HALF_WIDTH,
+        **_cut_design(table, order, fdr),
+    }
+
+
+def order_digest(pair_ids: list[str]) -> str:
+    """The sample order's digest: the first 16 hex digits of the SHA-256 of its pair ids joined by
+    a newline (the page keys its stored answers by the audit id and this)."""
+    return hashlib.sha256("\n".join(pair_ids).encode("utf-8")).hexdigest()[:16]
+
+
+def _cut_design(table: pd.DataFrame, order: pd.DataFrame, fdr: float) -> dict[str, Any]:
+    """The entries of the proven drop and the blind-spot warning (the module's ``fdr`` …
+    ``blind_spot_auc``): the cut stratum ranked as
+    :func:`~mispair.estimate.selection.proven_cut` ranks it, by
+    :func:`~mispair.estimate.audit_estimate.suspicion_score` of ``table``."""
+    import numpy as np
+
+    from mispair.estimate.audit_estimate import suspicion_score
+    from mispair.estimate.selection import DELTA, LOWER_DELTA, cut_sizes
+    from mispair.estimate.share import Z_975
+    from mispair.estimate.trust import BLIND_SPOT_AUC, BLIND_SPOT_RECALL
+
+    in_order = (order["stratum"] == "cut").to_numpy()
+    ids = table["pair_id"].astype(str).to_numpy()
+    cut = np.flatnonzero(np.isin(ids, order["pair_id"].astype(str).to_numpy()[in_order]))
+    ranked = cut[np.argsort(-suspicion_score(table)[cut], kind="stable")]
+    return {
+        "fdr": fdr,
+        "delta": DELTA,
+        "lower_delta": LOWER_DELTA,
+        "cut_ids": ids[ranked].tolist(),
+        "cut_sizes": cut_sizes(len(ranked)),
+        "cut_places": np.flatnonzero(in_order).tolist(),
+        "z_975": Z_975,
+        "z_975_squared": Z_975**2,
+        "blind_spot_recall": BLIND_SPOT_RECALL,
+        "blind_spot_auc": BLIND_SPOT_AUC,
     }
 
 
@@ -195,6 +252,11 @@ def _ordered(sample: pd.DataFrame) -> pd.DataFrame:
 
     first = sample.sort_values("order", kind="stable")
     return first if "stratum" in first else first.assign(stratum=ONE_STRATUM)
+
+
+def _flag(value: object) -> int | None:
+    """A row's ``suspected`` flag as 1 or 0 (None: the table has none)."""
+    return None if value is None else int(bool(value))
 
 
 def _suggestions(table: pd.DataFrame, value: str, score: str) -> list[list[tuple[str | None, float | None]]]:

@@ -223,11 +223,23 @@
             goodDropped: Math.round(n - sum), keptMismatched: keptN ? keptSum / keptN : 0};
   }
   function pct(x) { return (100 * x).toFixed(1) + "%"; }
+  // "Check the cut" before "drop them": the scores' figure is marked not checked until the
+  // answers of "check a sample" prove a cut of the suspects; at the audit's own cut (the bulk
+  // drop's default) the proven figure then stands in its place, and "drop them" drops the
+  // proven pairs.
+  var DEFAULT_LIMIT = parseFloat($("bulk-p").defaultValue), proven = null;  // proven: the last proof shown
+  function provenHere() {  // the proof, when there is one and the cut is the audit's own
+    return proven && proven.proven && parseFloat($("bulk-p").value) === DEFAULT_LIMIT ? proven : null;
+  }
   function showEstimate() {
-    var limit = parseFloat($("bulk-p").value);
-    if (isNaN(limit)) { $("bulk-estimate").textContent = ""; return; }
+    var limit = parseFloat($("bulk-p").value), proof = provenHere(), box = $("bulk-estimate");
+    box.setAttribute("data-checked", proof ? "1" : "0");
+    if (proof) { box.textContent = "Checked by your answers: " + provenText(proof); return; }
+    if (isNaN(limit)) { box.textContent = ""; return; }
     var e = cutEstimate(limit);
-    $("bulk-estimate").textContent = "At ≥ " + limit.toFixed(2) + ": " + e.dropped + " pairs, of which an estimated " +
+    box.textContent = "Not checked (the scores' estimate" + (data.sample ? "; check a sample: its first answers " +
+      "go to the suspects and prove what dropping them costs" : "") + "). At ≥ " + limit.toFixed(2) + ": " +
+      e.dropped + " pairs, of which an estimated " +
       pct(e.falseDrops) + " (about " + e.goodDropped + ") are correct pairs; an estimated " +
       pct(e.keptMismatched) + " of the pairs below the cut are mismatched. " + e.undecided + " of them undecided.";
   }
@@ -236,7 +248,8 @@
     $("bulk-p").value = parseFloat($("bulk-slider").value).toFixed(2); showEstimate();
   });
   function bulkDrop() {
-    var limit = parseFloat($("bulk-p").value), edits = [];
+    var limit = parseFloat($("bulk-p").value), edits = [], proof = provenHere();
+    if (proof) { dropProven(proof); return; }
     if (isNaN(limit)) { return; }
     var e = cutEstimate(limit);
     rows.forEach(function (row) {
@@ -247,7 +260,22 @@
     if (!edits.length) { $("bulk-note").textContent = "0 pairs dropped"; return; }
     var good = Math.round(edits.length * e.falseDrops);
     if (!window.confirm("Drop " + edits.length + " undecided pairs? An estimated " + pct(e.falseDrops) +
-        " of the pairs at this cut are correct: about " + good + " good pairs would be dropped.")) {
+        " of the pairs at this cut are correct: about " + good + " good pairs would be dropped (the scores' " +
+        "estimate, not checked by a sample).")) {
+      $("bulk-note").textContent = "nothing dropped";
+      return;
+    }
+    change(edits);
+    $("bulk-note").textContent = edits.length + " pairs dropped";
+    showEstimate();
+  }
+  function dropProven(proof) {  // the proven drop's pairs nobody decided yet: the top of the cut's ranking
+    var edits = [], picked = proofPairs(proof);
+    picked.forEach(function (id) { if (!decisions[id]) { edits.push([id, {d: "drop", c: ""}]); } });
+    if (!edits.length) { $("bulk-note").textContent = "0 pairs dropped"; return; }
+    if (!window.confirm("Drop " + edits.length + " undecided pairs? Your answers prove at most " +
+        percent(proof.fdr_interval[1], 1) + " of the " + proof.suspected + " pairs of the proven drop are correct " +
+        "(95% confidence).")) {
       $("bulk-note").textContent = "nothing dropped";
       return;
     }
@@ -345,7 +373,6 @@
   $("next").addEventListener("click", function () { turn(page + 1, 0); });
   $("last").addEventListener("click", function () { turn(pages() - 1, 0); });
   $("bulk-drop").addEventListener("click", bulkDrop);
-  showEstimate();
   $("download").addEventListener("click", download);
   function open(i) {
     $("decision-filter").value = "all"; $("p-min").value = "0"; $("p-max").value = "1"; $("search").value = "";
@@ -393,12 +420,22 @@
   // each answer the share's estimate with its 95% interval, valid wherever the person stops
   // (mispair.estimate.share.sample_share: the same formulas, the same order of additions, so
   // `mispair estimate` on the downloaded labels gives the same numbers). Answers are kept in this
-  // browser, download as labels-<audit_id>.csv and count as decisions (correct → keep,
-  // mismatched → drop).
-  var sample = data.sample, LABEL_KEY = "mispair-labels-" + data.audit_id, answers = loadAnswers();
-  var reveal = null, priors = {};
-  function loadAnswers() {
-    try { return JSON.parse(localStorage.getItem(LABEL_KEY) || "[]"); } catch (e) { return []; }
+  // browser under the audit's id and the digest of the sample's order (an audit run again with
+  // another seed keeps its id but draws another order: the old answers are not its sample's), download
+  // as labels-<audit_id>.csv and count as decisions (correct → keep, mismatched → drop).
+  var sample = data.sample, answers = [], reveal = null, priors = {};
+  var LABEL_KEY = "mispair-labels-" + data.audit_id + "-" + (sample ? sample.digest : "");
+  answers = loadAnswers();
+  function loadAnswers() {  // the stored answers, as far as they are the first pairs of this order
+    var stored;
+    try { stored = JSON.parse(localStorage.getItem(LABEL_KEY) || "[]"); } catch (e) { return []; }
+    if (!sample || !Array.isArray(stored)) { return []; }
+    for (var k = 0; k < stored.length; k++) {
+      var a = stored[k];
+      if (!Array.isArray(a) || k >= sample.rows.length || a[0] !== sample.rows[k][0] ||
+          ["correct", "mismatched", "unsure"].indexOf(a[1]) < 0) { return stored.slice(0, k); }
+    }
+    return stored;
   }
   function saveAnswers() {
     try { localStorage.setItem(LABEL_KEY, JSON.stringify(answers)); } catch (e) { $("storage-note").hidden = false; }
@@ -495,6 +532,235 @@
             labels_only: [e.low, e.high], answers: n, correct: counts.correct,
             mismatched: counts.mismatched, unsure: counts.unsure, answers_for_target: answersForDesign(e)};
   }
+  // The proven drop (mispair.estimate.selection.proven_cut, as `mispair estimate --fdr` runs it on
+  // the same answers; equal to its estimate.json's drop to 1e-9): the cut stratum ranked by
+  // suspicion (sample.cut_ids), its cuts of 4/8 … 8/8 tested in order, each by the exact
+  // hypergeometric bound on its correct pairs from the answers inside it, at sample.fdr with
+  // confidence 1 − sample.delta; the drop is the last cut passed less the pairs judged correct
+  // or unsure, plus every pair judged mismatched. The logarithms of the factorials are CPython's
+  // math.lgamma (Lanczos, the same coefficients and operations), so the bounds are the same.
+  var LANCZOS_G = 6.024680040776729583740234375, LANCZOS_NUM = [
+    23531376880.410759688572007674451636754734846804940, 42919803642.649098768957899047001988850926355848959,
+    35711959237.355668049440185451547166705960488635843, 17921034426.037209699919755754458931112671403265390,
+    6039542586.3520280050642916443072979210699388420708, 1439720407.3117216736632230727949123939715485786772,
+    248874557.86205415651146038641322942321632125127801, 31426415.585400194380614231628318205362874684987640,
+    2876370.6289353724412254090516208496135991145378768, 186056.26539522349504029498971604569928220784236328,
+    8071.6720023658162106380029022722506138218516325024, 210.82427775157934587250973392071336271166969580291,
+    2.5066282746310002701649081771338373386264310793408];
+  var LANCZOS_DEN = [0, 39916800, 120543840, 150917976, 105258076, 45995730, 13339535, 2637558, 357423,
+    32670, 1925, 66, 1];
+  var logGammas = [];
+  function lgamma(x) {  // math.lgamma of an integer x ≥ 1 (CPython's m_lgamma), kept once computed
+    if (logGammas[x] !== undefined) { return logGammas[x]; }
+    var num = 0, den = 0, i, r;
+    if (x <= 2) { return 0; }
+    if (x < 5) {
+      for (i = LANCZOS_NUM.length - 1; i >= 0; i--) { num = num * x + LANCZOS_NUM[i]; den = den * x + LANCZOS_DEN[i]; }
+    } else {
+      for (i = 0; i < LANCZOS_NUM.length; i++) { num = num / x + LANCZOS_NUM[i]; den = den / x + LANCZOS_DEN[i]; }
+    }
+    r = Math.log(num / den) - LANCZOS_G;
+    r += (x - 0.5) * (Math.log(x + LANCZOS_G - 0.5) - 1);
+    logGammas[x] = r;
+    return r;
+  }
+  function logChoose(n, k) { return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1); }
+  function hypergeometricCdf(x, population, successes, draws) {  // selection.hypergeometric_cdf
+    var lowest = Math.max(0, draws - (population - successes)), top = Math.min(x, successes, draws);
+    if (top < lowest) { return 0; }
+    var total = logChoose(population, draws), sum = 0;
+    for (var i = lowest; i <= top; i++) {
+      sum += Math.exp(logChoose(successes, i) + logChoose(population - successes, draws - i) - total);
+    }
+    return Math.min(1, sum);
+  }
+  function correctUpper(size, answered, correct, delta) {  // selection.correct_upper
+    var low = correct, high = size - (answered - correct), middle;
+    if (hypergeometricCdf(correct, size, high, answered) > delta) { return high; }
+    while (high - low > 1) {
+      middle = Math.floor((low + high) / 2);
+      if (hypergeometricCdf(correct, size, middle, answered) > delta) { low = middle; } else { high = middle; }
+    }
+    return low;
+  }
+  function correctLower(size, answered, correct, delta) {  // selection.correct_lower
+    var low = correct, high = size - (answered - correct), middle;
+    if (correct === 0 || 1 - hypergeometricCdf(correct - 1, size, low, answered) > delta) { return low; }
+    while (high - low > 1) {
+      middle = Math.floor((low + high) / 2);
+      if (1 - hypergeometricCdf(correct - 1, size, middle, answered) > delta) { high = middle; } else { low = middle; }
+    }
+    return high;
+  }
+  function roundHalfEven(x) {  // Python's round(x) of a float: a tie to the even integer
+    var floor = Math.floor(x), rest = x - floor;
+    return rest > 0.5 ? floor + 1 : rest < 0.5 ? floor : floor % 2 === 0 ? floor : floor + 1;
+  }
+  function valueOf(label) { return label === "mismatched" ? 1 : label === "correct" ? 0 : 0.5; }
+  function provenCut(given) {  // selection.proven_cut of the answers [[pair_id, label], ...]
+    var value = Object.create(null), mismatched = 0, ids = sample.cut_ids, tests = [], at = 0, m = 0, c = 0, inTop = 0;
+    given.forEach(function (a) { value[a[0]] = valueOf(a[1]); if (a[1] === "mismatched") { mismatched += 1; } });
+    for (var j = 0; j < sample.cut_sizes.length; j++) {
+      var size = sample.cut_sizes[j];
+      for (; at < size; at++) {
+        var y = value[ids[at]];
+        if (y !== undefined) { m += 1; if (y < 1) { c += 1; } }
+      }
+      var upper = correctUpper(size, m, c, sample.delta);
+      tests.push({size: size, answered: m, correct: c, correct_upper_bound: upper, passed: upper <= sample.fdr * size});
+      if (!tests[j].passed) { break; }
+    }
+    var passed = tests.filter(function (t) { return t.passed; }), last = passed[passed.length - 1];
+    var answeredInCut = 0;
+    ids.forEach(function (id) { if (value[id] !== undefined) { answeredInCut += 1; } });
+    var cut = {fdr: sample.fdr, size: 0, tests: tests, low: 0, high: 0, unjudged: 0, suspected: mismatched,
+               cut_pairs: ids.length, answered_in_cut: answeredInCut};
+    if (last) {
+      for (var k = 0; k < last.size; k++) { if (value[ids[k]] === 1) { inTop += 1; } }
+      cut.size = last.size;
+      cut.suspected = last.size - last.correct + mismatched - inTop;  // the unjudged and mismatched at the top, every mismatched
+      cut.unjudged = last.size - last.answered;
+      cut.low = correctLower(last.size, last.answered, last.correct, sample.lower_delta) - last.correct;
+      cut.high = last.correct_upper_bound - last.correct;
+    }
+    return cut;
+  }
+  function moreAnswers(cut, answered) {  // audit_estimate._more_answers
+    if (!cut.tests.length) { return null; }
+    var first = cut.tests[0], rate = (first.correct + 1) / (first.answered + 2);
+    if (rate >= sample.fdr) { return null; }
+    for (var m = first.answered + 1; m <= first.size; m++) {
+      if (correctUpper(first.size, m, roundHalfEven(rate * m), sample.delta) <= sample.fdr * first.size) {
+        var need = Math.ceil(m * cut.cut_pairs / first.size);  // the cut's answers spread over it
+        return Math.max(sample.cut_places[Math.min(need, cut.cut_pairs) - 1] + 1 - answered, 1);
+      }
+    }
+    return null;
+  }
+  function proofPairs(proof, given) {  // the pairs the proven drop drops (estimate_pairs.csv's suspected)
+    var value = Object.create(null), picked = [], ids = sample.cut_ids, top = Object.create(null);
+    (given || answers).forEach(function (a) { value[a[0]] = valueOf(a[1]); });
+    for (var k = 0; k < proof.cut; k++) {
+      top[ids[k]] = true;
+      if (!(value[ids[k]] < 1)) { picked.push(ids[k]); }  // unjudged, or judged mismatched
+    }
+    (given || answers).forEach(function (a) { if (a[1] === "mismatched" && !top[a[0]]) { picked.push(a[0]); } });
+    return picked;
+  }
+  function proofOf(given) {  // audit_estimate.LabelledDrop.to_dict of the answers (the page's by default)
+    given = given || answers;
+    var cut = provenCut(given), share = sampleEstimate(given), total = sample.n_pairs;
+    var dropped = cut.suspected, kept = total - dropped, middle = Math.floor((cut.low + cut.high) / 2);
+    function left(shareOfAll, correctDropped) {
+      return Math.min(Math.max((shareOfAll * total - dropped + correctDropped) / Math.max(kept, 1), 0), 1);
+    }
+    var low = dropped ? cut.low / dropped : 0, high = dropped ? cut.high / dropped : 0;
+    return {fdr: cut.fdr, proven: cut.size > 0, suspected: dropped, cut: cut.size, cut_stratum: cut.cut_pairs,
+            answered_in_cut: cut.answered_in_cut, unjudged_dropped: cut.unjudged, fdr_estimate: (low + high) / 2,
+            fdr_interval: [low, high], tests: cut.tests,
+            more_answers_to_prove: cut.size ? null : moreAnswers(cut, given.length), kept: kept,
+            kept_mismatched_share: left(share.share, middle),
+            kept_mismatched_share_interval: [left(share.low, cut.low), left(share.high, cut.high)]};
+  }
+
+  // The blind-spot warning (mispair.estimate.trust.blind_spot, in its words): the answers say
+  // pairs are mismatched that the audit did not suspect. Each answer weighs its stratum's inverse
+  // sampling rate (Judged.weights); the audit's recall on the pairs judged mismatched (Wilson's
+  // interval at Kish's effective count), the ranking's AUC on the firm answers (Horvitz–Thompson
+  // Mann–Whitney, DeLong's variance floored by Hanley–McNeil's). Python sums through BLAS and
+  // numpy: the figures agree to rounding, and the words (rounded) with them.
+  function total(values) { var s = 0; values.forEach(function (v) { s += v; }); return s; }
+  function dot(a, b) { var s = 0; a.forEach(function (v, k) { s += v * b[k]; }); return s; }
+  function effective(w) { var s = total(w); return s * s / dot(w, w); }  // trust._effective
+  function weightedVariance(values, w) {  // trust._weighted_var
+    var mean = dot(w, values) / total(w), n = effective(w);
+    var squares = values.map(function (v) { return (v - mean) * (v - mean); });
+    return n > 1 ? dot(w, squares) / total(w) * n / (n - 1) : 0;
+  }
+  function wilson(successes, trials) {  // trust.wilson
+    if (!(trials > 0)) { return null; }
+    var p = successes / trials, z = sample.z_975, z2 = sample.z_975_squared, centre, half;
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials);
+    half = z * Math.sqrt(p * (1 - p) / trials + z2 / (4 * (trials * trials))) / (1 + z2 / trials);
+    return {value: p, low: Math.max(centre - half, 0), high: Math.min(centre + half, 1)};
+  }
+  function hanleyMcneil(auc, positives, negatives) {  // trust.hanley_mcneil
+    var q1 = auc / (2 - auc), q2 = 2 * auc * auc / (1 + auc), square = auc * auc;
+    return (auc * (1 - auc) + (positives - 1) * (q1 - square) + (negatives - 1) * (q2 - square)) /
+      (positives * negatives);
+  }
+  function rankingAuc(f, mismatched, w) {  // trust.ranking_auc, weighted
+    var pos = [], neg = [], wp = [], wn = [];
+    f.forEach(function (v, k) {
+      if (mismatched[k]) { pos.push(v); wp.push(w[k]); } else { neg.push(v); wn.push(w[k]); }
+    });
+    if (pos.length < 2 || neg.length < 2) { return null; }
+    var sumP = total(wp), sumN = total(wn), v01 = neg.map(function () { return 0; });
+    var v10 = pos.map(function (a, i) {
+      var row = 0;
+      neg.forEach(function (b, j) {
+        var win = a > b ? 1 : a === b ? 0.5 : 0;
+        row += win * wn[j];
+        v01[j] += wp[i] * win;
+      });
+      return row / sumN;
+    });
+    v01 = v01.map(function (s) { return s / sumP; });
+    var auc = dot(wp, v10) / sumP, nPos = effective(wp), nNeg = effective(wn);
+    var spread = weightedVariance(v10, wp) / nPos + weightedVariance(v01, wn) / nNeg;
+    var floor = hanleyMcneil(auc * nPos * nNeg / (nPos * nNeg + 1), nPos, nNeg);
+    var half = sample.z_975 * Math.sqrt(Math.max(spread, floor));
+    return {value: auc, low: Math.max(auc - half, 0), high: Math.min(auc + half, 1)};
+  }
+  function answerWeights(n) {  // Judged.weights: N_h / n_h of each of the first n pairs' stratum
+    var taken = {}, size = {}, k;
+    sample.strata.forEach(function (s) { size[s[0]] = s[1]; });
+    for (k = 0; k < n; k++) { taken[sample.rows[k][4]] = (taken[sample.rows[k][4]] || 0) + 1; }
+    var w = [];
+    for (k = 0; k < n; k++) { w.push(size[sample.rows[k][4]] / taken[sample.rows[k][4]]); }
+    return w;
+  }
+  function blindSpot(given) {  // trust.blind_spot on the answers (the page's by default): the warning or null
+    given = given || answers;
+    var weights = answerWeights(given.length), f = [], isMismatched = [], firmWeights = [];
+    var suspects = [], mismatchedWeights = [], known = true;
+    given.forEach(function (a, k) {
+      var row = sample.rows[k];
+      if (row[5] === null || row[5] === undefined) { known = false; }
+      if (a[1] === "unsure") { return; }
+      f.push(row[3]);
+      isMismatched.push(a[1] === "mismatched");
+      firmWeights.push(weights[k]);
+      if (a[1] === "mismatched") { suspects.push(row[5] ? 1 : 0); mismatchedWeights.push(weights[k]); }
+    });
+    if (!known) { return null; }  // the audit's table has no verdicts: no recall
+    var recall = null, auc = rankingAuc(f, isMismatched, firmWeights), e = sampleEstimate(given);
+    if (mismatchedWeights.length) {  // trust.weighted_recall
+      var n = effective(mismatchedWeights);
+      recall = wilson(dot(mismatchedWeights, suspects) / total(mismatchedWeights) * n, n);
+    }
+    if (recall === null || e.low <= 0 || recall.high >= sample.blind_spot_recall) { return null; }
+    if (auc !== null && auc.low >= sample.blind_spot_auc) {
+      return "the audit suspected only " + percent(recall.value, 0) + " of the pairs you judged mismatched, though " +
+        "its ranking places them high (AUC " + fixed(auc.value, 2) + ", at least " + fixed(auc.low, 2) + "): its cut is " +
+        "cautious here; `mispair estimate --fdr 0.1` drops with your answers";
+    }
+    if (auc === null || auc.high < sample.blind_spot_auc) {
+      return "your answers say about " + percent(e.share, 0) + " of the pairs are mismatched; the scores find few of " +
+        "them (the audit suspected " + percent(recall.value, 0) + " of those you judged mismatched): a near " +
+        "miss or a kind of error the scores do not see; review by another means";
+    }
+    return "the audit suspected only " + percent(recall.value, 0) + " of the pairs you judged mismatched, and its " +
+      "ranking on your answers (AUC " + fixed(auc.value, 2) + ", " + fixed(auc.low, 2) + "–" + fixed(auc.high, 2) +
+      ") cannot yet tell a cautious cut from errors the scores do not see: more answers tell";
+  }
+  function fixed(x, digits) {  // Python's format(x, ".<digits>f"): the nearest, a tie to the even digit
+    var text = x.toFixed(digits), exact = x.toFixed(digits + 30), tail = exact.slice(-30);
+    if (tail !== "5" + new Array(30).join("0")) { return text; }  // toFixed rounds a tie up
+    var kept = exact.slice(0, -30).replace(/\.$/, "");
+    return parseInt(kept.slice(-1), 10) % 2 === 0 ? kept : text;
+  }
+  function percent(x, digits) { return fixed(100 * x, digits) + "%"; }  // Python's format(x, ".<digits>%")
   function showSample() {
     var at = answers.length, box = $("sample-pair");
     box.textContent = "";
@@ -502,10 +768,15 @@
       "pair " + (at + 1) + " of the random sample" : "every pair of the sample carried by this page is judged";
     if (at < sample.rows.length) {
       var row = sample.rows[at], image = images[row[1]], picture = el("div", null, "sample-picture");
-      if (image && image[1]) {
+      if (image && image[1]) {  // at its own size (no upscaling blur)
         var img = el("img"); img.alt = ""; img.src = image[1]; picture.appendChild(img);
       } else { picture.appendChild(el("span", "no picture", "noimg")); }
-      picture.appendChild(el("small", image ? image[0] : ""));
+      if (image) {  // the file's name may give the answer away: shown only when asked
+        var name = el("button", "show the file name", "sample-name");
+        name.type = "button";
+        name.addEventListener("click", function () { name.replaceWith(el("small", image[0], "sample-file")); });
+        picture.appendChild(name);
+      }
       box.appendChild(picture);
       box.appendChild(el("div", row[2], "caption sample-caption"));
       box.setAttribute("data-pair-id", row[0]);
@@ -530,6 +801,51 @@
     ["share", "low", "high"].forEach(function (k) { shown.setAttribute("data-" + k, String(e[k])); });
     shown.setAttribute("data-answers", String(e.answers));
     $("sample-count").textContent = answers.length + " answered";
+    showProof();
+  }
+  function showProof() {  // the proven drop and the blind-spot warning, in the sample view and the review
+    var box = $("sample-drop"), proof = sample.cut_ids.length ? proofOf() : null, warning = blindSpot();
+    proven = proof;
+    box.hidden = !proof;
+    if (proof) {
+      box.textContent = proof.proven ? "Checked by your answers: " + provenText(proof) : notProvenText(proof);
+      box.setAttribute("data-proven", proof.proven ? "1" : "0");
+      box.setAttribute("data-suspected", String(proof.suspected));
+    }
+    $("sample-warning").hidden = !warning;
+    $("sample-warning").textContent = warning ? "warning: " + warning : "";
+    var check = $("suspects-check"), headline = $("headline-check");
+    if (check && proof) {
+      check.textContent = proof.proven ? "checked: " + proof.suspected + " can be dropped, at most " +
+        percent(proof.fdr_interval[1], 1) + " correct" : "not checked by a sample yet";
+    }
+    if (headline && proof && proof.proven) {
+      headline.textContent = "checked by your answers: " + proof.suspected + " pairs can be dropped with at most " +
+        percent(proof.fdr_interval[1], 1) + " of them correct (95% confidence)";
+    }
+    showEstimate();
+  }
+  function provenText(proof) {  // the proven figure (LabelledDrop.line's numbers)
+    return "at a false-discovery rate of " + proof.fdr + ", " + proof.suspected + " pairs can be dropped: at most " +
+      percent(proof.fdr_interval[1], 1) + " of them correct (interval " + percent(proof.fdr_interval[0], 1) + "–" +
+      percent(proof.fdr_interval[1], 1) + ", proven with 95% confidence, " + proof.unjudged_dropped +
+      " of them unjudged); of the " + proof.kept + " pairs left " + percent(proof.kept_mismatched_share, 1) + " (" +
+      percent(proof.kept_mismatched_share_interval[0], 1) + "–" + percent(proof.kept_mismatched_share_interval[1], 1) +
+      ") are mismatched. " + proof.answered_in_cut + " of your answers are among the " + proof.cut_stratum +
+      " suspects.";
+  }
+  function notProvenText(proof) {  // no cut proven yet: how far off (LabelledDrop.line)
+    var first = proof.tests[0], why;
+    if (proof.more_answers_to_prove !== null) {
+      why = "about " + proof.more_answers_to_prove + " more answer" + (proof.more_answers_to_prove > 1 ? "s" : "") +
+        " in the sample's order would prove it";
+    } else if (first && first.answered && first.correct / first.answered > proof.fdr) {
+      why = "the answers inside the suspects found too many correct pairs for any cut to hold";
+    } else {
+      why = "the answers inside the suspects are still too few to say how many more would prove it";
+    }
+    return "Dropping the " + proof.cut_stratum + " suspects, not proven yet (" + proof.answered_in_cut +
+      " of your answers are among them; at a false-discovery rate of " + proof.fdr + "): " + why + ".";
   }
   function lookNote(n) {  // the planned look, where the interval narrows, when this page reaches it
     if (sample.look > sample.rows.length || sample.look >= sample.n_pairs) { return ""; }
@@ -571,7 +887,9 @@
     document.body.setAttribute("data-mode", on ? "sample" : "review");
     if (on) { showSample(); window.scrollTo(0, $("sample-check").offsetTop); }
   }
-  window.mispairSample = {estimate: sampleEstimate, answers: function () { return answers.slice(); }};
+  window.mispairSample = {estimate: sampleEstimate, drop: proofOf, blindSpot: blindSpot,
+                          dropped: function (given) { return proofPairs(proofOf(given), given); },
+                          answers: function () { return answers.slice(); }};
   if (sample) {
     $("sample-start").hidden = false;
     $("sample-start").addEventListener("click", function () { sampleMode(true); });
@@ -583,6 +901,7 @@
     $("sample-download").addEventListener("click", downloadLabels);
   }
   window.mispairReview = {open: open};
+  if (sample) { showProof(); } else { showEstimate(); }
   filter();
   drawMap();
   document.body.setAttribute("data-ready", "1");

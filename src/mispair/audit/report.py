@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mispair.audit.page_data import page_data, sample_design, sample_rows
+from mispair.audit.page_data import FDR, page_data, sample_design, sample_rows
 from mispair.audit.result import audit_id
 from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
@@ -83,7 +83,7 @@ def review_page(
         threshold=summary.threshold,
         rest=rest,
         sample=judged,
-        design=None if sample is None else sample_design(table, sample),
+        design=None if sample is None else sample_design(table, sample, fdr=page_fdr(summary)),
     )
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     fields = {**summary.to_dict(), "audit_id": audit}
@@ -91,6 +91,14 @@ def review_page(
         fields, plots, division, retrieval, shown=len(shown), has_why="why" in table, duplicates=duplicates
     )
     return ReviewPage(page, data, folder / THUMBS)
+
+
+def page_fdr(summary: AuditSummary) -> float:
+    """The false-discovery rate the page proves the drop at: the audit's ``--fdr`` (its
+    calibration's; :data:`~mispair.audit.page_data.FDR` where the summary records none)."""
+    calibration = summary.calibration
+    fdr = None if calibration is None else calibration.fdr
+    return float(fdr) if fdr else FDR
 
 
 def report_images(table: pd.DataFrame) -> list[str]:

@@ -126,8 +126,9 @@ def separation_note(calibration: Calibration) -> str:
     if calibration.share_low <= 0:
         return (
             f"the share's {calibration.level:.0%} interval reaches 0: this collection may hold no "
-            "mismatched pair, so none is suspected at any --fdr (the probabilities still rank the "
-            "pairs: review the top of the list)"
+            "mismatched pair of the kind the scores see — check a sample (a near miss or a generic "
+            "caption scores like a correct pair); none is suspected at any --fdr (the probabilities "
+            "still rank the pairs: review the top of the list)"
         )
     if calibration.separation_auc < WEAK_SEPARATION:
         return (
