@@ -1,7 +1,8 @@
-"""The cases of ``hostile_inputs.py`` for wave 5's surfaces (issue 64): decisions files that are
-not decisions (the audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to
-yes/no), a second command into a folder another run holds, and captions without a space in the
-review page's sample view. Classes 64.3, 64.7 and 64.8 follow the issue's items;
+"""The cases of ``hostile_inputs.py`` for wave 5's surfaces (issue 64): answers fed back to an audit
+(another audit's, and answers the scores contradict), decisions files that are not decisions (the
+audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to yes/no), a second
+command into a folder another run holds, and captions without a space in the review page's
+sample view. Classes 64.2, 64.3, 64.7 and 64.8 follow the issue's items;
 docs/reliability.md ("Issue 64") states the promise each case checks.
 
     python benchmarks/hostile_inputs.py 64.    # only these cases
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import hostile_fixtures as fx
 
-DECISIONS, RUN_LOCK, SAMPLE_VIEW = "64.3 decisions", "64.7 run lock", "64.8 sample view"
+ANSWERS, DECISIONS = "64.2 answers", "64.3 decisions"
+RUN_LOCK, SAMPLE_VIEW = "64.7 run lock", "64.8 sample view"
 HOLD = """
 import sys, time
 from mispair.atomic import folder_lock
@@ -31,8 +33,9 @@ VIEWPORT = 1000  # px: the page's width in the browser; a caption must wrap with
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
-    """Every case of classes 64.3, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
+    """Every case of classes 64.2, 64.3, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
     return [
+        *_answers(tmp / "w64-answers", Case, mispair, audit),
         *_decisions(tmp / "w64-decisions", Case, mispair),
         *_run_lock(tmp / "w64-lock", Case, mispair, small, audit),
         *_sample_view(tmp / "w64-view", Case, mispair, audit),
@@ -55,6 +58,120 @@ def _colour_folder(folder: Path, caption_of: Callable[[int, str], str] = lambda 
         [("image", "caption"), *((n, caption_of(k, c)) for k, (n, _, c) in enumerate(rows))],
     )
     return folder
+
+
+# --- 64.2 answers fed back to an audit ------------------------------------------------------------
+
+
+class _Answered:
+    """A folder of 30 feature files audited once (made on first use), and labels files on that
+    audit's ranking: its most suspect pairs judged correct, its least suspect judged mismatched,
+    or answers another audit's id names."""
+
+    def __init__(self, root: Path, mispair, audit: list[str]) -> None:
+        self.root, self.mispair, self.audit = root, mispair, audit
+        self.collection, self.first = root / "features", root / "first"
+
+    def audited(self) -> None:
+        if (self.first / "summary.json").is_file():
+            return
+        import numpy as np
+
+        (self.collection / "feats").mkdir(parents=True, exist_ok=True)
+        rows = [("image", "caption", "split")]
+        for k in range(30):
+            features = np.random.default_rng(k).normal(size=(4, 8)).astype(np.float32)
+            np.save(self.collection / "feats" / f"{k}.npy", features)
+            rows.append((f"feats/{k}.npy", f"a caption number {k}", ("train", "dev", "test")[k % 3]))
+        _write_csv(self.collection / "captions.csv", rows)
+        argv = self.command(self.first)
+        subprocess.run(argv, check=True, capture_output=True)
+
+    def command(self, out: Path, *labels: Path) -> list[str]:
+        more = ["--labels", *labels] if labels else []
+        return self.mispair("audit", self.collection, *self.audit, "--out", out, "--quiet", *more)
+
+    def labels(self, name: str, label: str, *, audit: str | None = None) -> Callable[[], None]:
+        """Write ``name``: the first audit's 3 most suspect pairs (``correct``) or 3 least suspect
+        (``mismatched``) judged ``label``, each row with the first audit's id or ``audit``."""
+
+        def write() -> None:
+            import json
+
+            import pandas as pd
+
+            self.audited()
+            ranked = pd.read_csv(self.first / "pairs.csv", dtype=str)["pair_id"].tolist()
+            ids = ranked[:3] if label == "correct" else ranked[-3:]
+            own = json.loads((self.first / "summary.json").read_text())["audit_id"]
+            _write_csv(
+                self.root / name, [("pair_id", "label", "audit_id"), *((i, label, audit or own) for i in ids)]
+            )
+
+        return write
+
+    def verdicts(self, out: str, label: str) -> Callable[[], bool]:
+        """Whether the audit ``out`` shows the answered pairs as answered: in ``pairs.csv``, the
+        page's data, ``apply --fdr`` and ``summary.json``'s count."""
+
+        def check() -> bool:
+            import json
+
+            import pandas as pd
+
+            from mispair.audit.page_data import FIELDS
+            from mispair.audit.result import AuditResult
+
+            folder = self.root / out
+            answered = pd.read_csv(self.root / f"{label}.csv", dtype=str)["pair_id"].tolist()
+            mismatched = label == "mismatched"
+            pairs = pd.read_csv(folder / "pairs.csv", dtype=str).set_index("pair_id").loc[answered]
+            table = (pairs["suspected"] == str(mismatched)).all()
+            table &= (pairs["mismatch_probability"].astype(float) == float(mismatched)).all()
+            script = (folder / "pairs.js").read_text(encoding="utf-8")
+            data = json.loads(script.removeprefix("window.mispairAudit = ").removesuffix(";\n"))
+            shown = {r[FIELDS.index("pair_id")]: r[FIELDS.index("suspected")] for r in data["rows"]}
+            page = all(shown[i] is mismatched for i in answered)
+            clean = self.root / f"{out}-clean"
+            shutil.rmtree(clean, ignore_errors=True)
+            AuditResult.load(folder).apply(None, clean, fdr=0.5)
+            removed = set(pd.read_csv(clean / "removed.csv", dtype=str)["pair_id"])
+            applied = set(answered) <= removed if mismatched else not set(answered) & removed
+            counted = json.loads((folder / "summary.json").read_text()).get("answers", {}).get(label) == 3
+            return bool(table and page and applied and counted)
+
+        return check
+
+
+def _answers(root: Path, Case, mispair, audit: list[str]) -> list:
+    base = _Answered(root, mispair, audit)
+    return [
+        Case(
+            ANSWERS,
+            "audit --labels with another audit's answers (its audit_id on every row)",
+            base.command(root / "other", root / "other.csv"),
+            "error",
+            "answers given on audit 0123456789abcdef, not on this audit",
+            setup=base.labels("other.csv", "correct", audit="0123456789abcdef"),
+            absent=root / "other" / "run" / "best.pt",
+        ),
+        Case(
+            ANSWERS,
+            "audit --labels: the 3 most suspect pairs judged correct",
+            base.command(root / "kept", root / "correct.csv"),
+            "ok",
+            setup=base.labels("correct.csv", "correct"),
+            check=base.verdicts("kept", "correct"),
+        ),
+        Case(
+            ANSWERS,
+            "audit --labels: the 3 least suspect pairs judged mismatched",
+            base.command(root / "dropped", root / "mismatched.csv"),
+            "ok",
+            setup=base.labels("mismatched.csv", "mismatched"),
+            check=base.verdicts("dropped", "mismatched"),
+        ),
+    ]
 
 
 # --- 64.3 decisions files --------------------------------------------------------------------------

@@ -17,6 +17,9 @@ from mispair.config import DataConfig
 from mispair.data.loading import load_split, resolve_source
 from mispair.data.readers import reader_of
 from mispair.data.readers.files import unpacked_view
+from mispair.engine.assembly import other_splits
+from mispair.engine.held_out.audit_rows import AuditRows
+from mispair.engine.trained import TrainedRun
 from tests.data.readers_forms import PICTURES, pictures, rows, split_of, write_form
 from tests.tiny import TINY_AUDIT_SCHEDULE
 
@@ -246,6 +249,18 @@ def test_pairs_csv_report_and_apply_show_each_rows_own_name(tmp_path):
     assert captions.to_dict() == {i: name for i, name in expected.items() if i != "2"}
     for alias, first in ((str(PICTURES), "0"), (str(PICTURES + 1), "1")):
         assert (plain.folder / expected[alias]).read_bytes() == (plain.folder / expected[first]).read_bytes()
+    assert rows_of(tmp_path / "audit").audit_id == result.summary.audit_id  # what --labels is checked against
+
+
+def rows_of(audit: Path) -> AuditRows:
+    """The audit's pairs as its run names them once its collection is read (before any scorer
+    trains: the answers of ``audit --labels`` are checked against their id)."""
+    run = TrainedRun.open(audit / "run" / "best.pt")
+    others, data = other_splits(run.config, run.data), run.config.data
+    n_dev = run.data.dev.n_captions
+    split = [data.train_split] * len(run.train)
+    split += [data.dev_split] * n_dev + [data.test_split] * (len(others) - n_dev)
+    return AuditRows.of(run.train, others, split)
 
 
 def test_png_bytes_fixture_is_a_picture():

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mispair.audit.result import AuditResult
+from mispair.audit.result import AuditResult, audit_id
 from mispair.cli import main
 from mispair.data.synthetic import write_synthetic_dataset
 from mispair.engine.held_out import (
@@ -23,9 +23,11 @@ from mispair.engine.held_out import (
     division_scores,
     out_of_fold_scores,
 )
-from mispair.engine.held_out.answers import judged_pairs, train_pair_ids, with_answers
+from mispair.engine.held_out.answers import judged_pairs, with_answers
+from mispair.engine.held_out.audit_rows import AuditRows
 from mispair.engine.held_out.rounds import refined_out_of_fold_scores
 from mispair.errors import DataError
+from mispair.estimate.labels import read_labels
 from tests.engine.test_division_scores import _setup
 
 
@@ -97,23 +99,63 @@ def test_down_nested_trusts_lattice_no_scorer_trains_on_a_pair_judged_mismatched
         assert set(correct[fold[correct] != k]) <= trained
 
 
+def rows_of(config, train):
+    return AuditRows.of(train, None, [config.data.train_split] * len(train))
+
+
 def test_the_answers_file_names_pairs_as_the_audit_does_and_refuses_strangers(tmp_path):
-    config, _, train = _setup()
-    ids = train_pair_ids(train, config.data.train_split)
+    _, _, train = _setup()
+    rows = AuditRows.of(train, None, ["train"] * (len(train) - 4) + ["dev"] * 4)
+    ids = rows.pair_ids
+    assert ids[0] == "train/0" and ids[-1] == "dev/3"
     path = tmp_path / "labels.csv"
     path.write_text(f"pair_id,label\n{ids[0]},mismatched\n{ids[5]},correct\n{ids[7]},unsure\ndev/3,correct\n")
-    judged = judged_pairs([path], train, config.data.train_split, others=["dev/3"])
+    judged = judged_pairs([path], replace(rows, n_train=len(train) - 4))
+    assert len(judged) == len(train) - 4  # the training pairs'; dev/3's answer trains nothing
     assert (
-        judged[0] == 1 and judged[5] == 0 and np.isnan(judged[7]) and np.isnan(judged).sum() == len(train) - 2
+        judged[0] == 1
+        and judged[5] == 0
+        and np.isnan(judged[7])
+        and np.isnan(judged).sum() == len(judged) - 2
     )
     path.write_text("pair_id,label\nnowhere/1,correct\n")
     with pytest.raises(DataError, match="in no split of this collection"):
-        judged_pairs([path], train, config.data.train_split)
+        judged_pairs([path], rows)
+
+
+def test_the_rows_id_is_the_audits_id_of_the_same_table():
+    """The id the scorers check the answers against is the one the audit's table gets."""
+    rows = AuditRows(
+        ["train/10", "train/2", "é/1", "train/1"],
+        ["b.png", "a.png", "ü.png", "a.png"],
+        ['a cat, "quoted"', "two\nlines", "ünïcode", "x\x1fy"],
+        n_train=4,
+    )
+    table = pd.DataFrame({"pair_id": rows.pair_ids, "image_id": rows.image_ids, "caption": rows.captions})
+    assert rows.audit_id == audit_id(table) == audit_id(table.iloc[::-1])
+
+
+def test_another_audits_answers_are_refused_as_estimate_refuses_them(tmp_path):
+    config, _, train = _setup()
+    rows = rows_of(config, train)
+    path = tmp_path / "labels.csv"
+    path.write_text(f"pair_id,label,audit_id\n{rows.pair_ids[0]},correct,0123456789abcdef\n")
+    with pytest.raises(DataError) as refused:
+        judged_pairs([path], rows)
+    with pytest.raises(DataError) as by_estimate:
+        read_labels(path, audit=rows.audit_id)
+    assert str(refused.value) == str(by_estimate.value)
+    assert "answers given on audit 0123456789abcdef, not on this audit" in str(refused.value)
+    path.write_text(
+        f"pair_id,label,audit_id\n{rows.pair_ids[0]},correct,{rows.audit_id}\n{rows.pair_ids[1]},mismatched,\n"
+    )
+    judged = judged_pairs([path], rows)  # this audit's (a row without its id is taken too)
+    assert judged[0] == 0 and judged[1] == 1
 
 
 def test_the_cached_scores_follow_the_answers_content(tmp_path):
     config, data, train = _setup(["division.scored_by=out_of_fold", "division.folds=2", "division.epochs=1"])
-    ids = train_pair_ids(train, config.data.train_split)
+    ids = rows_of(config, train).pair_ids
     labels = tmp_path / "labels.csv"
     labels.write_text(f"pair_id,label\n{ids[0]},mismatched\n")
     config = replace(config, division=replace(config.division, answers=[str(labels)]))

@@ -11,11 +11,12 @@ import numpy as np
 
 from mispair.audit.duplicates import Duplicates
 from mispair.audit.ranking import BestMatches, others, suspicion_order
-from mispair.audit.words import why
+from mispair.audit.words import answered, why
 from mispair.data.batching import TrainingPairs
 from mispair.division.calibration import Calibration, Stratum, calibrate
 from mispair.division.scores import PAIR_SCORES_FILE, DivisionScores
 from mispair.engine.assembly import other_splits
+from mispair.engine.held_out.audit_rows import pair_names, picture_names
 from mispair.engine.run import RunOutcome
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError
@@ -61,14 +62,10 @@ class AuditedPairs:
         return ids if ids is not None else [str(i) for i in range(self.pairs.pairs.n_images)]
 
     def pictures_shown(self, images: np.ndarray, order: np.ndarray) -> list[str]:
-        """The names of ``images [n]`` (a picture per pair) for the pairs ``order``: the pair's own
-        row's name for its picture where it is the picture the input pairs it with
-        (:meth:`~mispair.data.pairset.PairSet.own_image_names`), else the picture's id."""
-        ids, home = self.image_ids, self.pairs.pairs.image_of_caption
-        own = self.pairs.pairs.caption_image_names
-        if own is None:
-            return [ids[i] for i in images[order]]
-        return [own[k] if images[k] == home[k] else ids[images[k]] for k in order]
+        """The names of ``images [n]`` (a picture per pair) for the pairs ``order``
+        (:func:`~mispair.engine.held_out.audit_rows.picture_names`: the pair's own row's name for
+        its picture where it is the picture the input pairs it with, else the picture's id)."""
+        return picture_names(self.pairs, images, order)
 
 
 def audited_pairs(
@@ -111,7 +108,7 @@ def audited_pairs(
     return AuditedPairs(
         everything,
         np.array(split),
-        _pair_ids(everything, split),
+        pair_names(everything, split),
         score,
         truth,
         true_image,
@@ -121,18 +118,6 @@ def audited_pairs(
     )
 
 
-def _pair_ids(pairs: TrainingPairs, split: list[str]) -> list[str]:
-    """The reader's pair ids, else ``split/k`` (``k`` the pair's place in its split)."""
-    if pairs.pairs.pair_ids is not None:
-        return list(pairs.pairs.pair_ids)
-    seen: dict[str, int] = {}
-    ids = []
-    for name in split:
-        ids.append(f"{name}/{seen.get(name, 0)}")
-        seen[name] = seen.get(name, 0) + 1
-    return ids
-
-
 def pair_table(
     audited: AuditedPairs,
     mismatch: np.ndarray,
@@ -140,11 +125,15 @@ def pair_table(
     matches: BestMatches,
     duplicates: Duplicates,
     q_value: np.ndarray | None = None,
+    answers: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Every pair as a row, from the most suspect to the least (``pairs.csv``): its scores, the
     :data:`~mispair.audit.ranking.SUGGESTIONS` best other captions for its image and other images
     for its caption, its duplicates (``duplicate_image_of``: the id of the first near-duplicate
-    of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words."""
+    of its image or ""; ``same_caption_images``; ``leak``) and ``why`` it is suspect in words.
+    ``answers``: a person's answers fixed into ``mismatch``, ``suspected`` and ``q_value``
+    (``judged [n]``: 1 mismatched, 0 correct, NaN none or unsure; and the scores' own mismatch
+    probability ``[n]``): a judged pair's ``why`` leads with the answer, then the scores' words."""
     import pandas as pd
 
     captions = audited.pairs.pairs.captions
@@ -164,8 +153,11 @@ def pair_table(
     }
     columns.update(suggested.columns(audited))
     columns.update(_duplicate_columns(audited, duplicates, order))
-    probability = None if q_value is None else mismatch
+    scored = mismatch if answers is None else answers[1]
+    probability = None if q_value is None else scored
     columns["why"] = reasons(audited, order, matches, duplicates, suggested, probability)
+    if answers is not None:
+        columns["why"] = answered(answers[0][order], columns["why"])
     if audited.truly_mismatched is not None and audited.true_image is not None:
         columns["truly_mismatched"] = audited.truly_mismatched[order]
         columns["true_image_id"] = audited.pictures_shown(audited.true_image, order)

@@ -8,7 +8,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ from mispair.audit.report import Plot, ReviewPage, curve_plots, review_page, sco
 from mispair.audit.result import LATER_OUTPUTS, OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import self_check
 from mispair.audit.summary import (
+    AnswersUsed,
     AuditSummary,
     Detection,
     DuplicateCounts,
@@ -46,6 +47,7 @@ from mispair.division import Division, min_max_normalize
 from mispair.division.calibration import Calibration
 from mispair.division.detection import detection_curves, ranking_detection
 from mispair.engine.checks import check_run_config
+from mispair.engine.held_out.answers import judged_on, read_answers
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
@@ -113,9 +115,11 @@ def audit_collection(
     files in it are touched. The suspected pairs are those an estimated false-discovery rate of
     ``fdr`` drops (:mod:`mispair.division.calibration`: the probabilities and the share are
     calibrated by decoy pairs). ``labels``: a person's answers (labels files, several reviewers'
-    merged) fixed for the held-out scorers (``division.answers``: pairs judged correct trusted,
-    mismatched ones never trained on) and, when they are the first pairs of this audit's random
-    sample, estimated from (:meth:`AuditResult.estimate`, ``estimate.json``). Returns the
+    merged; another audit's refused before any scorer trains) fixed for the held-out scorers
+    (``division.answers``: pairs judged correct trusted, mismatched ones never trained on) and in
+    the verdicts (:meth:`Verdicts.answered`: judged correct never suspected, judged mismatched
+    always), and, when they are the first pairs of this audit's random sample, estimated from
+    (:meth:`AuditResult.estimate`, ``estimate.json``). Returns the
     :class:`AuditResult` it saved in ``out``.
 
     In processes started by torchrun (``mispair audit --nproc N``) every process calls it: the
@@ -249,6 +253,13 @@ class Verdicts:
     suspected: np.ndarray
     """``[n]`` bool: the suspected pairs — those whose probability reaches ``threshold``, none
     where the calibration supports no cut (its share's interval reaches 0)."""
+    judged: np.ndarray | None = None
+    """``[n]`` a person's answers fixed into the numbers above (:meth:`answered`; 1 mismatched, 0
+    correct, NaN none or unsure), or None without any."""
+    scored: np.ndarray | None = None
+    """``[n]`` the scores' own mismatch probability, where answers moved ``mismatch``."""
+    answers: AnswersUsed | None = None
+    """What the answers fixed, counted for the summary (None without any)."""
 
     @classmethod
     def of(cls, audited: AuditedPairs, p_threshold: float, fdr: float) -> Verdicts:
@@ -269,7 +280,53 @@ class Verdicts:
 
     @property
     def q_value(self) -> np.ndarray | None:
-        return None if self.calibration is None else self.calibration.q_value
+        """The calibration's q-values (None without one); a pair judged correct 1 (no cut below
+        1 drops it, ``apply --fdr`` keeps it), one judged mismatched 0 (every cut drops it)."""
+        if self.calibration is None:
+            return None
+        q = self.calibration.q_value
+        if self.judged is None:
+            return q
+        return np.where(self.judged == 1, 0.0, np.where(self.judged == 0, 1.0, q))
+
+    @property
+    def fixed(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The answers fixed and the scores' own mismatch probabilities (:func:`pair_table`'s
+        ``answers``), or None without answers."""
+        return None if self.judged is None or self.scored is None else (self.judged, self.scored)
+
+    def answered(self, judged: np.ndarray | None, unsure: int = 0, files: Sequence[str] = ()) -> Verdicts:
+        """These verdicts with a person's answers ``judged`` (``[n]``: 1 mismatched, 0 correct,
+        NaN none or unsure) fixed: a pair judged correct is never suspected (mismatch probability
+        0), one judged mismatched always is (probability 1); the others as the scores say.
+        ``unsure`` answers and the labels ``files`` are counted in :attr:`answers`."""
+        if judged is None:
+            return self
+        correct, mismatched = judged == 0, judged == 1
+        used = AnswersUsed(
+            correct=int(correct.sum()),
+            mismatched=int(mismatched.sum()),
+            unsure=unsure,
+            correct_suspected_by_scores=int((correct & self.suspected).sum()),
+            mismatched_kept_by_scores=int((mismatched & ~self.suspected).sum()),
+            files=[str(f) for f in files],
+        )
+        mismatch = np.where(mismatched, 1.0, np.where(correct, 0.0, self.mismatch))
+        suspected = (self.suspected & ~correct) | mismatched
+        return replace(
+            self, mismatch=mismatch, suspected=suspected, judged=judged, scored=self.mismatch, answers=used
+        )
+
+
+def _answers(paths: Sequence[str], audited: AuditedPairs) -> tuple[np.ndarray, int] | None:
+    """The answers the run's scorers took (``division.answers``, ``--labels``) on every audited
+    pair (1 mismatched, 0 correct, NaN none or unsure; checked against the collection before the
+    scorers trained) and the count of unsure ones; None without any."""
+    if not paths:
+        return None
+    labels = read_answers(paths)
+    judged = judged_on(labels, audited.pair_id, ", ".join(paths))
+    return judged, int((labels["label"] == "unsure").sum())
 
 
 @dataclass(frozen=True)
@@ -343,8 +400,11 @@ def _audit(
 
 def _ranked(request: AuditRequest, run: TrainedRun, audited: AuditedPairs, timings: Timings) -> Ranked:
     """The verdicts, best matches and duplicates (lapped as ranking), then the map (lapped)."""
-    options = request.options
+    options, paths = request.options, request.config.division.answers
     verdicts = Verdicts.of(audited, request.config.division.p_threshold, options.fdr)
+    answers = _answers(paths, audited)
+    if answers is not None:  # the answers reach the verdicts: every table, page and apply below
+        verdicts = verdicts.answered(*answers, files=paths)
     matches = best_matches(run, pairs=audited.pairs, suspected=verdicts.suspected, progress=options.progress)
     duplicates = find_duplicates(
         audited.pairs.pairs.images,
@@ -364,7 +424,13 @@ def _table(ranked: Ranked) -> pd.DataFrame:
     """``pairs.csv``'s rows (:func:`pair_table`) with each pair's place on the map."""
     audited, verdicts = ranked.audited, ranked.verdicts
     table = pair_table(
-        audited, verdicts.mismatch, verdicts.suspected, ranked.matches, ranked.duplicates, verdicts.q_value
+        audited,
+        verdicts.mismatch,
+        verdicts.suspected,
+        ranked.matches,
+        ranked.duplicates,
+        verdicts.q_value,
+        verdicts.fixed,
     )
     order = suspicion_order(audited.score, verdicts.mismatch, audited.pair_id)
     return table.assign(**map_columns(ranked.points, audited.pairs.image_of_caption, order))
@@ -384,9 +450,12 @@ def _audit_summary(
     """The summary: counts and run, calibrated numbers, what was read and refused, the parts."""
     audited, verdicts, data = ranked.audited, ranked.verdicts, request.config.data
     result = _summary(request, audited, verdicts, retrieval)
-    shares = calibration_summary(verdicts.calibration, audited.score, verdicts.suspected, request.options.fdr)
+    fdr = request.options.fdr
+    shares = calibration_summary(
+        verdicts.calibration, audited.score, verdicts.suspected, fdr, verdicts.mismatch
+    )
     result.estimated_mismatched_share, result.estimated_mismatched_share_interval = shares[:2]
-    result.calibration = shares[2]
+    result.calibration, result.answers = shares[2], verdicts.answers
     n_refused = 0 if sources.refused is None else len(sources.refused)
     result.pairs_read, result.pairs_refused = len(audited.pairs) + n_refused, n_refused
     result.split_note, result.audit_id = sources.reader.split_note(data), audit_id(table)

@@ -129,6 +129,34 @@ class CalibrationPart:
 
 
 @dataclass(frozen=True)
+class AnswersUsed:
+    """A person's answers fed back to the audit (``mispair audit --labels``), fixed into its
+    verdicts: the pairs judged ``correct`` are kept (never suspected: mismatch probability 0,
+    q-value 1), ``correct_suspected_by_scores`` of them were suspected by the scores alone; those
+    judged ``mismatched`` are suspected (probability 1, q-value 0), ``mismatched_kept_by_scores``
+    of them were not by the scores alone; ``unsure`` answers (a pair the reviewers judged
+    differently too) are left to the scores; ``files``: the labels files."""
+
+    correct: int
+    mismatched: int
+    unsure: int = 0
+    correct_suspected_by_scores: int = 0
+    mismatched_kept_by_scores: int = 0
+    files: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """The answers' part of the headline, in words."""
+        fixed, given = self.correct + self.mismatched, self.correct + self.mismatched + self.unsure
+        line = (
+            f"your answers: {fixed} of {given} fixed their pairs' verdicts (--labels): "
+            f"{self.correct} judged correct kept ({self.correct_suspected_by_scores} of them suspected "
+            f"by the scores alone), {self.mismatched} judged mismatched suspected "
+            f"({self.mismatched_kept_by_scores} of them kept by the scores alone)"
+        )
+        return line + (f"; {self.unsure} unsure left to the scores" if self.unsure else "")
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """The test-split retrieval metrics of the audit's run and of its clean twin (or None)."""
 
@@ -177,6 +205,7 @@ class AuditSummary(Mapping[str, object]):
     timings: dict[str, float] | None = None
     warnings: list[str] | None = None
     sample_seed: int | None = None
+    answers: AnswersUsed | None = None
 
     def to_dict(self) -> Json:
         """``summary.json``'s content (format :data:`SUMMARY_FORMAT`)."""
@@ -226,6 +255,8 @@ class AuditSummary(Mapping[str, object]):
                 "file": "sample.csv",
                 "order": "stratified random (mispair.estimate.design)",
             }
+        if self.answers is not None:
+            out["answers"] = asdict(self.answers)
         out["format"] = SUMMARY_FORMAT
         return out
 
@@ -250,6 +281,7 @@ class AuditSummary(Mapping[str, object]):
             "calibration": CalibrationPart.from_dict,
             "duplicates": lambda d: DuplicateCounts(**_known(DuplicateCounts, d)),
             "raw_score": RawScore.from_dict,
+            "answers": lambda d: AnswersUsed(**_known(AnswersUsed, d)),
         }
         for key, build in parts.items():
             value = data.get(key)
@@ -272,6 +304,8 @@ class AuditSummary(Mapping[str, object]):
         """The audit's result in a few lines: what was found, how well (when it can tell), where
         (``out``: the audit's folder)."""
         lines = [self._found()]
+        if self.answers is not None:
+            lines.append(self.answers.line())
         calibration = self.calibration
         if calibration is not None and calibration.calibrated:
             lines.append(f"trust: {calibration.note} ({calibration.decoys} decoy pairs)")

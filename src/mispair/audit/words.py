@@ -1,6 +1,6 @@
-"""The audit's words: why a pair is suspect (:func:`why`), what its probability
-means (:func:`verdict`), and what the calibration says of the share and how far to trust it
-(:func:`calibration_summary`, :func:`separation_note`)."""
+"""The audit's words: why a pair is suspect (:func:`why`), a verdict a person's answer fixed
+(:func:`answered`), what its probability means (:func:`verdict`), and what the calibration says
+of the share and how far to trust it (:func:`calibration_summary`, :func:`separation_note`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from mispair.audit.selfcheck import mismatched_share
 from mispair.audit.summary import CalibrationPart
-from mispair.division.calibration import WEAK_SEPARATION, Calibration
+from mispair.division.calibration import WEAK_SEPARATION, Calibration, drop_errors
 
 
 def why(
@@ -64,6 +64,22 @@ def why(
     return "; ".join(words)
 
 
+JUDGED = {
+    0.0: "judged correct in your answers: kept whatever the scores say",
+    1.0: "judged mismatched in your answers: suspected whatever the scores say",
+}
+"""A pair's verdict fixed by a person's answer (``mispair audit --labels``): 0 correct, 1 mismatched."""
+
+
+def answered(judged: np.ndarray, reasons: list[str]) -> list[str]:
+    """The ``reasons`` (:func:`why`, from the scores) of pairs ``judged`` (1 mismatched, 0
+    correct, NaN not judged or unsure) led by the answer where there is one."""
+    return [
+        f"{JUDGED[float(answer)]} (the scores alone: {reason})" if answer in JUDGED else reason
+        for answer, reason in zip(judged.tolist(), reasons)
+    ]
+
+
 LIKELY = 0.5
 """From this mismatch probability on, a pair is more likely mismatched than not."""
 
@@ -82,16 +98,22 @@ def verdict(probability: float) -> str:
 
 
 def calibration_summary(
-    calibration: Calibration | None, score: np.ndarray, suspected: np.ndarray, fdr: float
+    calibration: Calibration | None,
+    score: np.ndarray,
+    suspected: np.ndarray,
+    fdr: float,
+    mismatch: np.ndarray | None = None,
 ) -> tuple[float, tuple[float, float], CalibrationPart]:
     """The summary's calibrated numbers: the share of pairs as unrelated as a caption taken
     from another picture with its interval (from the decoys; without decoys, the mixture's
     estimate over the held-out ``score``, marked so), and how they were made, with the estimated
-    error rates of dropping the ``suspected`` pairs."""
+    error rates of dropping the ``suspected`` pairs by the mismatch probabilities ``mismatch``
+    (default: the calibration's; with a person's answers, a judged pair's 0 or 1)."""
     if calibration is None:
         share = mismatched_share(score)
         return share.estimate, (share.low, share.high), CalibrationPart("mixture", MIXTURE_NOTE)
-    false_drops, kept_mismatched = calibration.drop_errors(suspected)
+    probability = calibration.mismatch_probability if mismatch is None else mismatch
+    false_drops, kept_mismatched = drop_errors(probability, suspected)
     part = CalibrationPart(
         "decoys",
         separation_note(calibration),

@@ -95,9 +95,11 @@ def add_parsers(sub: Subparsers) -> None:
         "--labels",
         nargs="+",
         metavar="FILE",
-        help="your answers on pairs (labels files from `Check a sample`; several reviewers merged): "
-        "the scorers trust the pairs judged correct and never train on those judged mismatched; "
-        "when they are the first pairs of this audit's sample, their estimate is printed too",
+        help="your answers on pairs (labels files from `Check a sample`; several reviewers merged; "
+        "another audit's refused): the scorers trust the pairs judged correct and never train on "
+        "those judged mismatched, and the verdicts follow them (judged correct: never suspected; "
+        "judged mismatched: always); when they are the first pairs of this audit's sample, their "
+        "estimate is printed too",
     )
     column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)

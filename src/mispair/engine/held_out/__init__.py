@@ -32,7 +32,10 @@ the pairs dealt once into folds, groups and decoys; samples),
 :mod:`~mispair.engine.held_out.scorers` and :mod:`~mispair.engine.held_out.side_by_side` (scorer
 training), :mod:`~mispair.engine.held_out.out_of_fold` (one round) and
 :mod:`~mispair.engine.held_out.rounds` (refinement rounds, the early scorer) with
-:mod:`~mispair.engine.held_out.nested` (their trust down a lattice of held-out folds).
+:mod:`~mispair.engine.held_out.nested` (their trust down a lattice of held-out folds),
+:mod:`~mispair.engine.held_out.answers` (a person's answers in the scoring, ``division.answers``)
+checked against :mod:`~mispair.engine.held_out.audit_rows` (the pairs as the audit names them, and
+the audit's id of them) before any scorer trains.
 """
 
 from mispair.engine.held_out.entry import division_scores

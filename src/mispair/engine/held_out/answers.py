@@ -10,46 +10,51 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mispair.data.batching import TrainingPairs
+from mispair.engine.held_out.audit_rows import AuditRows
 from mispair.errors import DataError
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def judged_pairs(
-    paths: Sequence[str | Path], train: TrainingPairs, train_split: str, others: Sequence[str] = ()
-) -> np.ndarray:
-    """``[len(train)]`` the answers of the labels files at ``paths`` (several reviewers' merged: a
-    disagreement is unsure) on the training pairs: 1 mismatched, 0 correct, NaN not judged or
-    unsure. The pairs are named as the audit names them (the reader's ids, else
-    ``<split>/<k>``); an answer on a pair of the other splits (``others``: their ids) trains
-    nothing and is allowed, one on no pair of the collection is refused."""
+
+def judged_pairs(paths: Sequence[str | Path], rows: AuditRows) -> np.ndarray:
+    """``[rows.n_train]`` the answers of the labels files at ``paths`` (several reviewers' merged:
+    a disagreement is unsure) on the training pairs: 1 mismatched, 0 correct, NaN not judged or
+    unsure. Checked before any scorer trains, as ``mispair estimate`` checks them: a file whose
+    ``audit_id`` names another audit than these ``rows``' is refused (rows without the column
+    are taken), as is an answer on no pair of the collection; an answer on a dev or test pair
+    trains nothing and is allowed."""
+    labels = read_answers(paths, audit=rows.audit_id)
+    return judged_on(labels, rows.pair_ids, ", ".join(map(str, paths)))[: rows.n_train]
+
+
+def read_answers(paths: Sequence[str | Path], *, audit: str | None = None) -> pd.DataFrame:
+    """The labels files at ``paths`` merged (``pair_id``, ``label``; a pair the reviewers judged
+    differently is ``unsure``), each refused in one line where its ``audit_id`` is not ``audit``."""
     from mispair.estimate.labels import merge_labels, read_labels
 
-    labels = merge_labels([read_labels(path) for path in paths]).labels
-    path = ", ".join(map(str, paths))
-    ids = train_pair_ids(train, train_split)
-    position = {pair_id: k for k, pair_id in enumerate(ids)}
-    elsewhere = set(others)
-    unknown = [i for i in labels["pair_id"] if i not in position and i not in elsewhere]
+    return merge_labels([read_labels(path, audit=audit) for path in paths]).labels
+
+
+def judged_on(labels: pd.DataFrame, pair_ids: Sequence[str], where: str) -> np.ndarray:
+    """``[len(pair_ids)]`` the ``labels`` on the pairs ``pair_ids``: 1 mismatched, 0 correct, NaN
+    not judged or unsure; an answer on none of them is refused in one line (``where``: the files)."""
+    position = {str(pair_id): k for k, pair_id in enumerate(pair_ids)}
+    unknown = [i for i in labels["pair_id"] if i not in position]
     if unknown:
         raise DataError(
-            f"{path}: pair {unknown[0]!r} is in no split of this collection ({len(unknown)} such "
+            f"{where}: pair {unknown[0]!r} is in no split of this collection ({len(unknown)} such "
             "answer(s)); were the answers given on another collection?"
         )
-    judged = np.full(len(train), np.nan)
+    judged = np.full(len(pair_ids), np.nan)
     for pair_id, label in zip(labels["pair_id"], labels["label"]):
-        if pair_id in position and label != "unsure":
+        if label != "unsure":
             judged[position[pair_id]] = 1.0 if label == "mismatched" else 0.0
     return judged
-
-
-def train_pair_ids(train: TrainingPairs, train_split: str) -> list[str]:
-    """The training pairs' ids as the audit writes them: the reader's, else ``<split>/<k>``."""
-    if train.pairs.pair_ids is not None:
-        return [str(i) for i in train.pairs.pair_ids]
-    return [f"{train_split}/{k}" for k in range(len(train))]
 
 
 def with_answers(training: np.ndarray, held_out: np.ndarray, judged: np.ndarray | None) -> np.ndarray:

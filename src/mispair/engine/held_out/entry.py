@@ -16,6 +16,7 @@ from mispair.distributed import broadcast, from_main
 from mispair.division.scores import DivisionScores
 from mispair.engine.assembly import REFERENCE_NEEDS_NOISE, RunData
 from mispair.engine.held_out.answers import answers_key, judged_pairs
+from mispair.engine.held_out.audit_rows import AuditRows
 from mispair.engine.held_out.decoys import DECOYS_PER_PAIR
 from mispair.engine.held_out.out_of_fold import OutOfFoldScores, out_of_fold_scores
 from mispair.engine.held_out.plan import HeldOutScoring, RoundStart, Runtime
@@ -48,9 +49,8 @@ def division_scores(
     scoring = HeldOutScoring.of(config)
     if scoring.scored_by == "in_sample":
         return None
-    if config.division.answers:
-        ids = _other_ids(config, data, others)
-        judged = judged_pairs(config.division.answers, train, config.data.train_split, ids)
+    if config.division.answers:  # checked against the collection before any scorer trains
+        judged = judged_pairs(config.division.answers, _audit_rows(config, data, train, others))
         scoring = replace(scoring, judged=judged)
     key, shard = _scores_key(scoring, train, others), runtime.shard
     cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
@@ -103,15 +103,15 @@ def _reference_scores(
     )
 
 
-def _other_ids(config: RunConfig, data: RunData, others: TrainingPairs | None) -> list[str]:
-    """The dev and test pairs' ids as the audit writes them (the reader's, else ``<split>/<k>``)."""
-    if others is None:
-        return []
-    if others.pairs.pair_ids is not None:
-        return [str(i) for i in others.pairs.pair_ids]
-    n_dev = data.dev.n_captions
-    dev = [f"{config.data.dev_split}/{k}" for k in range(n_dev)]
-    return dev + [f"{config.data.test_split}/{k}" for k in range(len(others) - n_dev)]
+def _audit_rows(
+    config: RunConfig, data: RunData, train: TrainingPairs, others: TrainingPairs | None
+) -> AuditRows:
+    """The training pairs, then the dev and test pairs (when scored), as the audit names them."""
+    split = [config.data.train_split] * len(train)
+    if others is not None:
+        n_dev = data.dev.n_captions
+        split += [config.data.dev_split] * n_dev + [config.data.test_split] * (len(others) - n_dev)
+    return AuditRows.of(train, others, split)
 
 
 def _scores_key(scoring: HeldOutScoring, train: TrainingPairs, others: TrainingPairs | None = None) -> str:
