@@ -627,7 +627,7 @@
   }
   function moreAnswers(cut, answered) {  // audit_estimate._more_answers
     if (!cut.tests.length) { return null; }
-    var first = cut.tests[0], rate = (first.correct + 1) / (first.answered + 2);
+    var first = cut.tests[0], rate = first.answered ? first.correct / first.answered : 0;
     if (rate >= sample.fdr) { return null; }
     for (var m = first.answered + 1; m <= first.size; m++) {
       if (correctUpper(first.size, m, roundHalfEven(rate * m), sample.delta) <= sample.fdr * first.size) {
@@ -835,14 +835,12 @@
       " suspects.";
   }
   function notProvenText(proof) {  // no cut proven yet: how far off (LabelledDrop.line)
-    var first = proof.tests[0], why;
+    var why;
     if (proof.more_answers_to_prove !== null) {
       why = "about " + proof.more_answers_to_prove + " more answer" + (proof.more_answers_to_prove > 1 ? "s" : "") +
         " in the sample's order would prove it";
-    } else if (first && first.answered && first.correct / first.answered > proof.fdr) {
-      why = "the answers inside the suspects found too many correct pairs for any cut to hold";
     } else {
-      why = "the answers inside the suspects are still too few to say how many more would prove it";
+      why = "at the share of correct pairs your answers found among them, more answers would not prove a cut";
     }
     return "Dropping the " + proof.cut_stratum + " suspects, not proven yet (" + proof.answered_in_cut +
       " of your answers are among them; at a false-discovery rate of " + proof.fdr + "): " + why + ".";

@@ -104,7 +104,8 @@ class LabelledDrop:
             more = (
                 f"about {self.more_answers} more answers in the sample's order would prove one"
                 if self.more_answers is not None
-                else "the answers inside the suspects found too many correct pairs for any cut to hold"
+                else "at the share of correct pairs your answers found among them, more answers would "
+                "not prove a cut"
             )
             return (
                 f"at a false-discovery rate of {self.fdr:g}: no cut of the ranking is proven yet "
@@ -410,14 +411,14 @@ def _drop(
 
 def _more_answers(judged: Judged, cut: ProvenCut, fdr: float) -> int | None:
     """About how many more answers in the sample's order would prove the first cut, were the
-    share of correct pairs its answers found so far to hold (Laplace's ``(c + 1) / (m + 2)``);
-    None when that share is above ``fdr`` (more answers would not prove it) or no cut exists."""
+    share of correct pairs its answers found so far (``c / m``; 0 before any) to hold; None
+    when no count of answers would (that share is ``fdr`` or more) or no cut exists."""
     from mispair.estimate.selection import DELTA, correct_upper
 
     if not cut.tests:
         return None
     first = cut.tests[0]
-    rate = (first.correct + 1) / (first.answered + 2)
+    rate = first.correct / first.answered if first.answered else 0.0
     if rate >= fdr:
         return None
     order_cut = np.cumsum(judged.order_strata == "cut")
