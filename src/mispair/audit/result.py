@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
@@ -222,15 +221,12 @@ def _interval(interval: tuple[float, float] | None) -> list[float] | None:
 
 
 def audit_id(pairs: pd.DataFrame) -> str:
-    """The audit's id: the first 16 hex digits of the SHA-256 of its pairs (``pair_id``,
-    ``image_id``, ``caption`` of every row, in pair-id order). Scores and ranks do not enter, so
-    an audit of the same collection again has the same id and its decisions still apply."""
-    digest = hashlib.sha256()
-    for row in pairs.sort_values("pair_id", kind="stable")[["pair_id", "image_id", "caption"]].itertuples(
-        index=False
-    ):
-        digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
-    return digest.hexdigest()[:16]
+    """The audit's id: :func:`mispair.estimate.labels.pairs_audit_id` of its pairs (``pair_id``,
+    ``image_id``, ``caption`` of every row). Scores and ranks do not enter, so an audit of the
+    same collection again has the same id and its decisions still apply."""
+    from mispair.estimate.labels import pairs_audit_id
+
+    return pairs_audit_id(pairs["pair_id"].tolist(), pairs["image_id"].tolist(), pairs["caption"].tolist())
 
 
 TABLE_ROWS = CSV_ROWS

@@ -14,7 +14,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mispair.errors import DataError
 from mispair.limits import limit, raise_hint
@@ -27,6 +27,22 @@ LABELS = ("correct", "mismatched", "unsure")
 """A judgement of a pair: its caption describes its picture, does not, or the person cannot say."""
 FROM_DECISION = {"keep": "correct", "drop": "mismatched", "replace": "mismatched"}
 """A review decision read as a judgement (a replaced caption was a wrong one)."""
+
+
+def pairs_audit_id(pair_ids: Sequence[Any], image_ids: Sequence[object], captions: Sequence[object]) -> str:
+    """An audit's id from its pairs: the first 16 hex digits of the SHA-256 of every row's
+    ``pair_id``, ``image_id`` and ``caption`` (in pair-id order, joined by the unit and record
+    separators). Scores and ranks do not enter, so an audit of the same collection again has the
+    same id, and a labels file's ``audit_id`` column names the collection it was given on; the
+    audit's table (:func:`mispair.audit.result.audit_id`) and the held-out scorers reading
+    ``--labels`` (:mod:`mispair.engine.held_out.audit_rows`) both take it from here."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for k in sorted(range(len(pair_ids)), key=lambda k: pair_ids[k]):
+        row = (pair_ids[k], image_ids[k], captions[k])
+        digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
+    return digest.hexdigest()[:16]
 
 
 def read_labels(source: str | Path | pd.DataFrame, *, audit: str | None = None) -> pd.DataFrame:

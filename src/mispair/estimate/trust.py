@@ -67,7 +67,7 @@ def _weighted_var(values: np.ndarray, weights: np.ndarray) -> float:
     return float(weights @ (values - mean) ** 2 / weights.sum()) * n / (n - 1) if n > 1 else 0.0
 
 
-def hanley_mcneil(auc: float, positives: int, negatives: int) -> float:
+def hanley_mcneil(auc: float, positives: float, negatives: float) -> float:
     """The AUC's variance under Hanley & McNeil's exponential model (Radiology 1982):
     ``(A(1−A) + (n₁−1)(Q₁−A²) + (n₀−1)(Q₂−A²)) / (n₁n₀)`` with ``Q₁ = A/(2−A)``,
     ``Q₂ = 2A²/(1+A)``. A floor under DeLong's variance, taken at the AUC shrunk by one

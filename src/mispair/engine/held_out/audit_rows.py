@@ -5,7 +5,6 @@ trains, as ``mispair estimate`` checks them against the audit's ``summary.json``
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -37,14 +36,11 @@ class AuditRows:
 
     @property
     def audit_id(self) -> str:
-        """The id :func:`mispair.audit.result.audit_id` gives the audit's table of these pairs:
-        the first 16 hex digits of the SHA-256 of every row's ``pair_id``, ``image_id`` and
-        ``caption``, in pair-id order."""
-        digest = hashlib.sha256()
-        for k in sorted(range(len(self.pair_ids)), key=self.pair_ids.__getitem__):
-            row = (self.pair_ids[k], self.image_ids[k], self.captions[k])
-            digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
-        return digest.hexdigest()[:16]
+        """The id :func:`mispair.audit.result.audit_id` gives the audit's table of these pairs
+        (:func:`mispair.estimate.labels.pairs_audit_id`)."""
+        from mispair.estimate.labels import pairs_audit_id
+
+        return pairs_audit_id(self.pair_ids, self.image_ids, self.captions)
 
 
 def pair_names(pairs: TrainingPairs, split: Sequence[str]) -> list[str]:
