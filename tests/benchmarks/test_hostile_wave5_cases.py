@@ -1,5 +1,5 @@
-"""The hostile cases of issue 64, classes 3, 7 and 8 (``benchmarks/hostile_wave5.py``) are
-registered in ``hostile_inputs.py``, three per class, each a command with an expected outcome and
+"""The hostile cases of issue 64 (``benchmarks/hostile_wave5.py``) are registered in
+``hostile_inputs.py``, at least three per class (the classes 3, 7 and 8 at least), each a command with an expected outcome and
 a promise in docs/reliability.md (building them runs nothing: the work is in each case's setup)."""
 
 import sys
@@ -17,7 +17,8 @@ def test_every_class_holds_three_cases_each_documented(tmp_path):
     h = hostile_inputs
     built = hostile_wave5.cases(tmp_path, None, h.Case, h.mispair, h.SMALL, h.AUDIT)
     kinds = Counter(case.kind for case in built)
-    assert kinds == {"64.3 decisions": 3, "64.7 run lock": 3, "64.8 sample view": 3}
+    assert {"64.3 decisions", "64.7 run lock", "64.8 sample view"} <= set(kinds)
+    assert all(kind.startswith("64.") and count >= 3 for kind, count in kinds.items())
     assert all(case.expect in ("ok", "warn", "error") and case.argv for case in built)
     assert not any(tmp_path.iterdir())  # nothing made until a case's setup runs
     documented = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
