@@ -123,7 +123,9 @@ def read_sample(folder: str | Path) -> pd.DataFrame:
             f"{folder}: no {SAMPLE} (audits before the labelled sample had none); audit the "
             "collection again with this version to draw one"
         )
-    data = read_input(path, limit("MAX_TABLE_BYTES"), "an audit's sample", hint=raise_hint("MAX_TABLE_BYTES"))
+    data = read_input(
+        path, limit("MAX_TABLE_BYTES"), "an audit's sample", hint=raise_hint("MAX_TABLE_BYTES"), links=False
+    )
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
         order = pd.to_numeric(frame["order"], errors="raise").astype("int64")
