@@ -186,10 +186,10 @@ def test_without_replacement_is_the_harmonic_ratio_and_never_narrower_than_the_f
 
 
 def test_over_stratified_orders_it_is_unbiased_and_holds_the_truth_at_every_n_at_once():
-    truth, p = population(1500, 0.25, 1.2, 7)
+    truth, p = population(1000, 0.25, 1.2, 7)
     ids = [str(i) for i in range(len(truth))]
-    sizes = np.unique(np.geomspace(10, 600, 20).astype(int))
-    held, estimates, runs = 0, [], 200
+    sizes = np.unique(np.geomspace(10, 500, 10).astype(int))
+    held, estimates, runs = 0, [], 150
     for seed in range(runs):
         sample = sample_order(ids, seed, p, p > 0.85)
         at, strata = sample["pair_id"].astype(int).to_numpy(), sample["stratum"].to_numpy()
