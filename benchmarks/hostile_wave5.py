@@ -1,8 +1,11 @@
 """The cases of ``hostile_inputs.py`` for wave 5's surfaces (issue 64): answers fed back to an audit
 (another audit's, and answers the scores contradict), decisions files that are not decisions (the
-audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to yes/no), a second
-command into a folder another run holds, and captions without a space in the review page's
-sample view. Classes 64.2, 64.3, 64.7 and 64.8 follow the issue's items;
+audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to yes/no), exports
+and imports that break the output rules (a user's folder, a link, one file for two outputs, a
+split named ``../../x``), readers unbounded in values (NUL bytes, empty objects, a 10 MB id,
+200 reviewers, hostile names, fields of another type), a second command into a folder another
+run holds, and captions without a space in the review page's sample view. Classes 64.2, 64.3,
+64.4, 64.5, 64.7 and 64.8 follow the issue's items;
 docs/reliability.md ("Issue 64") states the promise each case checks.
 
     python benchmarks/hostile_inputs.py 64.    # only these cases
@@ -21,6 +24,7 @@ from pathlib import Path
 import hostile_fixtures as fx
 
 ANSWERS, DECISIONS = "64.2 answers", "64.3 decisions"
+OUTPUTS, BOUNDED = "64.4 exchange outputs", "64.5 bounded readers"
 RUN_LOCK, SAMPLE_VIEW = "64.7 run lock", "64.8 sample view"
 HOLD = """
 import sys, time
@@ -33,10 +37,12 @@ VIEWPORT = 1000  # px: the page's width in the browser; a caption must wrap with
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
-    """Every case of classes 64.2, 64.3, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
+    """Every case of classes 64.2-64.5, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
     return [
         *_answers(tmp / "w64-answers", Case, mispair, audit),
         *_decisions(tmp / "w64-decisions", Case, mispair),
+        *_outputs(tmp / "w64-outputs", Case, mispair),
+        *_bounded(tmp / "w64-bounded", Case, mispair),
         *_run_lock(tmp / "w64-lock", Case, mispair, small, audit),
         *_sample_view(tmp / "w64-view", Case, mispair, audit),
     ]
@@ -239,6 +245,303 @@ def _decisions(root: Path, Case, mispair) -> list:
             "ok",
             setup=estimate_pairs("cases.csv", ["TRUE", "True", "1", "false", "0"]),
             check=dropped_exactly("out-cases", 3),
+        ),
+    ]
+
+
+# --- 64.4 exports and imports keep the output rules ------------------------------------------------
+
+
+class _Exchanged:
+    """A synthetic audit of picture files (made on first use) and a Label Studio export of
+    answers on it, written as each case needs them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.audit = root, root / "synthetic" / "audit"
+
+    def audited(self) -> None:
+        from mispair.audit.synthetic import synthetic_audit
+
+        if not (self.audit / "summary.json").is_file():
+            synthetic_audit(self.root / "synthetic", pairs=30, images=10, seed=4)
+
+    def sample(self, n: int) -> list[str]:
+        import pandas as pd
+
+        self.audited()
+        return pd.read_csv(self.audit / "sample.csv", dtype=str)["pair_id"].tolist()[:n]
+
+    def studio(self, name: str, annotators: Callable[[int], list[tuple[object, str]]], n: int = 10) -> Path:
+        """A Label Studio JSON export: the sample's first ``n`` tasks, each annotated by
+        ``annotators(k)`` (``completed_by``, label)."""
+        import json
+
+        def annotation(who: object, label: str) -> dict:
+            region = {
+                "from_name": "judgement",
+                "to_name": "caption",
+                "type": "choices",
+                "value": {"choices": [label]},
+            }
+            return {"id": 1, "completed_by": who, "result": [region], "was_cancelled": False}
+
+        tasks = [
+            {
+                "id": k,
+                "data": {"pair_id": p, "source": "sample"},
+                "annotations": [annotation(*a) for a in annotators(k)],
+            }
+            for k, p in enumerate(self.sample(n))
+        ]
+        path = self.root / name
+        path.write_text(json.dumps(tasks), encoding="utf-8")
+        return path
+
+
+SPLIT_AUDIT = """
+import io, sys
+import datasets, mispair
+from PIL import Image
+from mispair.errors import MispairError
+picture = io.BytesIO()
+Image.new("RGB", (8, 8), "red").save(picture, format="PNG")
+features = datasets.Features({"image": datasets.Image(), "caption": datasets.Value("string")})
+part = datasets.Dataset.from_dict(
+    {"image": [{"bytes": picture.getvalue(), "path": "a.png"}] * 4, "caption": ["a red square"] * 4},
+    features=features,
+)
+try:
+    mispair.audit(datasets.DatasetDict({"train": part, "../../x": part}), out=sys.argv[1], progress=False)
+except MispairError as exc:
+    print(f"mispair: error: {exc}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def _outputs(root: Path, Case, mispair) -> list:
+    base = _Exchanged(root)
+    users, real, link = root / "users", root / "real", root / "link"
+    export = lambda out: mispair("export", base.audit, "--to", "label-studio", "--sample", "5", "--out", out)  # noqa: E731
+
+    def users_folder() -> None:
+        base.audited()
+        users.mkdir(parents=True, exist_ok=True)
+        (users / "tasks.json").write_text("my own tasks\n")
+        (users / "config.xml").write_text("my own config\n")
+
+    def linked() -> None:
+        base.audited()
+        real.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(real)
+
+    def one_file() -> None:
+        base.studio("answers.csv.json", lambda k: [(1, "correct")])
+
+    split_root = root / "split"
+    return [
+        Case(
+            OUTPUTS,
+            "export --to label-studio --out a folder holding the user's own tasks.json and config.xml",
+            export(users),
+            "error",
+            "a folder that mispair did not create",
+            setup=users_folder,
+            check=lambda: (
+                (users / "tasks.json").read_text() == "my own tasks\n"
+                and (users / "config.xml").read_text() == "my own config\n"
+            ),
+        ),
+        Case(
+            OUTPUTS,
+            "export --to label-studio --out a symbolic link to a folder",
+            export(link),
+            "error",
+            "the output folder is a symbolic link",
+            setup=linked,
+            check=lambda: not any(real.iterdir()),
+        ),
+        Case(
+            OUTPUTS,
+            "import --from label-studio ... --out a.csv --decisions a.csv",
+            mispair(
+                "import",
+                base.audit,
+                "--from",
+                "label-studio",
+                root / "answers.csv.json",
+                "--out",
+                root / "a.csv",
+                "--decisions",
+                root / "a.csv",
+            ),
+            "error",
+            "the same file as --out",
+            setup=one_file,
+            absent=root / "a.csv",
+        ),
+        Case(
+            OUTPUTS,
+            "mispair.audit(DatasetDict with a split named ../../x)",
+            [sys.executable, "-c", SPLIT_AUDIT, str(split_root / "work" / "audit")],
+            "error",
+            "the split '../../x': not a plain name",
+            setup=lambda: split_root.mkdir(parents=True, exist_ok=True),
+            check=lambda: not any(split_root.iterdir()),
+        ),
+    ]
+
+
+# --- 64.5 readers bounded in values, every printed line bounded and terminal-safe ------------------
+
+EVIL = "evil\x1b[2J\x07\u202e\nmispair: error: forged"
+
+
+def _printed(out: Path, argv: list[str]) -> list[str]:
+    """``argv`` run with its standard output kept in ``out`` (the runner discards it)."""
+    return ["/bin/sh", "-c", f'exec "$0" "$@" > "{out}"', *argv]
+
+
+def _bounded_output(out: Path, lines: int, chars: int, *, fragment: str = "") -> Callable[[], bool]:
+    def check() -> bool:
+        text = out.read_text(encoding="utf-8") if out.is_file() else ""
+        printed = text.splitlines()
+        raw = any(ch in text for ch in "\x1b\x07\u202e")
+        forged = any(line.startswith("mispair: error:") for line in printed)
+        return (
+            bool(printed)
+            and len(printed) <= lines
+            and max(map(len, printed)) <= chars
+            and not raw
+            and not forged
+            and fragment in text
+        )
+
+    return check
+
+
+def _bounded(root: Path, Case, mispair) -> list:
+    base = _Exchanged(root)
+    huge_id = "q" * 10_000_000
+
+    def nul_labels() -> None:
+        base.audited()
+        with (root / "nul.csv").open("wb") as handle:
+            for _ in range(450):
+                handle.write(bytes(1_000_000))
+
+    def empty_objects() -> None:
+        base.audited()
+        with (root / "empty.json").open("wb") as handle:
+            handle.write(b"[")
+            for _ in range(188):
+                handle.write(b"{}," * 333_333 + b"{},")
+            handle.write(b"{}]")
+
+    def long_id() -> None:
+        import json
+
+        path = base.studio("long-id.json", lambda k: [(1, "correct")])
+        tasks = json.loads(path.read_text())
+        tasks[0]["data"]["pair_id"] = huge_id
+        path.write_text(json.dumps(tasks))
+
+    reviewer_files = [root / "reviewers" / f"r{k:03d}.csv" for k in range(200)]
+
+    def reviewers() -> None:
+        ids = base.sample(20)
+        (root / "reviewers").mkdir(parents=True, exist_ok=True)
+        for k, path in enumerate(reviewer_files):
+            answers = [(i, ("correct", "mismatched")[(j + k) % 3 == 0]) for j, i in enumerate(ids)]
+            _write_csv(path, [("pair_id", "label"), *answers])
+
+    def result_number() -> None:
+        import json
+
+        path = base.studio("result-number.json", lambda k: [(1, "correct")])
+        tasks = json.loads(path.read_text())
+        tasks[0]["annotations"][0]["result"] = 5
+        path.write_text(json.dumps(tasks))
+
+    annotators, hostile, estimated = root / "annotators.txt", root / "hostile.txt", root / "estimate.txt"
+
+    def studio(name: str, out: str) -> list[str]:
+        return mispair("import", base.audit, "--from", "label-studio", root / name, "--out", root / out)
+
+    return [
+        Case(
+            BOUNDED,
+            "estimate --labels a 450 MB file of NUL bytes",
+            mispair("estimate", base.audit, "--labels", root / "nul.csv"),
+            "error",
+            "not a text file (it holds NUL bytes)",
+            setup=nul_labels,
+        ),
+        Case(
+            BOUNDED,
+            "import a 188 MB Label Studio export of empty objects",
+            studio("empty.json", "empty-labels.csv"),
+            "error",
+            "JSON values, more than the 30,000,000 built at once",
+            setup=empty_objects,
+            absent=root / "empty-labels.csv",
+        ),
+        Case(
+            BOUNDED,
+            "import: a Label Studio task whose pair id is 10 MB",
+            studio("long-id.json", "long-id.csv"),
+            "error",
+            "data.pair_id of 10,000,000 characters, more than the 4,096 an id may have",
+            setup=long_id,
+            missing="q" * 1000,
+        ),
+        Case(
+            BOUNDED,
+            "import: a Label Studio annotation whose result is a number",
+            studio("result-number.json", "number-labels.csv"),
+            "error",
+            "'result' is a number (5), not a list of regions",
+            setup=result_number,
+            absent=root / "number-labels.csv",
+        ),
+        Case(
+            BOUNDED,
+            "import: 200 annotators (19,900 pairs of them)",
+            _printed(annotators, studio("annotators.json", "annotators.csv")),
+            "ok",
+            setup=lambda: base.studio(
+                "annotators.json",
+                lambda k: [
+                    ({"id": a, "email": f"a{a}@example.org"}, ("correct", "mismatched")[(a + k) % 3 == 0])
+                    for a in range(200)
+                ],
+            ),
+            check=_bounded_output(
+                annotators, 20, 2000, fragment="Cohen's κ of 19,900 pairs of reviewers: min"
+            ),
+        ),
+        Case(
+            BOUNDED,
+            "estimate --labels 200 reviewers' files (19,900 pairs of them)",
+            _printed(estimated, mispair("estimate", base.audit, "--labels", *reviewer_files)),
+            "ok",
+            setup=reviewers,
+            check=_bounded_output(
+                estimated, 30, 2000, fragment="Cohen's κ of 19,900 pairs of reviewers: min"
+            ),
+        ),
+        Case(
+            BOUNDED,
+            "import: annotator names with ESC, BEL, U+202E and a newline",
+            _printed(hostile, studio("hostile.json", "hostile.csv")),
+            "ok",
+            setup=lambda: base.studio(
+                "hostile.json",
+                lambda k: [({"id": 1, "email": EVIL}, "correct"), (2, ("correct", "mismatched")[k % 2])],
+            ),
+            check=_bounded_output(
+                hostile, 20, 2000, fragment="evil\\x1b[2J\\x07\\u202e\\nmispair: error: forged"
+            ),
         ),
     ]
 

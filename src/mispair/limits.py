@@ -49,7 +49,10 @@ DEFAULTS: dict[str, int] = {
     "MAX_JSON_DEPTH": 64,
     # an audit folder, a decisions file and an index folder: read as untrusted input
     "MAX_SUMMARY_BYTES": 50_000_000,  # an audit's summary.json
-    "MAX_DECISIONS_BYTES": 500_000_000,  # a decisions.csv given to apply
+    "MAX_DECISIONS_BYTES": 500_000_000,  # a decisions.csv given to apply (and a labels file)
+    # a person's answers: labels files, Label Studio exports, FiftyOne tags
+    "MAX_ID_CHARS": 4096,  # a pair id or a reviewer's name in a labels file or an export
+    "MAX_REVIEWERS": 1000,  # reviewers (labels files, annotators) merged at once
     "MAX_INDEX_FILE_BYTES": 50_000_000_000,  # one file of an index folder (when its manifest has no size)
 }
 

@@ -4,17 +4,24 @@ A folder is mispair's when it holds :data:`MARKER` (written when mispair creates
 it), or (folders written before the marker existed) when everything in it is a file mispair
 writes there. A non-empty folder of anything else is refused unless the user asks to overwrite;
 even then only mispair's own files are replaced, nothing else there is touched.
+
+Output *files* named on the command line (``import``'s ``--out``, ``--labels``, ``--decisions``)
+follow the same rules, checked by :func:`check_outputs` before any work: each is a distinct
+file, none is one of the command's inputs, none is a link or a folder, and an existing one is
+replaced only with ``--overwrite``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 from mispair.atomic import atomic_text, ensure_directory, folder_lock
-from mispair.errors import DataError
+from mispair.errors import ConfigError, DataError
+from mispair.safe_io import shown
 
 MARKER = ".mispair-output"
 """The file that marks a folder as mispair's output (its content names the command)."""
@@ -76,3 +83,52 @@ def holding(folder: str | Path) -> Iterator[Path]:
             if created and {p.name for p in folder.iterdir()} <= {".mispair.lock"}:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
+
+
+def check_outputs(
+    outputs: Mapping[str, str | Path | None],
+    *,
+    overwrite: bool = False,
+    inputs: Mapping[str, str | Path | None] | None = None,
+) -> dict[str, Path]:
+    """The output files ``outputs`` (option → path; None: not given) as paths, once each is known
+    to be fit to write, before any work: two options naming one file (``a.csv`` and ``./a.csv``,
+    a link to it, a hard link), an output that is one of the command's ``inputs`` (option →
+    path), a symbolic link, a folder or anything but a regular file, and, unless ``overwrite``,
+    an existing file are refused in one line naming the options.
+
+    Raises:
+        ConfigError: two outputs are one file, an output is an input, or an output exists.
+        DataError: an output is a link, a folder or not a regular file.
+    """
+    given = {flag: Path(path) for flag, path in outputs.items() if path}
+    sources = {flag: Path(path) for flag, path in (inputs or {}).items() if path}
+    seen: dict[str, Path] = {}
+    for flag, path in given.items():
+        if path.is_symlink():
+            raise DataError(
+                f"{flag} {shown(path)}: a symbolic link; mispair never writes through a link "
+                "(give the file itself)"
+            )
+        if path.exists() and not path.is_file():
+            raise DataError(f"{flag} {shown(path)}: not a regular file (a folder?); give a file name")
+        for other, earlier in [*seen.items(), *sources.items()]:
+            if _same_file(path, earlier):
+                which = f"{other} {shown(earlier)}" + (", which it reads" if other in sources else "")
+                raise ConfigError(
+                    f"{flag} {shown(path)}: the same file as {which}; give each output a file of its own"
+                )
+        if path.exists() and not overwrite:
+            raise ConfigError(f"{flag} {shown(path)}: exists; give another file name or --overwrite")
+        seen[flag] = path
+    return given
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file: the same path once resolved, or (both there) one inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False

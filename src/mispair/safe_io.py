@@ -12,10 +12,11 @@ import contextlib
 import errno
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-from mispair.errors import DataError
+from mispair.errors import DataError, terminal_safe
 
 _WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_CREAT
 
@@ -164,16 +165,86 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def made_parents(folder: Path, name: str) -> Path:
-    """``folder/name`` (``name`` a plain relative name, ``/``-separated) with the folders of
-    ``name`` made below ``folder``, through no link: a link or a file where one of them goes is
-    refused in one line."""
+    """``folder/name`` (``name`` a plain relative name, ``/``-separated, checked by
+    :func:`plain_relative`) with the folders of ``name`` made below ``folder``, through no link: a
+    link or a file where one of them goes is refused in one line."""
     target = folder
-    for part in PurePosixPath(name).parts[:-1]:
+    parts = plain_relative(name, f"{folder}: a name in the output")
+    for part in parts[:-1]:
         target = target / part
         if target.is_symlink() or (target.exists() and not target.is_dir()):
             raise DataError(f"{target}: not a folder (a link or a file) in the output; remove it")
         target.mkdir(exist_ok=True)
-    return target / PurePosixPath(name).name
+    return target / parts[-1]
+
+
+NAME_BYTES = 255
+"""The longest file or folder name (in UTF-8 bytes) most file systems take."""
+
+
+def plain_part(name: str, what: str) -> str:
+    """``name`` when it can be one file or folder name inside an output folder (a ``DatasetDict``'s
+    split, a part of a written path): not empty, ``.`` or ``..``; no ``/``, ``\\``, NUL or other
+    control character; at most :data:`NAME_BYTES` bytes. Anything else is a one-line
+    :class:`DataError` naming ``what``: a name such as ``../../x`` would be written outside.
+
+    >>> plain_part("train", "split")
+    'train'
+    """
+    bad = (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or any(ch in name for ch in "/\\")
+        or not name.isprintable()
+        or len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES
+    )
+    if bad:
+        raise DataError(
+            f"{what} {shown(name)!r}: not a plain name (no '/', '\\', '..', control character; at "
+            f"most {NAME_BYTES} bytes); it names a place outside its folder"
+        )
+    return name
+
+
+def plain_relative(name: str, what: str) -> tuple[str, ...]:
+    """The parts of the ``/``-separated relative name ``name``, each a :func:`plain_part`: an
+    absolute name, an empty, ``.`` or ``..`` part are refused (the path stays inside its folder)."""
+    if not isinstance(name, str) or not name or name.startswith("/"):
+        raise DataError(f"{what} {shown(name)!r}: not a relative name inside the folder")
+    return tuple(plain_part(part, what) for part in name.split("/"))
+
+
+# --- text printed on a terminal -----------------------------------------------------------------------
+
+SHOWN_CHARS = 200
+"""The characters of one value (a pair id, a name, a caption) a printed line shows; a longer one
+is cut with "…"."""
+SHOWN_ITEMS = 10
+"""The values of a list a printed line shows (the rest counted)."""
+
+
+def shown(value: object, chars: int = SHOWN_CHARS) -> str:
+    r"""``value`` as text for a printed line: terminal-safe (control characters, line separators and
+    bidirectional controls written as escapes, as error lines are: :func:`mispair.errors.terminal_safe`)
+    and cut to ``chars`` characters with "…". Only the first ``chars`` characters are looked at,
+    so a value of 80 million characters costs no more than a short one.
+
+    >>> shown("ann[2J‮"), shown("x" * 300, 5)
+    ('ann\\x1b[2J\\u202e', 'xxxxx…')
+    """
+    text = value if isinstance(value, str) else str(value)
+    safe = terminal_safe(text[: chars + 1])
+    return safe if len(safe) <= chars else safe[:chars] + "…"
+
+
+def listed(values: Sequence[object], items: int = SHOWN_ITEMS, chars: int = SHOWN_CHARS) -> str:
+    """The first ``items`` of ``values``, each :func:`shown`, joined by commas, and how many more.
+
+    >>> listed(["a", "b", "c"], items=2)
+    'a, b and 1 more'
+    """
+    head = ", ".join(shown(v, chars) for v in values[:items])
+    return head + (f" and {len(values) - items:,} more" if len(values) > items else "")
 
 
 def spreadsheet_safe(value: object) -> object:

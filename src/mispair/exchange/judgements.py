@@ -20,8 +20,14 @@ from typing import TYPE_CHECKING
 
 from mispair.atomic import atomic_write
 from mispair.errors import DataError
-from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
-from mispair.safe_io import write_csv
+from mispair.estimate.labels import (
+    NAME_CHARS,
+    MergedLabels,
+    check_reviewers,
+    merge_labels,
+    read_labels,
+)
+from mispair.safe_io import shown, write_csv
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,13 +58,13 @@ def review_of(judgements: pd.DataFrame, pair_ids: Iterable[str]) -> Review:
     ids are ``pair_ids``. Refused in one line: no judgement, a pair the audit does not have, a
     label not in ``LABELS`` (:mod:`mispair.estimate.labels`), a reviewer judging a pair two ways."""
     _check_pairs(judgements, set(pair_ids))
-    reviewers = list(dict.fromkeys(judgements["reviewer"]))
-    tables = [
-        read_labels(
-            judgements.loc[judgements["reviewer"] == who, ["pair_id", "label"]].reset_index(drop=True)
-        )
-        for who in reviewers
-    ]
+    groups = judgements.groupby("reviewer", sort=False)  # one pass, however many reviewers
+    check_reviewers(groups.ngroups)
+    reviewers, tables = [], []
+    for who, part in groups:
+        reviewers.append(str(who))
+        answers = part[["pair_id", "label"]].reset_index(drop=True)
+        tables.append(read_labels(answers, where=f"the answers of {shown(who, NAME_CHARS)}"))
     merged = merge_labels(tables, reviewers)
     decisions, conflicts = _decisions(merged.labels, judgements)
     return Review(merged, decisions, conflicts)
@@ -70,7 +76,7 @@ def _check_pairs(judgements: pd.DataFrame, known: set[str]) -> None:
     unknown = judgements.loc[~judgements["pair_id"].isin(known), "pair_id"]
     if len(unknown):
         raise DataError(
-            f"pair {unknown.iloc[0]!r} is not in this audit ({unknown.nunique()} such pair(s)); "
+            f"pair {shown(unknown.iloc[0])!r} is not in this audit ({unknown.nunique()} such pair(s)); "
             "give the answers on this audit's export"
         )
 

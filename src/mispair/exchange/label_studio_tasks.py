@@ -17,6 +17,11 @@ small tasks and full-size pictures, for a Label Studio started with
 ``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true`` and
 ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`` set to that folder, with a Local Files storage added
 to the project.
+
+``out`` is an output folder as every command's (:mod:`mispair.output_folder`): new, empty, or
+marked as mispair's by an earlier export; a folder of someone else's (their own ``tasks.json``
+included) only with ``overwrite``, and a link never. It is checked before any picture is read and
+marked when the files are written.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from mispair.audit.audit_folder import plain_name
 from mispair.errors import ConfigError, DataError
 from mispair.estimate.labels import LABELS
 from mispair.estimate.sample import read_sample
+from mispair.output_folder import check_folder, claim_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +51,8 @@ CORRECTED = "corrected_caption"
 """The name of the config's text area for a corrected caption."""
 MAX_INLINE_BYTES = 256 * 2**20
 """The largest ``tasks.json`` with pictures inline; past it, use local files."""
+OWN = ("tasks.json", "config.xml")
+"""What an export writes into its folder."""
 
 
 def labelling_config() -> str:
@@ -84,12 +92,14 @@ def write_tasks(
     suspects: bool = False,
     local_files: str | Path | None = None,
     size: int = 384,
+    overwrite: bool = False,
 ) -> TaskExport:
     """Write ``tasks.json`` and ``config.xml`` of the audit in folder ``audit`` (its ``pairs``
-    and ``summary``) into the folder ``out`` (see the module's description). Every check runs
-    before a file is written."""
+    and ``summary``) into the folder ``out`` (see the module's description; ``overwrite``: into
+    a folder mispair did not create). Every check runs before a file is written."""
     if not sample and not suspects:
         raise ConfigError("say which pairs: --sample N (the audit's random sample) and/or --suspects")
+    check_folder(out, (), overwrite=overwrite)  # the user's own tasks.json is not mispair's
     chosen = _chosen(audit, pairs, sample, suspects)
     root = _image_root(summary)
     picture = _picture_url(root, Path(local_files) if local_files else None, size)
@@ -103,8 +113,7 @@ def write_tasks(
             f"{len(tasks)} tasks with their pictures inline would take {len(text) / 2**20:.0f} MB; "
             "give --local-files FOLDER (Label Studio's local storage) or fewer pairs"
         )
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = claim_folder(out, "export", (), overwrite=overwrite)
     atomic_text(folder / "config.xml", labelling_config())
     atomic_text(folder / "tasks.json", text + "\n")
     counts = [source for _, source, _ in chosen]

@@ -10,8 +10,9 @@ pairs are kept (in their order, replaced ones replaced) and is dropped when none
 columns, a parallel list such as Flickr30k's ``sentids`` included, stay as they were).
 
 ``save_to_disk`` writes into a fresh folder inside the output, whose files are then moved into
-place (a link planted in the output is replaced, never followed). Pair ids are the reader's
-(:mod:`mispair.data.readers.hf_dataset`).
+place (a link planted in the output is replaced, never followed); a split's name is a folder's,
+checked to be a plain name before anything is saved (a split ``../../x`` would be written outside
+the output). Pair ids are the reader's (:mod:`mispair.data.readers.hf_dataset`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mispair.audit.writers.base import Decided, WriteRequest, Written
 from mispair.data.readers.hf_dataset import (
     BATCH_ROWS,
     DatasetColumns,
+    check_split_names,
     dataset_columns,
     dataset_parts,
     load_saved,
@@ -33,6 +35,7 @@ from mispair.data.readers.hf_dataset import (
     row_pair_ids,
 )
 from mispair.errors import DataError
+from mispair.safe_io import made_parents
 
 
 def write_dataset(request: WriteRequest, folder: Path) -> Written:
@@ -46,6 +49,7 @@ def write_dataset(request: WriteRequest, folder: Path) -> Written:
         names = dataset_columns(part, request.columns, f"{where}/{split}" if split else where)
         parts[split] = _cleaned(split, part, names, request.decided, written)
     cleaned = parts[""] if "" in parts else type(loaded)(parts)
+    check_split_names([split for split in parts if split], where)
     written.files = _saved(cleaned, folder)
     return written
 
@@ -107,14 +111,9 @@ def _saved(cleaned: Any, folder: Path) -> list[str]:
 
 
 def _move(source: Path, folder: Path, name: Path) -> None:
-    """``source`` moved to ``folder/name``, its folders made (a link among them refused)."""
-    target = folder
-    for part in name.parts[:-1]:
-        target = target / part
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise DataError(f"{target}: not a folder in the output; remove it")
-        target.mkdir(exist_ok=True)
-    target = target / name.parts[-1]
+    """``source`` moved to ``folder/name``, its folders made (a link among them, a part that is
+    not a plain name, refused: :func:`~mispair.safe_io.made_parents`)."""
+    target = made_parents(folder, name.as_posix())
     if target.is_dir() and not target.is_symlink():
         raise DataError(f"{target}: a folder in the output where a file of the dataset goes; remove it")
     os.replace(source, target)

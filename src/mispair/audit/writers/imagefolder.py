@@ -16,7 +16,7 @@ from pathlib import Path
 from mispair.audit.writers.base import WriteRequest, Written
 from mispair.audit.writers.table import write_table_file
 from mispair.data.readers.folder import captions_files
-from mispair.errors import DataError
+from mispair.safe_io import made_parents
 
 
 def write_folder(request: WriteRequest, folder: Path) -> Written:
@@ -26,12 +26,8 @@ def write_folder(request: WriteRequest, folder: Path) -> Written:
     written = Written()
     for path, _split in captions_files(root):
         relative = path.relative_to(root)
-        if (folder / relative).parent.is_symlink():
-            raise DataError(f"{folder / relative.parent}: a link in the output; remove it")
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        part = write_table_file(
-            path, folder / relative, request.columns, request.decided, row_offset=written.read
-        )
+        target = made_parents(folder, relative.as_posix())  # no link, nothing outside ``folder``
+        part = write_table_file(path, target, request.columns, request.decided, row_offset=written.read)
         part.files = [relative.as_posix()]
         written.add(part)
     counts = request.link_pictures(folder, written.files)

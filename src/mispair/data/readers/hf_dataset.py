@@ -12,6 +12,12 @@ one pair per caption.
 Pair ids: the id column's value, else the row number from 0, prefixed by the split for a
 ``DatasetDict`` (``train/17``); a caption of a list gets its place in the list (``17/0`` ..
 ``17/4``). Nothing is a content hash: an id names its row.
+
+A ``DatasetDict``'s split names become folder names (``save_to_disk`` writes ``folder/<split>``,
+``load_from_disk`` reads it): each must be a plain name (:func:`mispair.safe_io.plain_part`), or a
+split named ``../../x`` would be written, or read, outside its folder. They are checked before a
+dataset is saved (:func:`save_input`, the writer) and in ``dataset_dict.json`` before one is
+loaded (:func:`load_saved`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 
 from mispair.data.readers.columns import Columns
 from mispair.errors import DataError
+from mispair.limits import limit, raise_hint
+from mispair.safe_io import plain_part, read_input
 
 EXTRA = "pip install 'mispair[hf]'"
 DATASET_FILES = ("state.json", "dataset_info.json")
@@ -84,6 +92,8 @@ def save_input(source: Any, out: Path) -> Path:
         )
     if not isinstance(source, (datasets.Dataset, datasets.DatasetDict)):
         raise DataError(f"source: a Dataset or a DatasetDict, got {type(source).__name__}")
+    if isinstance(source, datasets.DatasetDict):
+        check_split_names(source.keys(), "the DatasetDict")
     target, fresh = out / INPUT_DATASET, out / f".{INPUT_DATASET}.new"
     shutil.rmtree(fresh, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,8 +109,17 @@ def save_input(source: Any, out: Path) -> Path:
     return target
 
 
+def check_split_names(names: Any, where: str) -> None:
+    """Refuse a split name that is not a plain folder name (:func:`~mispair.safe_io.plain_part`)."""
+    for name in names:
+        plain_part(name, f"{where}: the split")
+
+
 def load_saved(path: Path) -> Any:
-    """The ``Dataset`` or ``DatasetDict`` saved in ``path`` (memory-mapped, nothing decoded)."""
+    """The ``Dataset`` or ``DatasetDict`` saved in ``path`` (memory-mapped, nothing decoded), its
+    ``dataset_dict.json`` checked first: a bounded JSON file whose splits are plain names."""
+    if (path / DICT_FILE).exists():
+        _check_dict_file(path / DICT_FILE)
     with no_progress_bars() as datasets:
         try:
             return datasets.load_from_disk(str(path))
@@ -109,10 +128,23 @@ def load_saved(path: Path) -> Any:
             raise DataError(f"{path}: not a readable save_to_disk folder ({first})") from None
 
 
+def _check_dict_file(file: Path) -> None:
+    from mispair.safe_parse import load_json
+
+    data = read_input(file, limit("MAX_CONFIG_BYTES"), DICT_FILE, hint=raise_hint("MAX_CONFIG_BYTES"))
+    value = load_json(data, file)
+    splits = value.get("splits") if isinstance(value, dict) else None
+    if not isinstance(splits, list):
+        raise DataError(f"{file}: not a save_to_disk {DICT_FILE} (no list of splits)")
+    check_split_names(splits, str(file))
+
+
 def dataset_parts(loaded: Any, where: str) -> list[tuple[str, Any]]:
-    """``(split, Dataset)`` of a ``Dataset`` (split "") or of each split of a ``DatasetDict``."""
+    """``(split, Dataset)`` of a ``Dataset`` (split "") or of each split of a ``DatasetDict``
+    (each split's name a plain name)."""
     datasets = hf_datasets()
     if isinstance(loaded, datasets.DatasetDict):
+        check_split_names(loaded.keys(), where)
         return [(str(name), part) for name, part in loaded.items()]
     if isinstance(loaded, datasets.Dataset):
         return [("", loaded)]
