@@ -357,3 +357,13 @@ def test_the_audit_says_how_clean_the_pairs_it_leaves_are():
                  "kept_precision": 0.834, "kept_recall": 0.91}  # fmt: skip
     text = format_audit(_audit_summary(detection=detection, truth="the planted mismatches"), Path("o"))
     assert "the pairs left unsuspected are 83% truly matched (keeping 91% of the matched pairs)" in text
+
+
+def test_an_error_quoting_a_huge_value_is_one_short_line():
+    """Issue 64: an error that repeated a 10 MB pair id whole printed one line of 10 million
+    characters; every message is cut at MESSAGE_CHARS with how much was left out."""
+    from mispair.errors import MESSAGE_CHARS, DataError
+
+    text = str(DataError("pair " + "x" * 10_000_000 + " is not in this audit"))
+    assert len(text) <= MESSAGE_CHARS and text.endswith("more characters)") and "\n" not in text
+    assert str(DataError("a short one")) == "a short one"

@@ -13,14 +13,27 @@ class MispairError(Exception):
     The message names the offending file or option and the problem; the CLI prints it as
     ``mispair: error: <message>`` and exits with status 2. Its text is safe to print on a
     terminal: control characters (an escape sequence in a file name or a caption), line
-    separators and bidirectional controls are written as escapes, so it stays one line.
+    separators and bidirectional controls are written as escapes, so it stays one line, and it
+    is cut at :data:`MESSAGE_CHARS` characters with "…" (a message quoting a 10 MB value from a
+    file stays a line a person reads).
 
     >>> print(DataError("bad\x1b[2J name\n"))
     bad\x1b[2J name\n
     """
 
     def __str__(self) -> str:
-        return terminal_safe(super().__str__())
+        return shortened(terminal_safe(super().__str__()))
+
+
+MESSAGE_CHARS = 2000
+"""The most characters an error's message prints (the backstop under every message's own bounds)."""
+
+
+def shortened(text: str, most: int = MESSAGE_CHARS) -> str:
+    """``text`` cut to ``most`` characters, the cut marked with "…" and the characters left out."""
+    if len(text) <= most:
+        return text
+    return f"{text[: most - 40]}… ({len(text) - most + 40:,} more characters)"
 
 
 def terminal_safe(text: str) -> str:
