@@ -1,6 +1,7 @@
 """The hostile cases of issue 64 (``benchmarks/hostile_wave5.py``) are registered in
 ``hostile_inputs.py``, at least three per class (the classes 3, 7 and 8 at least), each a command
-with an expected outcome and a promise in docs/reliability.md (building them runs nothing: the work is in each case's setup)."""
+with an expected outcome and a promise in docs/reliability.md (building them runs nothing: the
+work is in each case's setup)."""
 
 import sys
 from collections import Counter
