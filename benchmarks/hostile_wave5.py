@@ -4,8 +4,8 @@ audit's own ``pairs.csv``, ``estimate_pairs.csv`` with ``suspected`` edited to y
 and imports that break the output rules (a user's folder, a link, one file for two outputs, a
 split named ``../../x``), readers unbounded in values (NUL bytes, empty objects, a 10 MB id,
 200 reviewers, hostile names, fields of another type), a second command into a folder another
-run holds, and captions without a space in the review page's sample view. Classes 64.2, 64.3,
-64.4, 64.5, 64.7 and 64.8 follow the issue's items;
+run holds, captions without a space in the review page's sample view, and the same pairs audited
+in another form or row order (the same numbers). Classes 64.2-64.8 follow the issue's items;
 docs/reliability.md ("Issue 64") states the promise each case checks.
 
     python benchmarks/hostile_inputs.py 64.    # only these cases
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import hostile_fixtures as fx
 
-ANSWERS, DECISIONS = "64.2 answers", "64.3 decisions"
+ANSWERS, DECISIONS, SAME_PAIRS = "64.2 answers", "64.3 decisions", "64.6 same verdict"
 OUTPUTS, BOUNDED = "64.4 exchange outputs", "64.5 bounded readers"
 RUN_LOCK, SAMPLE_VIEW = "64.7 run lock", "64.8 sample view"
 HOLD = """
@@ -37,12 +37,13 @@ VIEWPORT = 1000  # px: the page's width in the browser; a caption must wrap with
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
-    """Every case of classes 64.2-64.5, 64.7 and 64.8 (``f``: the shared fixtures, unused here)."""
+    """Every case of classes 64.2-64.8 (``f``: the shared fixtures, unused here)."""
     return [
         *_answers(tmp / "w64-answers", Case, mispair, audit),
         *_decisions(tmp / "w64-decisions", Case, mispair),
         *_outputs(tmp / "w64-outputs", Case, mispair),
         *_bounded(tmp / "w64-bounded", Case, mispair),
+        *_same_pairs(tmp / "w64-same", Case, mispair, audit),
         *_run_lock(tmp / "w64-lock", Case, mispair, small, audit),
         *_sample_view(tmp / "w64-view", Case, mispair, audit),
     ]
@@ -542,6 +543,125 @@ def _bounded(root: Path, Case, mispair) -> list:
             check=_bounded_output(
                 hostile, 20, 2000, fragment="evil\\x1b[2J\\x07\\u202e\\nmispair: error: forged"
             ),
+        ),
+    ]
+
+
+# --- 64.6 the same pairs in another form or row order: the same numbers --------------------------
+
+
+class _SamePairs:
+    """The 24 colour pictures as a folder (no split column), audited once (made on first use);
+    each case writes the same pairs in another form or row order, audits it, and checks that
+    every pair, known by its picture's digest and its caption, has the folder's numbers."""
+
+    NUMBERS = (
+        "rank",
+        "split",
+        "mismatch_probability",
+        "suspected",
+        "q_value",
+        "held_out_score",
+        "pair_similarity",
+    )
+
+    def __init__(self, root: Path, mispair, audit: list[str]) -> None:
+        self.root, self.mispair, self.audit = root, mispair, audit
+        self.folder, self.reference = root / "folder", root / "folder-audit"
+
+    def command(self, path: Path, out: str) -> list[str]:
+        return self.mispair("audit", path, *self.audit, "--out", self.root / out, "--quiet")
+
+    def audited(self) -> None:
+        if (self.reference / "pairs.csv").is_file():
+            return
+        _colour_folder(self.folder)
+        subprocess.run(self.command(self.folder, "folder-audit"), check=True, capture_output=True)
+
+    def pairs(self) -> list[tuple[bytes, str]]:
+        """``(picture bytes, caption)`` of the folder's rows, in its order."""
+        return [(blob, caption) for _, blob, caption in fx.colour_pictures(24)]
+
+    def setup(self, write: Callable[[list[tuple[bytes, str]]], None]) -> Callable[[], None]:
+        def run() -> None:
+            self.audited()
+            write(self.pairs())
+
+        return run
+
+    def same(self, out: str) -> Callable[[], bool]:
+        def check() -> bool:
+            import pandas as pd
+
+            tables = []
+            for folder in (self.reference, self.root / out):
+                pairs = pd.read_csv(folder / "pairs.csv", dtype={"pair_id": str, "caption": str})
+                tables.append(pairs.set_index(["image_digest", "caption"]).sort_index())
+            mine, theirs = tables
+            columns = [*self.NUMBERS, *(c for c in mine.columns if "_score_" in c or c.startswith("map_"))]
+            if not mine.index.equals(theirs.index) or len(mine) != 24:
+                return False
+            return bool(mine[columns].fillna("").astype(str).equals(theirs[columns].fillna("").astype(str)))
+
+        return check
+
+
+def _same_pairs(root: Path, Case, mispair, audit: list[str]) -> list:
+    base = _SamePairs(root, mispair, audit)
+    shuffled = [7, 19, 3, 22, 0, 14, 9, 1, 17, 23, 5, 12, 20, 2, 16, 8, 11, 21, 4, 15, 10, 6, 18, 13]
+
+    def table(pairs: list[tuple[bytes, str]]) -> None:
+        import pandas as pd
+
+        rows = [{"image": {"bytes": b, "path": None}, "caption": c} for b, c in pairs]
+        pd.DataFrame(rows[::-1]).to_parquet(root / "pairs.parquet", index=False)
+
+    def shards(pairs: list[tuple[bytes, str]]) -> None:
+        import io
+        import tarfile
+
+        (root / "shards").mkdir(parents=True, exist_ok=True)
+        for s, part in enumerate((shuffled[:12], shuffled[12:])):
+            with tarfile.open(root / "shards" / f"{s:05d}.tar", "w") as tar:
+                for k in part:
+                    for suffix, blob in ((".png", pairs[k][0]), (".txt", pairs[k][1].encode())):
+                        info = tarfile.TarInfo(f"s{s}k{k:03d}{suffix}")
+                        info.size = len(blob)
+                        tar.addfile(info, io.BytesIO(blob))
+
+    def renamed(pairs: list[tuple[bytes, str]]) -> None:
+        folder = root / "renamed"
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [("caption", "file_name")]
+        for k in reversed(range(len(pairs))):
+            (folder / f"picture-{99 - k}.png").write_bytes(pairs[k][0])
+            rows.append((pairs[k][1], f"picture-{99 - k}.png"))
+        _write_csv(folder / "captions.csv", rows)
+
+    return [
+        Case(
+            SAME_PAIRS,
+            "the folder's pairs as a Parquet table of the pictures' bytes, no names, rows reversed",
+            base.command(root / "pairs.parquet", "table-audit"),
+            "ok",
+            setup=base.setup(table),
+            check=base.same("table-audit"),
+        ),
+        Case(
+            SAME_PAIRS,
+            "the folder's pairs as two WebDataset shards, rows shuffled",
+            base.command(root / "shards", "shards-audit"),
+            "ok",
+            setup=base.setup(shards),
+            check=base.same("shards-audit"),
+        ),
+        Case(
+            SAME_PAIRS,
+            "the folder with its pictures renamed, its columns swapped and its rows reversed",
+            base.command(root / "renamed", "renamed-audit"),
+            "ok",
+            setup=base.setup(renamed),
+            check=base.same("renamed-audit"),
         ),
     ]
 
