@@ -1,6 +1,7 @@
 """The audit of a collection and of the same collection in reversed row order: the same held-out
-folds (they are dealt by content) and the same detection within 0.01 AUC (only the batches' order
-differs). On Tux Paint as a user's folder with a quarter of its captions swapped."""
+folds (they are dealt by content) and the same detection within 0.01 AUC (the pairs reach the model
+in an order of their content, so the batches agree too; tests/audit/test_same_pairs.py asserts equal
+numbers). On Tux Paint as a user's folder with a quarter of its captions swapped."""
 
 import csv
 import sys
