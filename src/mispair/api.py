@@ -121,8 +121,7 @@ class TrainedModel:
         from mispair.data.pairset import PairSet
 
         files = [Path(p).resolve() for p in _listed(paths, "paths")]
-        cache = cache_root() / "pictures"
-        features, valid = self.model.run.picture_features(files, cache)
+        features, valid = self.model.run.picture_features(files, cache_root())
         if not valid.all():
             raise ConfigError(f"{files[int(np.argmin(valid))]}: not a picture mispair can read")
         return self.model.image_vectors(PairSet(features, [], np.zeros(0, dtype=np.int64)))

@@ -66,6 +66,11 @@ class DataConfig:
     (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``, checked before a run starts; the
     model is exported once and cached, see :mod:`mispair.onnx_runtime`). A performance setting:
     the features are the same, and a run trained with ``onnx`` opens without ONNX Runtime.
+    ``image_form``: what of each picture's features is read and cached (once per picture
+    content, :mod:`mispair.data.picture_store`): ``mean`` (the mean of its fragments, what a model
+    that reads only the mean feature reads: 2–3 KB a picture), ``grid`` (every fragment, 125 KB:
+    heads that read fragments), or ``auto``: the run's model decides (``grid`` where no run
+    decides, e.g. a collection read alone).
     """
 
     source: str = "auto"
@@ -87,6 +92,7 @@ class DataConfig:
     caption_encoder: str | None = None
     caption_encoder_options: dict[str, Any] = field(default_factory=dict)
     encoder_runtime: Literal["torch", "onnx"] = "torch"
+    image_form: Literal["auto", "mean", "grid"] = "auto"
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
     folder_allow_outside: bool = False  # table sources: read image paths outside the table's folder

@@ -22,6 +22,7 @@ from mispair.audit import audit_collection
 from mispair.config import DataConfig
 from mispair.data.cache_folder import cache_root, collection_cache
 from mispair.data.loading import load_split, resolve_source
+from mispair.data.picture_store import STORE
 from tests.data.readers_forms import rows, write_form
 from tests.tiny import TINY_AUDIT_SCHEDULE
 
@@ -69,8 +70,7 @@ def test_an_audit_only_reads_the_collection(form, tmp_path, monkeypatch):
         writable(folder)
     assert after == before  # byte-identical: nothing added, changed or removed
     assert len(result.pairs) == len(rows())
-    kept = list((tmp_path / "cache" / "collections").iterdir())
-    assert len(kept) == 1 and list(kept[0].glob("*.chunk"))  # the features, in the user's cache
+    assert list((tmp_path / "cache" / STORE).rglob("*.mean"))  # the features, in the user's cache
 
 
 @pytest.mark.skipif(
@@ -130,11 +130,11 @@ def test_a_cache_inside_the_collection_is_ignored_unless_named(tmp_path, monkeyp
     folder = write_form("folder-csv", tmp_path / "collection")
     shipped = folder / ".mispair_cache"
     first = load_split(resolve_source(DataConfig(root=str(folder), cache_dir=str(shipped))), "train")
-    assert sorted(shipped.glob("*.chunk"))
+    assert sorted((shipped / STORE).rglob("*.grid"))
     before = tree(folder)
     monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
     with pytest.warns(UserWarning, match=r"\.mispair_cache: a cache folder inside the collection, ignored"):
         again = load_split(resolve_source(DataConfig(root=str(folder))), "train")
     np.testing.assert_array_equal(again.images, first.images)
     assert tree(folder) == before  # only read
-    assert list((tmp_path / "cache").rglob("*.chunk"))  # every chunk computed in the user's own cache
+    assert list((tmp_path / "cache").rglob("*.grid"))  # every picture computed in the user's own cache

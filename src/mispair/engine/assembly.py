@@ -78,8 +78,8 @@ def load_run_data(config: RunConfig) -> RunData:
     """The configured training and dev splits (as the model reads them: see
     :func:`model_pairs`), the text encoder's tokenizer (built from their captions), their token
     ids and the training noise."""
-    train = model_pairs(config.model, load_split(config.data, config.data.train_split))
-    dev = model_pairs(config.model, load_split(config.data, config.data.dev_split))
+    train = run_split(config, config.data.train_split)
+    dev = run_split(config, config.data.dev_split)
     tokenizer = None
     if train.caption_tokens is None and train.text_features is None:
         kind = text_encoder_class(config.model.text_encoder).tokenizer
@@ -132,7 +132,7 @@ def planted_noise_note(config: RunConfig, data: RunData) -> str | None:
 
 def test_pairs(config: RunConfig) -> PairSet:
     """The configured test split, as the model reads it."""
-    return model_pairs(config.model, load_split(config.data, config.data.test_split))
+    return run_split(config, config.data.test_split)
 
 
 def other_splits(config: RunConfig, data: RunData, test: PairSet | None = None) -> TrainingPairs | None:
@@ -145,6 +145,26 @@ def other_splits(config: RunConfig, data: RunData, test: PairSet | None = None) 
     return TrainingPairs.join(
         [TrainingPairs(data.dev, data.dev_tokens), TrainingPairs(test, encode_captions(test, data.tokenizer))]
     )
+
+
+def run_split(config: RunConfig, split: str) -> PairSet:
+    """The split ``split`` of the run's data as its model reads it (:func:`model_pairs`), the
+    pictures' features read in the form the model needs (:func:`run_data`)."""
+    return model_pairs(config.model, load_split(run_data(config), split))
+
+
+def run_data(config: RunConfig) -> DataConfig:
+    """``config.data`` with ``image_form`` made concrete: ``mean`` when the model reads only each
+    picture's mean feature (:func:`~mispair.nn.assembly.reads_mean_feature`: the default run),
+    else ``grid``; ``mean`` asked of a model that reads fragments is a one-line error."""
+    wanted = "mean" if reads_mean_feature(config.model) else "grid"
+    if config.data.image_form == "mean" and wanted == "grid":
+        raise ConfigError(
+            f"data.image_form=mean: the model (head {config.model.head}, image_pooling "
+            f"{config.model.image_pooling}) reads every fragment; use grid or auto"
+        )
+    form = wanted if config.data.image_form == "auto" else config.data.image_form
+    return replace(config.data, image_form=form)
 
 
 def model_pairs(model: ModelConfig, pairs: PairSet) -> PairSet:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import torch
 
-from mispair.data.loading import load_split
 from mispair.data.pairset import PairSet, caption_groups
 from mispair.distributed import SINGLE_PROCESS, Shard, from_main, gather_rows
 from mispair.encoding import similarity_blocks, similarity_matrix
-from mispair.engine.assembly import model_pairs, pick_device
+from mispair.engine.assembly import pick_device, run_split
 from mispair.engine.metrics import retrieval_metrics, streamed_retrieval_metrics
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
@@ -94,7 +93,7 @@ def evaluate_checkpoint(
     config = runs[0].config
     if data_root:
         config.data.root, config.data.source = data_root, "auto"
-    pairs = model_pairs(config.model, load_split(config.data, split or config.data.test_split))
+    pairs = run_split(config, split or config.data.test_split)
     return evaluate_runs(runs, pairs, folds=folds, device=dev, progress=progress, shard=shard)
 
 

@@ -244,10 +244,12 @@ class TrainedRun:
 
     def picture_features(self, files: Sequence[Path], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
         """``[n, n_fragments, dim]`` features of the picture ``files`` by the run's own image
-        encoder (``data.image_encoder``, cached in ``cache_dir``) and ``valid [n]``; a run whose
+        encoder (``data.image_encoder``; each picture's mean feature alone where the run's model
+        reads only that; kept in the cache folder ``cache_dir``) and ``valid [n]``; a run whose
         images came as vectors is a one-line error (it has no picture encoder)."""
-        from mispair.data.features import extract_folder_features
         from mispair.data.image_encoders import create_image_encoder
+        from mispair.data.picture_features import extract_folder_features
+        from mispair.engine.assembly import run_data
 
         data = self.config.data
         if data.image_embedding_column:
@@ -257,14 +259,16 @@ class TrainedRun:
             )
         encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
         files = [Path(f).resolve() for f in files]
-        return extract_folder_features(
+        found = extract_folder_features(
             Path("/"),
             [str(f)[1:] for f in files],
             progress=False,
             cache_dir=cache_dir,
             encoder=encoder,
             runtime=data.encoder_runtime,
+            form=run_data(self.config).image_form,
         )
+        return found.features, found.valid
 
     def tokens(self, pairs: PairSet) -> list[list[int]]:
         """Token ids of ``pairs``' captions as the run tokenized its own."""

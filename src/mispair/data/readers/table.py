@@ -32,6 +32,7 @@ import numpy as np
 
 from mispair.data.cache_folder import collection_cache, shipped
 from mispair.data.pairset import PairSet
+from mispair.data.picture_store import PictureFeatures
 from mispair.data.readers.base import Reader
 from mispair.data.readers.columns import columns_of
 from mispair.data.text_bounds import cut_long_texts
@@ -256,6 +257,7 @@ class TableReader(Reader):
             columns_of(data),
             data.image_encoder,
             repr(sorted(data.image_encoder_options.items())),
+            data.image_form,
             data.image_root,
             data.folder_allow_outside,
             str(self.cache_dir(data)),
@@ -263,8 +265,8 @@ class TableReader(Reader):
         )
         if _PREPARED.get("key") != key:
             _PREPARED.clear()
-            table, cache, old = self.table(data), self.cache_dir(data), self.old_cache_dirs(data)
-            _PREPARED.update(key=key, value=prepare(table, cache, data, old))
+            table, old = self.table(data), self.old_cache_dirs(data)
+            _PREPARED.update(key=key, value=prepare(table, data, old))
         return _PREPARED["value"]
 
 
@@ -302,13 +304,12 @@ def _own_names(rows: pd.DataFrame) -> list[str] | None:
 _PREPARED: dict = {}
 
 
-def prepare(
-    table: CollectionTable, cache_dir: Path, data: DataConfig, old_caches: Sequence[Path] = ()
-) -> PreparedCollection:
+def prepare(table: CollectionTable, data: DataConfig, old_caches: Sequence[Path] = ()) -> PreparedCollection:
     """Refuse the rows whose image is outside the folder, missing or not a picture; extract the
-    features of the rest (or take the table's image vectors; features cached in ``cache_dir``,
-    those found in ``old_caches`` read from there); digest each image's content (its features);
-    assign splits (carved by those digests where the table names none)."""
+    features of the rest (or take the table's image vectors; features kept in the user's cache
+    folder once per picture, :func:`image_features`, those found in ``old_caches`` read from
+    there); digest each image's content (of its features' grid); assign splits (carved by those
+    digests where the table names none)."""
     from mispair.data.content import stored_digests
     from mispair.data.readers.embeddings import image_embedding_features
     from mispair.data.readers.splits import assign_splits
@@ -317,30 +318,32 @@ def prepare(
         check_refusals(table)
         images = list(dict.fromkeys(table.pairs["image"]))
         features = image_embedding_features(table.pairs, images)
+        digests = dict(zip(images, stored_digests(features)))
     else:
-        table, features, images = _extracted(table, cache_dir, data, old_caches)
-    digests = dict(zip(images, stored_digests(features)))
+        table, found, images = _extracted(table, data, old_caches)
+        features, digests = found.features, dict(zip(images, found.digests))
     splits, note = assign_splits(table.pairs, table.where, digests)
     table.pairs = table.pairs.assign(split=splits)
     return PreparedCollection(table, features, {image: i for i, image in enumerate(images)}, note, digests)
 
 
 def _extracted(
-    table: CollectionTable, cache_dir: Path, data: DataConfig, old_caches: Sequence[Path]
-) -> tuple[CollectionTable, np.ndarray, list[str]]:
+    table: CollectionTable, data: DataConfig, old_caches: Sequence[Path]
+) -> tuple[CollectionTable, PictureFeatures, list[str]]:
     """The table without the rows whose picture cannot be read, the features of its images, and
     the images in feature order."""
     table = _refuse_bad_paths(table, data.folder_allow_outside)
     check_refusals(table, warn=False)
     images = list(dict.fromkeys(table.pairs["image"]))
-    features, valid = image_features(table.image_root, images, cache_dir, data, old_caches)
-    if not valid.all():
-        unreadable = {image for image, ok in zip(images, valid) if not ok}
+    found = image_features(table.image_root, images, data, old_caches)
+    if not found.valid.all():
+        unreadable = {image for image, ok in zip(images, found.valid) if not ok}
         table = _refuse(table, table.pairs["image"].isin(unreadable), "not a readable picture")
-        features = features[valid]
-        images = [image for image, ok in zip(images, valid) if ok]
+        kept = found.valid.nonzero()[0]
+        found = PictureFeatures(found.features[kept], found.valid[kept], [found.digests[i] for i in kept])
+        images = [images[i] for i in kept]
     check_refusals(table)
-    return table, features, images
+    return table, found, images
 
 
 def _refuse_bad_paths(table: CollectionTable, allow_outside: bool) -> CollectionTable:
@@ -389,24 +392,31 @@ def _refuse(table: CollectionTable, mask: pd.Series, reason: str) -> CollectionT
 
 
 def image_features(
-    root: Path, images: list[str], cache_dir: Path, data: DataConfig, old_caches: Sequence[Path] = ()
-) -> tuple[np.ndarray, np.ndarray]:
-    """``features [n, K, D]`` and ``valid [n]`` of the image files ``images`` under ``root``:
-    stacked ``.npy`` feature arrays when every image is one, else the features of
-    ``data.image_encoder`` (cached in ``cache_dir``; also read from ``old_caches``)."""
+    root: Path, images: list[str], data: DataConfig, old_caches: Sequence[Path] = ()
+) -> PictureFeatures:
+    """The features of the image files ``images`` under ``root``: stacked ``.npy`` feature
+    arrays when every image is one, else the features of ``data.image_encoder`` in
+    ``data.image_form`` (``auto``: the grid), each picture kept once in the cache folder
+    (``data.cache_dir``, else the user's: shared by every collection that holds the picture;
+    also read from ``old_caches``)."""
+    from mispair.data.cache_folder import cache_root
+    from mispair.data.content import stored_digests
+
     if images and all(name.endswith(".npy") for name in images):
-        return _stack_npy(root, images), np.ones(len(images), dtype=bool)
-    from mispair.data.features import extract_folder_features
+        features = _stack_npy(root, images)
+        return PictureFeatures(features, np.ones(len(images), dtype=bool), stored_digests(features))
     from mispair.data.image_encoders import create_image_encoder
+    from mispair.data.picture_features import extract_folder_features
 
     encoder = create_image_encoder(data.image_encoder, data.image_encoder_options)
     return extract_folder_features(
         root,
         images,
-        cache_dir=cache_dir,
+        cache_dir=Path(data.cache_dir).expanduser() if data.cache_dir else cache_root(),
         read_also=old_caches,
         encoder=encoder,
         runtime=data.encoder_runtime,
+        form="grid" if data.image_form == "auto" else data.image_form,
     )
 
 
