@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from mispair.cli import (
     apply,
     audit,
+    cache,
     estimate,
     evaluate,
     exchange,
@@ -42,6 +43,7 @@ VERBS = (
     inject_noise,
     recipes,
     prepare,
+    cache,
 )
 """The verbs' modules, in the order ``mispair --help`` lists them."""
 USAGE = """\
@@ -73,6 +75,8 @@ tar shards, a COCO or Karpathy captions JSON, or a precomputed features folder.
   prepare   build the offline datasets (tuxpaint, openclipart) or a synthetic one
               mispair prepare tuxpaint
   recipes   list the training recipes, similarity heads and text encoders
+  cache     what the cache folder holds (each picture's features once) and its size; prune it
+              mispair cache prune --max-size 2G
 
 `mispair COMMAND --help` tells a command's options. Columns are found by their usual names
 (image, file_name, path; caption, text, alt_text, title) or named with --image-column and
