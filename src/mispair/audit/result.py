@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mispair.audit.apply import AppliedCollection
+    from mispair.audit.join_findings import JoinFindings
     from mispair.estimate.audit_estimate import AuditEstimate
     from mispair.timings import Timings
 
@@ -33,6 +34,8 @@ OUTPUTS = (
     "pairs.parquet",
     "refused.csv",
     "sample.csv",
+    "structure.json",
+    "repair.csv",
 )
 """What the audit writes into its folder (``summary.json`` last: its presence means complete)."""
 LATER_OUTPUTS = ("estimate.json", "estimate_pairs.csv")
@@ -66,6 +69,9 @@ class AuditResult:
             (:mod:`mispair.estimate`), or None for an audit written before it existed.
         dataset: the Hugging Face ``Dataset`` given to ``mispair.audit`` (for
             :meth:`to_dataset`), or None.
+        structure: the join errors found (``structure.json``,
+            :class:`~mispair.audit.join_findings.JoinFindings`: shift runs and repeated
+            captions), or None for an audit written before they were searched.
     """
 
     pairs: pd.DataFrame
@@ -76,6 +82,7 @@ class AuditResult:
     thumbs: Path | None = None
     sample: pd.DataFrame | None = None
     dataset: Any = field(default=None, repr=False)
+    structure: JoinFindings | None = None
 
     def to_dataset(self) -> Any:
         """The audited Hugging Face ``Dataset`` (or ``DatasetDict``) with the audit's columns
@@ -117,7 +124,14 @@ class AuditResult:
         if self.sample is not None:
             sample = self.sample
             atomic_write(folder / "sample.csv", lambda handle: write_csv(sample, handle))
-        written = {"refused.csv": wrote_refused, "sample.csv": self.sample is not None}
+        if self.structure is not None:
+            _save_structure(folder, self.structure, self.pairs, self.summary.audit_id or "")
+        written = {
+            "refused.csv": wrote_refused,
+            "sample.csv": self.sample is not None,
+            "structure.json": self.structure is not None,
+            "repair.csv": self.structure is not None,
+        }
         self.summary.files = [name for name in self.summary.files if written.get(name, True)]
         if self.thumbs is not None and self.thumbs.is_dir() and self.thumbs != folder / THUMBS:
             shutil.copytree(self.thumbs, folder / THUMBS, dirs_exist_ok=True)
@@ -135,12 +149,14 @@ class AuditResult:
         is spreadsheet-safe, not the exact text), every file checked as untrusted input
         (:func:`mispair.audit.audit_folder.read_audit_folder`)."""
         from mispair.audit.audit_folder import read_audit_folder
+        from mispair.audit.join_findings import read_structure
         from mispair.estimate.sample import SAMPLE, read_sample
 
         read = read_audit_folder(folder)
         pairs, summary, page, rejected = read.pairs, read.summary, read.report, read.refused
         sample = read_sample(folder) if (Path(folder) / SAMPLE).exists() else None
-        return cls(pairs, AuditSummary.from_dict(summary), page, rejected, sample=sample)
+        structure = read_structure(Path(folder))
+        return cls(pairs, AuditSummary.from_dict(summary), page, rejected, sample=sample, structure=structure)
 
     def estimate(
         self,
@@ -183,6 +199,7 @@ class AuditResult:
         overwrite: bool = False,
         format: str = "same",
         shard_bytes: int | None = None,
+        repair: bool = False,
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
@@ -192,8 +209,15 @@ class AuditResult:
         ``fdr`` (an estimated ``fdr`` of the dropped pairs are matched ones). An existing non-empty
         ``out`` is refused unless ``overwrite``. ``format``: ``"same"`` writes the collection's
         own form (a table, shards of at most ``shard_bytes``, an imagefolder, COCO JSON),
-        ``"folder"`` a folder of pictures with ``captions.csv``."""
+        ``"folder"`` a folder of pictures with ``captions.csv``. ``repair``: each caption of
+        the audit's shift runs moved back to its own picture and the rows whose own caption is
+        lost dropped (:mod:`mispair.audit.repair`), under the ``decisions`` given."""
         from mispair.audit.apply import apply_decisions
+
+        if repair:
+            from mispair.audit.repair import with_repair
+
+            decisions = with_repair(self.structure, self.pairs, decisions, self.summary.audit_id)
 
         return apply_decisions(
             self.pairs,
@@ -214,6 +238,15 @@ class AuditResult:
         from mispair.audit.fiftyone_dataset import to_fiftyone
 
         return to_fiftyone(self.pairs, self.summary.to_dict(), name, overwrite=overwrite)
+
+
+def _save_structure(folder: Path, structure: JoinFindings, pairs: pd.DataFrame, audit: str) -> None:
+    """``structure.json`` and the repair's decisions (``repair.csv``) beside it."""
+    from mispair.audit.repair import REPAIR, repair_frame
+
+    structure.save(folder)
+    repair = repair_frame(structure, pairs, audit)
+    atomic_write(folder / REPAIR, lambda handle: write_csv(repair, handle))
 
 
 def _interval(interval: tuple[float, float] | None) -> list[float] | None:

@@ -18,6 +18,7 @@ import numpy as np
 from mispair.audit.atlas import MapPoints, embedding_map, map_columns
 from mispair.audit.collection import audit_config, picture_root
 from mispair.audit.duplicates import Duplicates, find_duplicates
+from mispair.audit.join_findings import JoinFindings, join_findings
 from mispair.audit.pair_table import AuditedPairs, audited_pairs, pair_table
 from mispair.audit.ranking import (
     BestMatches,
@@ -34,6 +35,7 @@ from mispair.audit.summary import (
     AuditSummary,
     Detection,
     DuplicateCounts,
+    JoinErrors,
     RawScore,
     Retrieval,
 )
@@ -350,13 +352,15 @@ class Sources:
 @dataclass(frozen=True)
 class Ranked:
     """An audit's pairs ranked: the ``audited`` pairs, their ``verdicts``, each image's and
-    caption's best ``matches``, the ``duplicates`` and the map's ``points``."""
+    caption's best ``matches``, the ``duplicates``, the map's ``points`` and the join errors
+    (``structure``)."""
 
     audited: AuditedPairs
     verdicts: Verdicts
     matches: BestMatches
     duplicates: Duplicates
     points: MapPoints
+    structure: JoinFindings
 
 
 def _audit(
@@ -392,6 +396,7 @@ def _audit(
         page_data=report.data,
         thumbs=report.thumbs,
         sample=sample,
+        structure=ranked.structure,
     )
     claim_folder(request.out, "audit", AUDIT_OUTPUTS, overwrite=options.overwrite)
     audit.save(request.out, timings=timings)
@@ -413,11 +418,13 @@ def _ranked(request: AuditRequest, run: TrainedRun, audited: AuditedPairs, timin
         audited.split,
         train_split=request.config.data.train_split,
     )
+    share = verdicts.calibration.share if verdicts.calibration is not None else None
+    structure = join_findings(run, audited, duplicates, verdicts.suspected, verdicts.mismatch, share)
     timings.lap("ranking")
     points = embedding_map(run, audited.pairs, seed=options.seed)
     run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
     timings.lap("map")
-    return Ranked(audited, verdicts, matches, duplicates, points)
+    return Ranked(audited, verdicts, matches, duplicates, points, structure)
 
 
 def _table(ranked: Ranked) -> pd.DataFrame:
@@ -463,7 +470,21 @@ def _audit_summary(
     result.pictures = None if sources.pictures is None else str(sources.pictures)
     result.duplicates = DuplicateCounts(**ranked.duplicates.summary(audited.pairs.image_of_caption))
     result.map = ranked.points.method
+    result.join_errors = _join_errors(ranked.structure)
     return result
+
+
+def _join_errors(found: JoinFindings) -> JoinErrors:
+    """The summary's part of the join errors (:mod:`mispair.audit.join_findings`)."""
+    return JoinErrors(
+        shifts=len(found.shifts),
+        shifted_pairs=sum(s.pairs for s in found.shifts),
+        repeated_captions=len(found.repeated_captions),
+        repeated_caption_pairs=sum(r.pairs for r in found.repeated_captions),
+        suspected_in_findings=found.suspected_in_shifts + found.suspected_in_repeated_captions,
+        share_after_repair=found.share_after_repair,
+        findings=found.sentences(),
+    )
 
 
 def _plots(result: AuditSummary, ranked: Ranked, raw: np.ndarray | None) -> list[Plot]:

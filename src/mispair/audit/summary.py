@@ -157,6 +157,38 @@ class AnswersUsed:
 
 
 @dataclass(frozen=True)
+class JoinErrors:
+    """The join errors found (``structure.json``, :mod:`mispair.audit.join_findings`): the
+    ``shifts`` and the pairs in them, the ``repeated_captions`` and their pairs, the suspects
+    they hold (``suspected_in_findings``: counted once, not as independent errors), the
+    estimated mismatched share once the shifts are repaired, and the ``findings`` in words."""
+
+    shifts: int = 0
+    shifted_pairs: int = 0
+    repeated_captions: int = 0
+    repeated_caption_pairs: int = 0
+    suspected_in_findings: int = 0
+    share_after_repair: float | None = None
+    findings: list[str] = field(default_factory=list)
+
+    def lines(self, suspected: int) -> list[str]:
+        """The headline's first lines: each finding, then what the suspects are made of."""
+        if not self.findings:
+            return []
+        lines = [f"join error: {finding}" for finding in self.findings]
+        parts = [
+            f"{suspected - self.suspected_in_findings} of the {suspected} suspected pairs are outside "
+            "these findings"
+        ]
+        if self.share_after_repair is not None and self.shifts:
+            parts.append(
+                f"after `mispair apply --repair` about {100 * self.share_after_repair:.0f}% of the pairs "
+                "would remain mismatched"
+            )
+        return [*lines, "; ".join(parts) + " (structure.json; repair.csv lists the repair)"]
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """The test-split retrieval metrics of the audit's run and of its clean twin (or None)."""
 
@@ -206,6 +238,7 @@ class AuditSummary(Mapping[str, object]):
     warnings: list[str] | None = None
     sample_seed: int | None = None
     answers: AnswersUsed | None = None
+    join_errors: JoinErrors | None = None
 
     def to_dict(self) -> Json:
         """``summary.json``'s content (format :data:`SUMMARY_FORMAT`)."""
@@ -257,6 +290,8 @@ class AuditSummary(Mapping[str, object]):
             }
         if self.answers is not None:
             out["answers"] = asdict(self.answers)
+        if self.join_errors is not None:
+            out["join_errors"] = asdict(self.join_errors)
         out["format"] = SUMMARY_FORMAT
         return out
 
@@ -282,6 +317,7 @@ class AuditSummary(Mapping[str, object]):
             "duplicates": lambda d: DuplicateCounts(**_known(DuplicateCounts, d)),
             "raw_score": RawScore.from_dict,
             "answers": lambda d: AnswersUsed(**_known(AnswersUsed, d)),
+            "join_errors": lambda d: JoinErrors(**_known(JoinErrors, d)),
         }
         for key, build in parts.items():
             value = data.get(key)
@@ -303,7 +339,8 @@ class AuditSummary(Mapping[str, object]):
     def lines(self, out: Path) -> list[str]:
         """The audit's result in a few lines: what was found, how well (when it can tell), where
         (``out``: the audit's folder)."""
-        lines = [self._found()]
+        lines = [] if self.join_errors is None else self.join_errors.lines(self.suspected)
+        lines.append(self._found())
         if self.answers is not None:
             lines.append(self.answers.line())
         calibration = self.calibration

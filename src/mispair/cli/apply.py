@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mispair.cli.options import (
     Subparsers,
 )
 from mispair.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from mispair.audit.join_findings import JoinFindings
 
 
 def _cmd_apply(args: argparse.Namespace) -> None:
@@ -18,9 +22,10 @@ def _cmd_apply(args: argparse.Namespace) -> None:
             f"{folder}: not a finished audit folder (no summary.json and pairs.parquet); "
             "give the --out folder of `mispair audit`"
         )
-    if decisions is None and args.fdr is None and args.threshold is None:
+    if decisions is None and args.fdr is None and args.threshold is None and not args.repair:
         raise ConfigError(
-            "--decisions: give the decisions file, or --fdr / --threshold to drop by the audit's numbers"
+            "--decisions: give the decisions file, or --fdr / --threshold to drop by the audit's numbers, "
+            "or --repair"
         )
     if decisions is not None and not decisions.is_file():
         raise DataError(
@@ -29,7 +34,8 @@ def _cmd_apply(args: argparse.Namespace) -> None:
     from mispair.audit.result import AuditResult
     from mispair.audit.writers import parse_bytes
 
-    applied = AuditResult.load(args.audit).apply(
+    audit = AuditResult.load(args.audit)
+    applied = audit.apply(
         args.decisions,
         args.out,
         threshold=args.threshold,
@@ -37,7 +43,10 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         overwrite=args.overwrite,
         format=args.format,
         shard_bytes=parse_bytes(args.shard_size),
+        repair=args.repair,
     )
+    if args.repair and audit.structure is not None:
+        print(_repaired(audit.structure))
     files = applied.files or []
     written = f" as {applied.form} ({', '.join(files[:3])}{', ...' * (len(files) > 3)})" if files else ""
     print(
@@ -45,6 +54,17 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         f"({applied.replaced} with a new caption), {applied.removed} removed; images "
         f"{applied.linked} hard-linked, {applied.copied} copied; the reasons in keep.csv and "
         "removed.csv, the kept pair ids in keep_keys.txt"
+    )
+
+
+def _repaired(structure: JoinFindings) -> str:
+    """What ``--repair`` asked for, in one line (a person's decisions may have overridden some)."""
+    if not structure.shifts:
+        return "repair: the audit found no shifted captions; nothing moved"
+    return (
+        f"repair: {structure.moves} captions of {len(structure.shifts)} shift run(s) moved back to their "
+        f"own pictures; {structure.lost} pairs whose own caption is lost dropped (decide keep for them in "
+        "--decisions to keep them; every move and drop is listed in the audit's repair.csv)"
     )
 
 
@@ -82,6 +102,12 @@ def add_parsers(sub: Subparsers) -> None:
         "--shard-size",
         metavar="SIZE",
         help="WebDataset output: shards of at most this size (e.g. 100MB; default: one per input shard)",
+    )
+    apply.add_argument(
+        "--repair",
+        action="store_true",
+        help="move each caption of the audit's shift runs (structure.json) back to its own picture and "
+        "drop the rows whose own caption is lost; your --decisions override it pair by pair",
     )
     apply.add_argument(
         "--overwrite",

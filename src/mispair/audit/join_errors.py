@@ -1,0 +1,241 @@
+"""Join errors: captions shifted against their pictures, and one caption pasted on many pictures.
+
+Mismatched pairs often come from a join gone wrong rather than from scattered mistakes: a row
+deleted from a spreadsheet's caption column shifts every caption below it by one row, a default
+text is pasted on every picture of a batch. Both are found here as a whole:
+
+- **Shift runs** (:func:`find_shifts`). In the collection's own row order (each file or shard a
+  sequence of its own), the caption of row ``i`` *agrees* with offset ``k`` (``0 < |k| ≤
+  max_offset``) when, of the pictures of the rows around it (``i - max_offset`` to ``i +
+  max_offset``), the one at ``i + k`` fits it best (ties: the same picture at several offsets
+  agrees at each), and better than its own picture. Rows whose
+  picture at ``i + k`` is the same picture or a near-duplicate of their own tell nothing (a
+  table with five captions per picture, a burst of video frames): they are neither agreement
+  nor disagreement, and a run spans them. Without a shift, offset ``k`` agrees at a rate of its
+  own (about ``1 / (2 max_offset)`` where the neighbours are alike to a caption; more at ``±1``
+  where the rows are sorted by content): ``null_rate[k]``, measured over every informative row of
+  the collection (``(agreeing + 1) / (rows + 1)``; a shift raises it, which only makes the test
+  stricter). A run is a stretch where offset ``k`` agrees far more often than that: the
+  maximal-scoring segments of each (file, offset) sequence (Ruzzo & Tompa) under the
+  log-likelihood ratio of an agreement rate of ``1/2`` against ``null_rate[k]``; a segment of
+  ``n`` informative rows of which ``m`` agree is reported when its binomial tail
+  ``P(Bin(n, null_rate[k]) ≥ m)``, multiplied by the number of segments that could have been
+  tested (every start and end in every file at every offset: Bonferroni), is at most ``alpha``.
+- **Repeated captions** (:func:`repeated_captions`): a caption (equal after folding case and
+  white space) carried by at least ``min_pictures`` pictures that are not near-duplicates of
+  one another is one finding; the same caption on near-duplicate pictures is not.
+
+Convention: a run's ``offset`` ``k`` means the caption found at row ``i`` belongs to the picture at
+row ``i + k``; ``+1`` is "the next row's caption" (a row deleted above the run).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from mispair.audit.duplicates import normalized
+
+MAX_OFFSET = 8
+"""The largest shift looked for, in rows (either way)."""
+ALPHA = 0.01
+"""The family-wise error rate of the shift runs reported (over every offset and segment)."""
+AGREEING_RATE = 0.5
+"""The agreement rate of a shift run that the segments' scores are tuned to find."""
+MIN_PICTURES = 10
+"""A repeated caption is reported when at least this many pictures that are not near-duplicates
+of one another carry it (on Tux Paint's 950 stamps the most repeated description, "A flower.",
+is on 6)."""
+
+
+@dataclass(frozen=True)
+class ShiftRun:
+    """A run of consecutive rows of file ``file`` (positions ``start`` to ``stop``, inclusive, in
+    the file's row order) whose captions belong ``offset`` rows away: of its ``informative`` rows
+    ``agreeing`` agree; ``gain``: the mean similarity gain of the caption with the picture
+    ``offset`` rows away over its own, on the informative rows; ``p_value``: corrected for every
+    segment tested."""
+
+    file: int
+    start: int
+    stop: int
+    offset: int
+    agreeing: int
+    informative: int
+    gain: float
+    p_value: float
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start + 1
+
+
+@dataclass(frozen=True)
+class ShiftScan:
+    """What :func:`find_shifts` found: the ``runs`` reported, the ``null_rate`` of agreement at
+    each offset (``{k: rate}``), and the number of segments ``tests`` the p-values are corrected
+    for."""
+
+    runs: list[ShiftRun]
+    null_rate: dict[int, float]
+    tests: int
+
+
+def find_shifts(
+    captions: np.ndarray,
+    pictures: np.ndarray,
+    looks: np.ndarray,
+    files: Sequence[np.ndarray],
+    *,
+    max_offset: int = MAX_OFFSET,
+    alpha: float = ALPHA,
+) -> ShiftScan:
+    """The shift runs of a collection (module description).
+
+    Args:
+        captions: ``[n, d]`` each pair's caption vector (unit norm: a dot product is the similarity).
+        pictures: ``[n, d]`` each pair's own picture vector.
+        looks: ``[n]`` int, each pair's picture's class of near-duplicates (equal: alike).
+        files: each file's pair indices in its row order (the sequences a shift stays within).
+    """
+    agree = [agreement(captions, pictures, looks, rows, max_offset) for rows in files]
+    hits = sum(a.hit.sum(axis=1) for a in agree)
+    rows = sum(a.informative.sum(axis=1) for a in agree)
+    null_rate = (np.asarray(hits) + 1) / (np.asarray(rows) + 1)
+    tests = sum(int(n) * (int(n) + 1) // 2 for a in agree for n in a.informative.sum(axis=1))
+    candidates = [
+        run
+        for f, found in enumerate(agree)
+        for run in _runs(found, f, null_rate, max(tests, 1))
+        if run.p_value <= alpha
+    ]
+    offsets = agree[0].offsets if agree else np.zeros(0, dtype=np.int64)
+    rates = {int(k): float(q) for k, q in zip(offsets, np.broadcast_to(null_rate, offsets.shape))}
+    return ShiftScan(_disjoint(candidates), rates, tests)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One file's evidence: ``hit [2K, m]`` (offset ``offsets[j]``, row ``i``) agreement,
+    ``informative [2K, m]`` (the picture ``i + k`` exists and is not alike), ``gain [2K, m]``
+    the similarity with the picture ``i + k`` less the similarity with the row's own."""
+
+    offsets: np.ndarray
+    hit: np.ndarray
+    informative: np.ndarray
+    gain: np.ndarray
+
+
+def agreement(
+    captions: np.ndarray, pictures: np.ndarray, looks: np.ndarray, rows: np.ndarray, max_offset: int
+) -> Agreement:
+    """:class:`Agreement` of the file whose pair indices in row order are ``rows``."""
+    m = len(rows)
+    offsets = np.array([k for k in range(-max_offset, max_offset + 1) if k != 0], dtype=np.int64)
+    caps, pics, look = captions[rows], pictures[rows], np.asarray(looks)[rows]
+    own = np.einsum("nd,nd->n", caps, pics)
+    sims = np.full((len(offsets), m), -np.inf)
+    informative = np.zeros((len(offsets), m), dtype=bool)
+    for j, k in enumerate(offsets):
+        i = np.arange(max(0, -k), min(m, m - k))
+        sims[j, i] = np.einsum("nd,nd->n", caps[i], pics[i + k])
+        informative[j, i] = look[i + k] != look[i]
+    best = sims.max(axis=0) if m else np.zeros(0)
+    hit = informative & (sims >= best[None, :]) & (sims > own[None, :])  # ties: the same picture
+    gain = np.where(np.isfinite(sims), sims - own[None, :], 0.0)
+    return Agreement(offsets, hit, informative, gain)
+
+
+def _runs(found: Agreement, file: int, null_rate: np.ndarray, tests: int) -> list[ShiftRun]:
+    """The maximal-scoring segments of each offset's informative rows of one file, as runs
+    (``null_rate [2K]``: each offset's)."""
+    runs = []
+    for j, k in enumerate(found.offsets):
+        q = float(null_rate[j])
+        if q >= AGREEING_RATE:  # the offset agrees this often everywhere: no run stands out
+            continue
+        up, down = float(np.log(AGREEING_RATE / q)), float(np.log((1 - AGREEING_RATE) / (1 - q)))
+        where = np.flatnonzero(found.informative[j])
+        hits = found.hit[j, where]
+        scores: np.ndarray = np.where(hits, up, down)
+        for a, b in maximal_segments(scores):
+            n, agreeing = b - a, int(hits[a:b].sum())
+            p = float(binom.sf(agreeing - 1, n, q)) * tests
+            gain = float(found.gain[j, where[a:b]].mean())
+            runs.append(
+                ShiftRun(file, int(where[a]), int(where[b - 1]), int(k), agreeing, n, gain, min(p, 1.0))
+            )
+    return runs
+
+
+def maximal_segments(scores: np.ndarray) -> list[tuple[int, int]]:
+    """``[(start, stop)]`` the maximal-scoring segments of ``scores`` (Ruzzo & Tompa 1999, "A
+    linear time algorithm for finding all maximal scoring subsequences"): disjoint, each of
+    positive total, none extendable or splittable into a better one. ``stop`` is exclusive."""
+    found: list[list[float]] = []  # [start, stop, cumulative before, cumulative at stop]
+    total = 0.0
+    for i, score in enumerate(scores):
+        if score <= 0:
+            total += score
+            continue
+        new = [i, i + 1, total, total + score]
+        total += score
+        while True:
+            j = len(found) - 1
+            while j >= 0 and found[j][2] >= new[2]:
+                j -= 1
+            if j < 0 or found[j][3] >= new[3]:
+                found.append(new)
+                break
+            new = [found[j][0], new[1], found[j][2], new[3]]
+            del found[j:]
+    return [(int(a), int(b)) for a, b, _, _ in found]
+
+
+def _disjoint(runs: list[ShiftRun]) -> list[ShiftRun]:
+    """The runs, most significant first, each kept only where it overlaps no run kept before it
+    in its file; returned in file and row order."""
+    kept: list[ShiftRun] = []
+    for run in sorted(runs, key=lambda r: (r.p_value, -r.agreeing)):
+        if not any(r.file == run.file and r.start <= run.stop and run.start <= r.stop for r in kept):
+            kept.append(run)
+    return sorted(kept, key=lambda r: (r.file, r.start))
+
+
+def picture_looks(duplicate_of: np.ndarray) -> np.ndarray:
+    """``[n_images]`` each image's class of near-duplicates (the lower index of it and its first
+    near-duplicate, :attr:`~mispair.audit.duplicates.Duplicates.duplicate_of`; itself without)."""
+    own = np.arange(len(duplicate_of))
+    return np.where(duplicate_of >= 0, np.minimum(own, duplicate_of), own)
+
+
+@dataclass(frozen=True)
+class RepeatedGroup:
+    """A caption (as most of its pairs spell it) carried by the pairs ``pairs`` (indices), on
+    ``pictures`` pictures that are not near-duplicates of one another."""
+
+    caption: str
+    pairs: np.ndarray
+    pictures: int
+
+
+def repeated_captions(
+    captions: Sequence[str], looks: np.ndarray, *, min_pictures: int = MIN_PICTURES
+) -> list[RepeatedGroup]:
+    """The captions (equal after :func:`~mispair.audit.duplicates.normalized`) that at least
+    ``min_pictures`` pictures unlike one another carry (``looks [n]``: each pair's picture's class
+    of near-duplicates), the most carried first."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for k, caption in enumerate(captions):
+        groups[normalized(caption)].append(k)
+    found = []
+    for members in groups.values():
+        distinct = len(set(np.asarray(looks)[members].tolist()))
+        if distinct >= min_pictures:
+            spelled = Counter(captions[k] for k in members).most_common(1)[0][0]
+            found.append(RepeatedGroup(spelled, np.array(members), distinct))
+    return sorted(found, key=lambda g: (-len(g.pairs), g.caption))

@@ -1,0 +1,339 @@
+"""The join errors of an audited collection (:mod:`mispair.audit.join_errors`) named by pair ids:
+``AUDIT/structure.json``, the repair each shift asks for, and the headline's words.
+
+The audit's pairs reach its models in an order of their content
+(:func:`~mispair.data.readers.table.content_order`), not the file's; the collection's own row
+order is read back from its reader (a table's rows, each WebDataset shard apart; a precomputed
+collection's splits in their files' order) and the audit's pairs found in it by pair id.
+
+The similarities are the audit run's index vectors (:class:`~mispair.search.model.SearchModel`,
+the cosine head's exact scores): one more encoding of every picture and caption by the final
+run's heads over features already in memory (the MiniLM states are cached), then ``2 × 8``
+dot products per caption — a second or two for a thousand pairs, where the audit takes minutes.
+The held-out scorers' models are gone by then, and a head without vectors (``sgraf``) would
+score every shifted pair through its cross-attention: shifts are searched only for vector heads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mispair.audit.join_errors import (
+    ALPHA,
+    MAX_OFFSET,
+    MIN_PICTURES,
+    ShiftRun,
+    find_shifts,
+    picture_looks,
+    repeated_captions,
+)
+from mispair.errors import DataError
+
+if TYPE_CHECKING:
+    from mispair.audit.duplicates import Duplicates
+    from mispair.audit.pair_table import AuditedPairs
+    from mispair.config import DataConfig
+    from mispair.engine.trained import TrainedRun
+
+STRUCTURE = "structure.json"
+STRUCTURE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A run of rows of ``file`` (``first_pair_id`` to ``last_pair_id``, ``pairs`` rows, their
+    ``pair_ids`` in row order) whose captions belong to the picture ``offset`` rows away: the
+    evidence (``agreeing`` of ``informative`` rows, mean ``similarity_gain``, corrected
+    ``p_value``), the repair (``moves``: ``[from, to]`` the caption of pair ``from`` goes to the
+    picture of pair ``to``) and the pairs whose own caption is ``lost`` (none moves to them)."""
+
+    file: str
+    first_pair_id: str
+    last_pair_id: str
+    offset: int
+    pairs: int
+    agreeing: int
+    informative: int
+    similarity_gain: float
+    p_value: float
+    suspected: int
+    pair_ids: list[str]
+    moves: list[tuple[str, str]]
+    lost: list[str]
+
+    def sentence(self) -> str:
+        """The run in words (the headline's)."""
+        return (
+            f"pairs {self.first_pair_id}–{self.last_pair_id} of {self.file} carry "
+            f"{_offset_words(self.offset)} "
+            f"({self.pairs} rows, {self.agreeing} of {self.informative} agree, similarity gain "
+            f"{self.similarity_gain:+.2f})"
+        )
+
+
+@dataclass(frozen=True)
+class RepeatedCaption:
+    """One ``caption`` on ``pairs`` pairs (``pair_ids``) whose ``pictures`` are not
+    near-duplicates of one another; ``suspected`` of them suspected."""
+
+    caption: str
+    pairs: int
+    pictures: int
+    suspected: int
+    pair_ids: list[str]
+
+    def sentence(self) -> str:
+        shown = self.caption if len(self.caption) <= 60 else self.caption[:57] + "..."
+        return (
+            f"the caption {shown!r} is on {self.pairs} pairs whose {self.pictures} pictures do not look alike"
+        )
+
+
+@dataclass
+class JoinFindings:
+    """``structure.json``: the ``shifts`` and ``repeated_captions``, how they were searched
+    (``method``), the suspects they explain, and the estimated mismatched share after repair."""
+
+    shifts: list[Shift] = field(default_factory=list)
+    repeated_captions: list[RepeatedCaption] = field(default_factory=list)
+    method: dict[str, Any] = field(default_factory=dict)
+    suspected: int = 0
+    suspected_in_shifts: int = 0
+    suspected_in_repeated_captions: int = 0
+    share: float | None = None
+    share_after_repair: float | None = None
+    note: str | None = None
+
+    @property
+    def moves(self) -> int:
+        return sum(len(s.moves) for s in self.shifts)
+
+    @property
+    def lost(self) -> int:
+        return sum(len(s.lost) for s in self.shifts)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for shift in out["shifts"]:
+            shift["moves"] = [list(m) for m in shift["moves"]]
+        out["pairs_repaired"], out["pairs_lost"] = self.moves, self.lost
+        return {"format": STRUCTURE_FORMAT, **out}
+
+    def save(self, folder: Path) -> None:
+        from mispair.atomic import atomic_text
+
+        atomic_text(folder / STRUCTURE, json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: Any, where: object) -> JoinFindings:
+        """The findings of ``structure.json``'s content, checked (a one-line :class:`DataError`
+        naming ``where`` for anything else)."""
+        try:
+            shifts = [_shift(s) for s in data["shifts"]]
+            repeated = [
+                RepeatedCaption(**{**r, "pair_ids": [str(i) for i in r["pair_ids"]]})
+                for r in data["repeated_captions"]
+            ]
+            found = cls(shifts, repeated, dict(data.get("method") or {}))
+            for name in ("suspected", "suspected_in_shifts", "suspected_in_repeated_captions"):
+                setattr(found, name, int(data.get(name) or 0))
+            for name in ("share", "share_after_repair"):
+                value = data.get(name)
+                setattr(found, name, None if value is None else float(value))
+            found.note = None if data.get("note") is None else str(data["note"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DataError(
+                f"{where}: not a structure.json the audit writes ({type(exc).__name__}: {exc}); audit again"
+            ) from None
+        return found
+
+    def sentences(self, most: int = 5) -> list[str]:
+        """The findings in words, the shifts first, at most ``most``."""
+        said = [s.sentence() for s in self.shifts] + [r.sentence() for r in self.repeated_captions]
+        more = len(said) - most
+        return said[:most] + ([f"{more} more in structure.json"] if more > 0 else [])
+
+
+def _shift(data: dict[str, Any]) -> Shift:
+    ids = ("first_pair_id", "last_pair_id")
+    named = {**data, **{k: str(data[k]) for k in ids}}
+    named["pair_ids"] = [str(i) for i in data["pair_ids"]]
+    named["moves"] = [(str(a), str(b)) for a, b in data["moves"]]
+    named["lost"] = [str(i) for i in data["lost"]]
+    if not isinstance(named["offset"], int) or not 0 < abs(named["offset"]) <= 64:
+        raise ValueError(f"offset {named['offset']!r}")
+    return Shift(**named)
+
+
+def read_structure(folder: Path) -> JoinFindings | None:
+    """The audit folder's ``structure.json`` read as untrusted input (bounded, a regular file),
+    or None where the audit wrote none (audited before it existed)."""
+    import os
+
+    from mispair.limits import limit
+    from mispair.safe_io import read_input
+    from mispair.safe_parse import load_json
+
+    path = Path(folder) / STRUCTURE
+    if not os.path.lexists(path):
+        return None
+    data = read_input(path, limit("MAX_TABLE_BYTES"), "an audit's structure", links=False)
+    return JoinFindings.from_dict(load_json(data, path), path)
+
+
+def _offset_words(k: int) -> str:
+    if k == 1:
+        return "the next row's caption"
+    if k == -1:
+        return "the previous row's caption"
+    return f"the caption of the row {abs(k)} {'below' if k > 0 else 'above'} (offset {k:+d})"
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """The collection's own row order: each file's audit pair indices in its rows' order
+    (``files``), with the file's name (``names``)."""
+
+    files: list[np.ndarray]
+    names: list[str]
+
+
+def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> RowOrder:
+    """The audited pairs (``pair_ids``, in the audit's order) in the collection's row order: a
+    table's rows (each WebDataset shard apart), else each split in the audit's order (a
+    precomputed collection's files)."""
+    from mispair.data.readers import reader_of
+    from mispair.data.readers.table import TableReader
+
+    reader = reader_of(data)
+    if not isinstance(reader, TableReader):
+        names = list(dict.fromkeys(np.asarray(split).tolist()))
+        return RowOrder([np.flatnonzero(np.asarray(split) == n) for n in names], names)
+    table = reader.prepared(data).table
+    index = {p: k for k, p in enumerate(pair_ids)}
+    rows = [index[p] for p in table.pairs["pair_id"].astype(str) if p in index]
+    ordered = [pair_ids[k] for k in rows]
+    if reader.name == "webdataset":
+        shard = [p.split("/", 1)[0] for p in ordered]
+        names = list(dict.fromkeys(shard))
+        files = [np.array([k for k, s in zip(rows, shard) if s == name], dtype=np.int64) for name in names]
+        return RowOrder(files, [f"shard {n}" for n in names])
+    return RowOrder([np.array(rows, dtype=np.int64)], [Path(table.where).name])
+
+
+def join_findings(
+    run: TrainedRun,
+    audited: AuditedPairs,
+    duplicates: Duplicates,
+    suspected: np.ndarray,
+    mismatch: np.ndarray,
+    share: float | None,
+) -> JoinFindings:
+    """The shifts and repeated captions of the audited pairs (module description), with the
+    suspects they explain and the share after repair (``share`` less the ``mismatch``
+    probabilities of the shifted rows, over the pairs that remain)."""
+    pairs = audited.pairs
+    looks = picture_looks(duplicates.duplicate_of)[pairs.image_of_caption]
+    groups = repeated_captions(pairs.pairs.captions, looks)
+    in_group = np.zeros(len(pairs), dtype=bool)
+    for group in groups:
+        in_group[group.pairs] = True
+    order = row_order(audited.pair_id, audited.split, run.config.data)
+    found = JoinFindings(method=_method())
+    if all(getattr(m.head, "vector_search", False) for m in run.models):
+        captions, pictures = _vectors(run, audited)
+        scan = find_shifts(captions, pictures, looks, order.files)
+        found.shifts = [_named(r, order, audited, suspected, in_group) for r in scan.runs]
+        rates = {str(k): round(q, 6) for k, q in scan.null_rate.items()}
+        found.method.update(null_rate=rates, segments_tested=scan.tests)
+    else:
+        found.note = (
+            "shifts are searched with a head whose similarity is a dot product (cosine); this run's is not"
+        )
+    found.repeated_captions = [_repeated(g, audited.pair_id, suspected) for g in groups]
+    _explained(found, audited.pair_id, suspected, mismatch, share)
+    return found
+
+
+def _method() -> dict[str, Any]:
+    return {
+        "vectors": "the audit run's index vectors (cosine similarity)",
+        "max_offset": MAX_OFFSET,
+        "agreement": "the picture k rows away fits the caption best of the rows around, better than its own",
+        "alpha": ALPHA,
+        "test": "binomial tail of a run's agreeing rows at the null rate, times the segments tested",
+        "min_pictures": MIN_PICTURES,
+    }
+
+
+def _vectors(run: TrainedRun, audited: AuditedPairs) -> tuple[np.ndarray, np.ndarray]:
+    """``([n, d], [n, d])`` each pair's caption vector and its own picture's vector."""
+    from mispair.search.model import SearchModel
+
+    model = SearchModel(run)
+    pictures = model.image_vectors(audited.pairs.pairs)[audited.pairs.image_of_caption]
+    return model.text_vectors(audited.pairs.tokens), pictures
+
+
+def _named(
+    run: ShiftRun, order: RowOrder, audited: AuditedPairs, suspected: np.ndarray, in_group: np.ndarray
+) -> Shift:
+    """A run of positions of one file as pair ids, with its moves (none to a pair that carries a
+    repeated caption: a pasted caption is never replaced by another row's) and lost rows."""
+    rows, ids = order.files[run.file], audited.pair_id
+    span = np.arange(run.start, run.stop + 1)
+    sources = span[(span + run.offset >= 0) & (span + run.offset < len(rows))]
+    moves = [(ids[rows[i]], ids[rows[i + run.offset]]) for i in sources if not in_group[rows[i + run.offset]]]
+    receiving = set((sources + run.offset).tolist())
+    lost = [ids[rows[i]] for i in span if i not in receiving]
+    return Shift(
+        file=order.names[run.file],
+        first_pair_id=ids[rows[run.start]],
+        last_pair_id=ids[rows[run.stop]],
+        offset=run.offset,
+        pairs=run.rows,
+        agreeing=run.agreeing,
+        informative=run.informative,
+        similarity_gain=round(run.gain, 4),
+        p_value=float(f"{run.p_value:.3g}"),
+        suspected=int(suspected[rows[span]].sum()),
+        pair_ids=[ids[rows[i]] for i in span],
+        moves=moves,
+        lost=lost,
+    )
+
+
+def _repeated(group: Any, ids: list[str], suspected: np.ndarray) -> RepeatedCaption:
+    return RepeatedCaption(
+        group.caption,
+        len(group.pairs),
+        group.pictures,
+        int(suspected[group.pairs].sum()),
+        [ids[k] for k in group.pairs],
+    )
+
+
+def _explained(
+    found: JoinFindings, ids: list[str], suspected: np.ndarray, mismatch: np.ndarray, share: float | None
+) -> None:
+    """The suspects inside the findings, and the share once the shifts are repaired."""
+    index = {p: k for k, p in enumerate(ids)}
+    shifted = np.zeros(len(ids), dtype=bool)
+    for shift in found.shifts:
+        shifted[[index[p] for p in shift.pair_ids]] = True
+    grouped = np.zeros(len(ids), dtype=bool)
+    for group in found.repeated_captions:
+        grouped[[index[p] for p in group.pair_ids]] = True
+    found.suspected = int(suspected.sum())
+    found.suspected_in_shifts = int((suspected & shifted).sum())
+    found.suspected_in_repeated_captions = int((suspected & grouped & ~shifted).sum())
+    found.share = share
+    if share is not None:
+        left = share * len(ids) - float(mismatch[shifted].sum())
+        found.share_after_repair = round(max(left, 0.0) / max(len(ids) - found.lost, 1), 6)

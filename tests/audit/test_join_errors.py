@@ -1,0 +1,189 @@
+"""Join errors (issue 65): shift runs against a brute-force loop and planted truth on synthetic
+embeddings, repeated captions, the repair's decisions, and ``apply --repair`` end to end."""
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mispair.audit.join_errors import (
+    agreement,
+    find_shifts,
+    maximal_segments,
+    picture_looks,
+    repeated_captions,
+)
+from mispair.audit.join_findings import JoinFindings, Shift, read_structure
+from mispair.audit.repair import repair_frame, with_repair
+from mispair.audit.result import AuditResult
+from mispair.cli import main
+from mispair.errors import ConfigError, DataError
+
+from .test_apply import TINY, write_feature_folder
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def collection(n: int = 600, d: int = 24, noise: float = 0.8, seed: int = 0):
+    """Pictures and captions near them (caption ``i`` written for picture ``i``)."""
+    rng = np.random.default_rng(seed)
+    pictures = unit(rng.normal(size=(n, d)))
+    captions = unit(pictures + noise * rng.normal(size=(n, d)) / np.sqrt(d))
+    return captions, pictures
+
+
+def shifted(captions: np.ndarray, runs) -> np.ndarray:
+    """Captions with each run ``(start, stop, k)`` planted: row ``i`` carries row ``i + k``'s."""
+    out = captions.copy()
+    for start, stop, k in runs:
+        out[start : stop + 1] = captions[start + k : stop + 1 + k]
+    return out
+
+
+def test_agreement_matches_a_loop_over_rows_and_offsets():
+    captions, pictures = collection(n=40, noise=2.0, seed=3)
+    looks = np.arange(40) // 2  # pictures alike in pairs: those offsets tell nothing
+    rows = np.random.default_rng(1).permutation(40)
+    found = agreement(captions, pictures, looks, rows, 3)
+    for j, k in enumerate(found.offsets):
+        for i in range(40):
+            window = [o for o in range(-3, 4) if o and 0 <= i + o < 40]
+            if i + k not in range(40):
+                assert not found.hit[j, i] and not found.informative[j, i]
+                continue
+            sim = {o: captions[rows[i]] @ pictures[rows[i + o]] for o in window}
+            own = captions[rows[i]] @ pictures[rows[i]]
+            informative = looks[rows[i + k]] != looks[rows[i]]
+            best = max(sim.values())
+            assert found.informative[j, i] == informative
+            assert found.hit[j, i] == (informative and sim[k] >= best and sim[k] > own)
+            assert found.gain[j, i] == pytest.approx(sim[k] - own)
+
+
+def test_maximal_segments_are_disjoint_positive_and_hold_the_best_subarray():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        scores = rng.normal(size=30) - 0.3
+        found = maximal_segments(scores)
+        best = max(scores[a:b].sum() for a in range(30) for b in range(a + 1, 31))
+        sums = [scores[a:b].sum() for a, b in found]
+        assert all(s > 0 for s in sums)
+        assert all(b1 <= a2 for (_, b1), (a2, _) in itertools.pairwise(found))
+        assert max(sums, default=0.0) == pytest.approx(max(best, 0.0))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_planted_runs_are_found_with_their_rows_and_offsets(seed):
+    captions, pictures = collection(seed=seed)
+    runs = [(100, 249, 1), (400, 429, -2), (500, 539, 5)]
+    scan = find_shifts(shifted(captions, runs), pictures, np.arange(600), [np.arange(600)])
+    assert [(r.start, r.stop, r.offset) for r in scan.runs] == runs
+    assert all(r.p_value <= 0.01 and r.gain > 0 for r in scan.runs)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_clean_collection_reports_no_run_even_sorted_by_content(seed):
+    captions, pictures = collection(seed=seed, noise=1.5)
+    order = np.argsort(pictures[:, 0])  # neighbours alike: a collection sorted by content
+    assert find_shifts(captions, pictures, np.arange(600), [order]).runs == []
+
+
+def test_runs_stay_within_files_and_span_rows_that_repeat_a_picture():
+    rng = np.random.default_rng(4)
+    pictures = unit(rng.normal(size=(150, 24)))
+    image = np.repeat(np.arange(150), 4)  # four captions a picture, consecutive rows
+    captions = unit(pictures[image] + 0.8 * rng.normal(size=(600, 24)) / np.sqrt(24))
+    looks = image
+    planted = shifted(captions, [(120, 279, 4)])  # one picture down: a deleted picture's row block
+    files = [np.arange(300), np.arange(300, 600)]
+    scan = find_shifts(planted, pictures[image], looks, files)
+    assert [(r.file, r.start, r.stop, r.offset) for r in scan.runs] == [(0, 120, 279, 4)]
+    assert find_shifts(captions, pictures[image], looks, files).runs == []
+
+
+def test_a_caption_on_many_unlike_pictures_is_one_group_and_on_near_duplicates_none():
+    captions = [f"caption {k}" for k in range(60)]
+    for k in range(10, 22):
+        captions[k] = "  A  Frog. " if k % 2 else "a frog."
+    for k in range(30, 45):
+        captions[k] = "one picture"
+    looks = np.arange(60)
+    looks[30:45] = 30  # near-duplicates of one picture
+    groups = repeated_captions(captions, looks)
+    assert len(groups) == 1 and groups[0].pairs.tolist() == list(range(10, 22))
+    assert groups[0].pictures == 12
+    assert repeated_captions(captions, looks, min_pictures=13) == []
+
+
+def test_picture_looks_join_a_picture_with_its_near_duplicate():
+    assert picture_looks(np.array([-1, 3, -1, 1])).tolist() == [0, 1, 2, 1]
+
+
+def a_shift(moves, lost) -> JoinFindings:
+    ids = sorted({*[a for a, _ in moves], *lost}, key=int)
+    shift = Shift("captions.csv", ids[0], ids[-1], 1, len(ids), 3, 3, 0.2, 1e-6, 0, ids, moves, lost)
+    return JoinFindings(shifts=[shift])
+
+
+def test_the_repair_replaces_each_receiving_pair_and_drops_the_lost_ones_unless_decided():
+    pairs = pd.DataFrame({"pair_id": ["0", "1", "2", "3", "4"], "caption": ["a", "b", "=c", "d", "e"]})
+    found = a_shift([("1", "2"), ("2", "3")], ["1"])
+    frame = repair_frame(found, pairs)
+    decided = frame[["pair_id", "decision"]].values.tolist()
+    assert decided == [["2", "replace"], ["3", "replace"], ["1", "drop"]]
+    mine = pd.DataFrame({"pair_id": ["1", "4"], "decision": ["keep", "drop"], "caption": ["", ""]})
+    merged = with_repair(found, pairs, mine, None).set_index("pair_id")
+    assert merged.loc["1", "decision"] == "keep" and merged.loc["4", "decision"] == "drop"
+    assert merged.loc["3", "caption"] == "'=c"  # spreadsheet-safe: apply reads it back as "=c"
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    from mispair.audit import audit_collection
+    from mispair.data.synthetic import write_synthetic_dataset
+
+    base = tmp_path_factory.mktemp("join")
+    precomp = write_synthetic_dataset(base / "precomp", n_train=60, n_dev=20, n_test=20)
+    folder = write_feature_folder(base / "collection", precomp)
+    result = audit_collection(folder, base / "audit", overrides=TINY, progress=False, log=lambda _: None)
+    return folder, base / "audit", result
+
+
+def test_an_audit_writes_structure_json_and_its_summary_part(audited):
+    _, audit, _ = audited
+    data = json.loads((audit / "structure.json").read_text())
+    assert {"shifts", "repeated_captions", "method", "share_after_repair"} <= set(data)
+    summary = json.loads((audit / "summary.json").read_text())
+    assert summary["join_errors"]["shifts"] == len(data["shifts"])
+    assert "structure.json" in summary["files"] and (audit / "repair.csv").is_file()
+    assert read_structure(audit).to_dict() == data
+
+
+def test_apply_repair_moves_each_caption_back_and_changes_nothing_else(audited, tmp_path):
+    folder, audit, _ = audited
+    rows = pd.read_csv(folder / "captions.csv", dtype=str)
+    moves, lost = [(str(i), str(i + 1)) for i in range(10, 20)], ["10"]
+    a_shift(moves, lost).save(audit)
+    main(["apply", str(audit), "--repair", "--out", str(tmp_path / "fixed")])
+    fixed = pd.read_csv(tmp_path / "fixed" / "captions.csv", dtype=str)
+    expected = rows.copy()
+    expected.loc[11:20, "caption"] = rows.loc[10:19, "caption"].to_numpy()
+    assert fixed.to_dict("records") == expected.drop(index=10).reset_index(drop=True).to_dict("records")
+    mine = tmp_path / "mine.csv"
+    pd.DataFrame({"pair_id": ["10"], "decision": ["keep"]}).to_csv(mine, index=False)
+    kept = AuditResult.load(audit).apply(mine, tmp_path / "kept", repair=True)
+    assert kept.removed == 0 and kept.replaced == 10
+
+
+def test_a_damaged_structure_json_is_one_line(audited, tmp_path):
+    _, audit, _ = audited
+    (audit / "structure.json").write_text('{"shifts": [{"offset": 1}], "repeated_captions": []}')
+    with pytest.raises(DataError, match=r"not a structure\.json the audit writes"):
+        AuditResult.load(audit)
+    (audit / "structure.json").unlink()
+    with pytest.raises(ConfigError, match=r"no structure\.json"):
+        AuditResult.load(audit).apply(None, tmp_path / "x", repair=True)
