@@ -215,7 +215,7 @@ def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> R
     if not isinstance(reader, TableReader):
         names = list(dict.fromkeys(np.asarray(split).tolist()))
         return RowOrder([np.flatnonzero(np.asarray(split) == n) for n in names], names)
-    table = reader.prepared(data).table
+    table = reader.table(data)  # the rows as read: no picture's features needed
     index = {p: k for k, p in enumerate(pair_ids)}
     rows = [index[p] for p in table.pairs["pair_id"].astype(str) if p in index]
     ordered = [pair_ids[k] for k in rows]
