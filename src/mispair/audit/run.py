@@ -5,7 +5,6 @@ and ``summary.json``."""
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -49,7 +48,7 @@ from mispair.division import Division, min_max_normalize
 from mispair.division.calibration import Calibration
 from mispair.division.detection import detection_curves, ranking_detection
 from mispair.engine.checks import check_run_config
-from mispair.engine.held_out.answers import judged_on, read_answers
+from mispair.engine.held_out.answers import answers_overrides, judged_on, read_answers
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
 from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
@@ -148,18 +147,6 @@ def audit_collection(
     if options.labels:
         _estimate_answers(audit, options, request.out)
     return audit
-
-
-def answers_overrides(labels: Sequence[str | Path]) -> list[str]:
-    """The run's ``division.answers`` for the labels files (absolute paths; each checked to be a
-    readable labels file before anything trains)."""
-    if not labels:
-        return []
-    from mispair.estimate.labels import read_labels
-
-    for path in labels:
-        read_labels(path)  # a missing or malformed file: one line now, not after the scorers
-    return [f"division.answers={json.dumps([str(Path(p).resolve()) for p in labels])}"]
 
 
 def _estimate_answers(audit: AuditResult, options: AuditOptions, out: Path) -> None:

@@ -35,9 +35,16 @@ def _cmd_train(args: argparse.Namespace) -> None:
         path, data = None, path
     from mispair import distributed
     from mispair.api import training_config
+    from mispair.engine.held_out.answers import answers_overrides
     from mispair.engine.run import train_run
 
+    overrides += answers_overrides(args.labels or ())
     config = training_config(path, overrides, data=data, log=lambda m: print(m, file=sys.stderr))
+    if args.labels and config.recipe != "holdout":
+        raise ConfigError(
+            f"--labels: recipe {config.recipe} does not take a person's answers; recipe holdout "
+            "(the default for a collection) does"
+        )
     if args.out:
         config.output = args.out
     export = Path(args.export_pairs) if args.export_pairs else None
@@ -98,6 +105,16 @@ def add_parsers(sub: Subparsers) -> None:
     train.add_argument("--no-resume", action="store_true", help="start over even if last.pt exists")
     train.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     train.add_argument("--export-pairs", help="write every training pair with its scores (CSV)")
+    train.add_argument(
+        "--labels",
+        nargs="+",
+        metavar="FILE",
+        help="your answers on the collection's pairs (the audit's labels files; another audit's "
+        "refused): train on the raw collection with them, not on a cleaned copy. A pair judged "
+        "correct is trusted, one judged mismatched trains only as a negative (the recipe's "
+        "complementary side), whatever the scores say; the held-out scorers follow them too "
+        "(recipe holdout, the default)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bars")
     process_options(train, "train")
     train.set_defaults(run=_cmd_train)

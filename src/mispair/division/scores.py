@@ -37,6 +37,10 @@ class DivisionScores:
     (:mod:`mispair.engine.held_out.decoys`): the mismatched pairs' null; None where none were scored."""
     null_others: np.ndarray | None = None
     """``[m_others]`` the decoys of the other splits, scored as those are."""
+    judged: np.ndarray | None = None
+    """``[n_train_pairs]`` a person's answers on the training pairs (``division.answers``: 1
+    mismatched, 0 correct, NaN not judged or unsure), or None; never saved (each run reads them
+    from its labels files, and the scores' key names them)."""
 
     def save(self, path: Path, key: str) -> None:
         """Write the scores to ``path`` atomically, tagged with ``key`` (what they depend on)."""

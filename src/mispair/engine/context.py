@@ -42,6 +42,7 @@ def recipe_context(
         eval_batch_size=config.train.eval_batch_size,
         noise=noise,
         pair_scores=None if scores is None else scores.train,
+        answers=None if scores is None else scores.judged,
         p_threshold=config.division.p_threshold,
     )
     return context, scores

@@ -77,6 +77,7 @@ class RecipeContext:
     noise: NoiseRecord | None = None  # the true noise, for scoring detection only; never trained on
     pair_scores: np.ndarray | None = None  # [n_pairs] memorisation-free scores for the division, if any
     p_threshold: float = 0.5  # clean above it, on the pair scores' division (division.p_threshold)
+    answers: np.ndarray | None = None  # [n_pairs] a person's answers (1 mismatched, 0 correct, NaN none)
 
     @property
     def is_noisy(self) -> np.ndarray | None:

@@ -10,7 +10,9 @@ Paint 0.85 → 0.92 at 0.4 and 0.74 → 0.83 at 0.7 against 1 repeat, 2 rounds, 
 :data:`~mispair.audit.collection.AUDIT_RUN`: 2 rounds with nested trust):
 
 - each pair's clean probability ``w`` is a two-component GMM over its held-out score (NCR's
-  mixture, on scores no model has fitted);
+  mixture, on scores no model has fitted); a person's answers (``division.answers``, ``mispair
+  train --labels``) override it: ``w = 1`` for a pair judged correct, ``0`` for one judged
+  mismatched (:func:`answered_clean_probability`);
 - a trusted pair trains its positive: InfoNCE at temperature ``tau`` (the default; 0.2 had the
   best dev rSum of 0.03–0.2 on Tux Paint), the hardest-negative triplet (VSE++) or ASL's
   asymmetric loss, weighted by ``w`` (``weighting: soft``) or by ``w > division.p_threshold`` (``hard``);
@@ -112,8 +114,9 @@ class Holdout(Recipe):
                 "recipe holdout: needs held-out pair scores (division.scored_by: out_of_fold or early)"
             )
         scores = context.pair_scores  # the held-out mixture, fitted once (rank 0)
-        self.clean_prob = from_main(
-            context.shard, lambda: mixture_clean_probability(scores, TRAINING_MIXTURE)
+        self.clean_prob = answered_clean_probability(
+            from_main(context.shard, lambda: mixture_clean_probability(scores, TRAINING_MIXTURE)),
+            context.answers,
         )
         self.pairs = context.train  # the training pairing, with suspected captions re-paired
         self.rematched = np.zeros(len(context.train), dtype=bool)
@@ -292,3 +295,13 @@ class Holdout(Recipe):
             self.refiners.load_state_dict(state["refiners"])
             for memory, saved in zip(self.memories, state["memories"]):
                 memory.load_state_dict(saved)
+
+
+def answered_clean_probability(clean_prob: np.ndarray, answers: np.ndarray | None) -> np.ndarray:
+    """``[n_pairs]`` the clean probabilities ``clean_prob`` with a person's ``answers [n_pairs]``
+    in place of the scores' word: 1 where judged correct, 0 where judged mismatched (NaN: not
+    judged or unsure, the scores' probability kept)."""
+    if answers is None:
+        return clean_prob
+    judged = ~np.isnan(answers)
+    return np.where(judged, 1.0 - np.nan_to_num(answers), clean_prob)

@@ -8,6 +8,7 @@ cross-prediction-powered inference, Zrnic & Candès, PNAS 2024)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,3 +74,15 @@ def answers_key(judged: np.ndarray | None) -> str:
     return hashlib.blake2b(
         np.nan_to_num(judged, nan=-1.0).astype(np.int8).tobytes(), digest_size=8
     ).hexdigest()
+
+
+def answers_overrides(labels: Sequence[str | Path]) -> list[str]:
+    """The run's ``division.answers`` for the labels files (absolute paths; each checked to be a
+    readable labels file before anything trains)."""
+    if not labels:
+        return []
+    from mispair.estimate.labels import read_labels
+
+    for path in labels:
+        read_labels(path)  # a missing or malformed file: one line now, not after the scorers
+    return [f"division.answers={json.dumps([str(Path(p).resolve()) for p in labels])}"]

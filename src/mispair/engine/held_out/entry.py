@@ -55,10 +55,10 @@ def division_scores(
     key, shard = _scores_key(scoring, train, others), runtime.shard
     cached = from_main(shard, lambda: None if cache is None else DivisionScores.read(cache, key))
     if cached is not None:
-        return cached
+        return replace(cached, judged=scoring.judged)
     stash = None if cache is None else FoldStash(cache.with_suffix(".folds"), key)
     found = _scored(scoring, data, train, replace(runtime, stash=stash), others)
-    scores = DivisionScores(found.score, found.others, found.null, found.null_others)
+    scores = DivisionScores(found.score, found.others, found.null, found.null_others, scoring.judged)
     if cache is not None and shard.is_main:
         scores.save(cache, key)
     if stash is not None and shard.is_main:  # every rank's folds were summed into the scores
