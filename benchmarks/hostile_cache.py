@@ -21,6 +21,8 @@ import numpy as np
 import hostile_fixtures as fx
 
 KIND = "58.1 cache"
+ENTRIES = "features-v2/*/*"
+"""The pictures' feature entries (either form) in a cache folder (:data:`mispair.data.picture_store.STORE`)."""
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
@@ -42,7 +44,6 @@ class _Base:
             "model.text_precision=float32",  # (no line saying bfloat16 was chosen)
         ]
         self._made = False
-        self.chunks_before: set[Path] = set()
 
     def argv(self, name: str, *, text: bool = False, collection: Path | None = None) -> list[str]:
         overrides = self.minilm if text else self.audit
@@ -72,7 +73,7 @@ class _Base:
         self, name: str, poison: Callable[[Path], object], *, text: bool = False
     ) -> Callable[[], None]:
         """The setup of case ``name``: the clean cache copied to ``name/cache``, then ``poison(its
-        folder of feature chunks, or of text shards)``."""
+        cache folder, or of text shards)``."""
 
         def setup() -> None:
             self.made()
@@ -161,22 +162,22 @@ class _Pickle:
 
 def _feature_cases(base: _Base, Case) -> list:
     def permuted(folder: Path) -> None:
-        _rewritten(_first(folder, "*.chunk"), lambda a: {**a, "features": a["features"][::-1].copy()})
+        _rewritten(_first(folder, ENTRIES), lambda a: {**a, "features": a["features"][:, ::-1].copy()})
 
     def pickled(folder: Path) -> None:
-        chunk = _first(folder, "*.chunk")
+        chunk = _first(folder, ENTRIES)
         buffer = io.BytesIO()
         np.savez(buffer, features=np.array([_Pickle(base.root / "pwned")], dtype=object))
         chunk.write_bytes(b"mispair-cache-1\n" + bytes(32) + buffer.getvalue())
         chunk.with_name("x.chunk").write_bytes(pickle.dumps(_Pickle(base.root / "pwned")))
 
     def short(folder: Path) -> None:
-        chunk = _first(folder, "*.chunk")
+        chunk = _first(folder, ENTRIES)
         chunk.write_bytes(chunk.read_bytes()[:1000])
 
     def replaced(how: Callable[[Path], object]) -> Callable[[Path], None]:
         def poison(folder: Path) -> None:
-            chunk = _first(folder, "*.chunk")
+            chunk = _first(folder, ENTRIES)
             chunk.unlink()
             how(chunk)
 
@@ -185,34 +186,34 @@ def _feature_cases(base: _Base, Case) -> list:
     def nan(folder: Path) -> None:
         def change(arrays: dict) -> dict:
             features = arrays["features"].copy()
-            features[3, 0, 0] = np.nan
+            features[0, 3] = np.nan
             return {**arrays, "features": features}
 
-        _forged(_first(folder, "*.chunk"), change)
+        _forged(_first(folder, ENTRIES), change)
 
     rows = [
         (
-            "rows permuted between the pictures of a feature chunk",
+            "values permuted within a picture's stored features",
             "rows",
             permuted,
             "does not match its digest",
         ),
         (
-            "a feature chunk of random bytes",
+            "a feature entry of random bytes",
             "garbage",
-            lambda d: _first(d, "*.chunk").write_bytes(os.urandom(5000)),
+            lambda d: _first(d, ENTRIES).write_bytes(os.urandom(5000)),
             "not an entry",
         ),
-        ("a feature chunk holding a pickle payload", "pickle", pickled, "does not match its digest"),
-        ("a feature chunk cut short", "short", short, "does not match its digest"),
-        ("a FIFO in place of a feature chunk", "fifo", replaced(os.mkfifo), "not a regular file"),
+        ("a feature entry holding a pickle payload", "pickle", pickled, "does not match its digest"),
+        ("a feature entry cut short", "short", short, "does not match its digest"),
+        ("a FIFO in place of a feature entry", "fifo", replaced(os.mkfifo), "not a regular file"),
         (
-            "a link to /dev/zero in place of a feature chunk",
+            "a link to /dev/zero in place of a feature entry",
             "zero",
             replaced(lambda c: c.symlink_to("/dev/zero")),
             "symbolic link",
         ),
-        ("NaN in a feature chunk whose digest is valid", "nan", nan, "NaN or infinite"),
+        ("NaN in a feature entry whose digest is valid", "nan", nan, "NaN or infinite"),
     ]
     return [
         Case(
@@ -243,11 +244,16 @@ def _folder_cases(base: _Base, Case) -> list:
         before = first.stat()
         first.write_bytes(other.read_bytes())
         os.utime(first, ns=(before.st_atime_ns, before.st_mtime_ns))
-        base.chunks_before = set((base.root / "same-stat" / "cache").glob("*.chunk"))
 
     def recomputed() -> bool:
-        chunks = set((base.root / "same-stat" / "cache").glob("*.chunk"))
-        return bool(chunks - base.chunks_before)  # the rewritten picture's chunk computed anew
+        """The rewritten picture is read by its content now: p05's features (stored, not encoded)."""
+        from mispair.data.picture_features import extract_folder_features
+
+        copy, cache = base.root / "same-stat" / "collection", base.root / "same-stat" / "cache"
+        found = extract_folder_features(
+            copy, ["p00.png", "p05.png"], cache_dir=cache, progress=False, form="mean"
+        )
+        return bool((found.features[0] == found.features[1]).all())
 
     def open_to_all(folder: Path) -> None:
         folder.chmod(0o777)
@@ -258,7 +264,7 @@ def _folder_cases(base: _Base, Case) -> list:
         shutil.rmtree(base.root / "shipped", ignore_errors=True)
         shutil.copytree(base.collection, copy)
         shutil.copytree(base.root / "clean" / "cache", copy / ".mispair_cache")
-        _rewritten(_first(copy / ".mispair_cache", "*.chunk"), lambda a: {**a, "features": a["features"] * 0})
+        _rewritten(_first(copy / ".mispair_cache", ENTRIES), lambda a: {**a, "features": a["features"] * 0})
 
     cases = [
         Case(
