@@ -64,7 +64,9 @@ def planted(variant: str, captions: list[str], seed: int = 0) -> tuple[list[str]
             new[i], offset[i] = captions[i + k], k
     pasted = {}
     for n, size in enumerate(spec["pasted"]):
-        rows = rng.choice(np.flatnonzero(offset == 0), size=size, replace=False)
+        taken = [i for rows in pasted.values() for i in rows]
+        free = np.flatnonzero((offset == 0) & ~np.isin(np.arange(len(captions)), taken))
+        rows = rng.choice(free, size=size, replace=False)
         text = f"Pasted placeholder text number {n + 1}."
         for i in rows:
             new[i] = text
@@ -127,6 +129,8 @@ def row_of(pair_id: str) -> int:
 
 
 def measure(variant: str, form: str, work: Path) -> dict:
+    import pandas as pd
+
     forms, original, offset, pasted = write_forms(variant, work)
     out = work / variant / f"audit-{form}"
     seconds = audit(forms[form], out)
@@ -144,7 +148,8 @@ def measure(variant: str, form: str, work: Path) -> dict:
     changed_outside = sum(shown[moved[t]] != shown[t] for t in moved if offset[t] == 0)
     changed_outside += sum(offset[t] == 0 for t in lost)  # a row of no run dropped
     groups = [set(map(row_of, r["pair_ids"])) for r in structure["repeated_captions"]]
-    pasted_found = sum(any(set(rows) <= g for g in groups) for rows in pasted.values())
+    read = {row_of(p) for p in pd.read_csv(out / "pairs.csv", dtype=str)["pair_id"]}  # refused rows left out
+    pasted_found = sum(any(set(rows) & read <= g for g in groups) for rows in pasted.values())
     return {
         "variant": variant,
         "form": form,
