@@ -149,3 +149,18 @@ def test_the_proven_cut_holds_its_level_over_random_samples():
         proven += found.size > 0
     assert over / runs <= 0.1 + 0.02
     assert proven / runs > 0.15  # and it is not vacuous: about one run in five proves a cut
+
+
+def test_with_no_suspect_the_line_says_there_is_no_cut_to_prove():
+    """An audit that suspects no pair (a near-miss collection): the drop is the pairs judged
+    mismatched, and the line says why no cut is proven instead of how many answers would prove one."""
+    from mispair.estimate.audit_estimate import LabelledDrop
+    from mispair.estimate.share import ShareEstimate
+
+    answers = np.array([1.0, 0.0, np.nan, 1.0, np.nan])
+    cut = proven_cut(np.arange(5.0), answers, np.zeros(5, dtype=bool), 0.1)
+    assert cut.cut_pairs == 0 and cut.size == 0 and cut.dropped.tolist() == [True, False, False, True, False]
+    drop = LabelledDrop(0.1, cut, 3, ShareEstimate(0.2, 0.0, 0.5, 0.0, 0.4, 2), None, False)
+    line = drop.line()
+    assert "the audit suspects no pair, so there is no cut to prove" in line
+    assert "the 2 pairs judged mismatched are dropped" in line and "more answers" not in line

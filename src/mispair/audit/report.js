@@ -836,6 +836,9 @@
   }
   function notProvenText(proof) {  // no cut proven yet: how far off (LabelledDrop.line)
     var why;
+    if (proof.cut_stratum === 0) {
+      return "The audit suspects no pair, so there is no cut to prove; the pairs you judged mismatched are dropped.";
+    }
     if (proof.more_answers_to_prove !== null) {
       why = "about " + proof.more_answers_to_prove + " more answer" + (proof.more_answers_to_prove > 1 ? "s" : "") +
         " in the sample's order would prove it";

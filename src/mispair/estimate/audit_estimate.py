@@ -100,6 +100,11 @@ class LabelledDrop:
     def line(self) -> str:
         """What the command line says of the drop."""
         k, cut = self.kept_mismatched, self.cut
+        if cut.cut_pairs == 0:
+            return (
+                f"at a false-discovery rate of {self.fdr:g}: the audit suspects no pair, so there is no "
+                f"cut to prove; the {self.suspected} pairs judged mismatched are dropped ({ESTIMATE_PAIRS})"
+            )
         if cut.size == 0:
             more = (
                 f"about {self.more_answers} more answers in the sample's order would prove one"
