@@ -22,7 +22,8 @@ import hostile_fixtures as fx
 
 KIND = "58.1 cache"
 ENTRIES = "features-v2/*/*"
-"""The pictures' feature entries (either form) in a cache folder (:data:`mispair.data.picture_store.STORE`)."""
+"""The pictures' feature entries (either form) in a cache folder
+(:data:`mispair.data.picture_store.STORE`)."""
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
