@@ -27,6 +27,7 @@ from mispair.audit.ranking import (
 )
 from mispair.audit.raw_score import aligned, check_aligned, raw_similarity
 from mispair.audit.report import Plot, ReviewPage, curve_plots, review_page, score_plot
+from mispair.audit.reseeds import MAX_RESEEDS, RESEEDS_FOLDER, ReseedVerdict, reseed_spread, reseeded_config
 from mispair.audit.result import LATER_OUTPUTS, OUTPUTS, AuditResult, audit_id
 from mispair.audit.selfcheck import self_check
 from mispair.audit.summary import (
@@ -68,7 +69,16 @@ reading the collection and the text encoder's features, the held-out scorers, th
 its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
 embedding and projection, and writing the report and tables."""
 
-AUDIT_OUTPUTS = (*OUTPUTS, *LATER_OUTPUTS, THUMBS, "run", "clean-run", "input.parquet", "input_dataset")
+AUDIT_OUTPUTS = (
+    *OUTPUTS,
+    *LATER_OUTPUTS,
+    THUMBS,
+    "run",
+    "clean-run",
+    RESEEDS_FOLDER,
+    "input.parquet",
+    "input_dataset",
+)
 """What an audit writes into its folder (and nothing else there is touched)."""
 
 DEFAULT_FDR = 0.1
@@ -98,6 +108,7 @@ def audit_collection(
     timeout: float = DEFAULT_TIMEOUT,
     fdr: float = DEFAULT_FDR,
     labels: Sequence[str | Path] = (),
+    reseeds: int = 1,
 ) -> AuditResult | None:
     """Audit every pair of the collection at ``data`` into the folder ``out``.
 
@@ -120,7 +131,9 @@ def audit_collection(
     (``division.answers``: pairs judged correct trusted, mismatched ones never trained on) and in
     the verdicts (:meth:`Verdicts.answered`: judged correct never suspected, judged mismatched
     always), and, when they are the first pairs of this audit's random sample, estimated from
-    (:meth:`AuditResult.estimate`, ``estimate.json``). Returns the
+    (:meth:`AuditResult.estimate`, ``estimate.json``). ``reseeds`` > 1: the run trained that many
+    times in all, with the seeds after ``train.seed`` (:mod:`mispair.audit.reseeds`), and each
+    pair's count of suspicions added (``suspected_in_reseeds``). Returns the
     :class:`AuditResult` it saved in ``out``.
 
     In processes started by torchrun (``mispair audit --nproc N``) every process calls it: the
@@ -130,9 +143,8 @@ def audit_collection(
     processes return None.
     """
     started, timings = time.time(), Timings()
-    options = AuditOptions(
-        plant, seed, clean_run, images, top, resume, progress, log, overwrite, timeout, fdr, tuple(labels)
-    )
+    options = AuditOptions(plant, seed, clean_run, images, top, resume, progress, log, overwrite, timeout)
+    options = replace(options, fdr=fdr, labels=tuple(labels), reseeds=reseeds)
     overrides = [*overrides, *answers_overrides(options.labels)]
     request = AuditRequest.checked(Path(data), Path(out), options, config_path, overrides, started)
     main, out = is_main_process(), request.out
@@ -141,9 +153,10 @@ def audit_collection(
     with holding(out) if main else contextlib.nullcontext():  # a second audit into the folder refuses
         _check_vectors(request.config.data)
         outcome, clean = _train(request, timings)
+        others = _reseeded(request, timings)
         if not main:
             return None
-        audit = _audit(request, outcome, clean, timings)
+        audit = _audit(request, outcome, clean, timings, others)
     if options.labels:
         _estimate_answers(audit, options, request.out)
     return audit
@@ -182,6 +195,7 @@ class AuditOptions:
     timeout: float = DEFAULT_TIMEOUT
     fdr: float = DEFAULT_FDR
     labels: tuple[str | Path, ...] = ()
+    reseeds: int = 1
 
     def check(self, out: Path) -> None:
         """A one-line :class:`ConfigError` for an option no audit into ``out`` can take."""
@@ -191,6 +205,8 @@ class AuditOptions:
             raise ConfigError(f"--top: at least 0, got {self.top}")
         if not 0 < self.fdr < 1:
             raise ConfigError(f"--fdr: a false-discovery rate in (0, 1), got {self.fdr}")
+        if not 1 <= self.reseeds <= MAX_RESEEDS:
+            raise ConfigError(f"--reseeds: the audits in all, 1 to {MAX_RESEEDS}, got {self.reseeds}")
 
 
 @dataclass(frozen=True)
@@ -351,7 +367,11 @@ class Ranked:
 
 
 def _audit(
-    request: AuditRequest, outcome: RunOutcome, clean: TrainSummary | None, timings: Timings
+    request: AuditRequest,
+    outcome: RunOutcome,
+    clean: TrainSummary | None,
+    timings: Timings,
+    others: list[ReseedVerdict],
 ) -> AuditResult:
     """Rank 0's audit of the trained run's ``outcome``: rank, summarize, write, each part lapped."""
     options, run = request.options, outcome.best
@@ -368,6 +388,12 @@ def _audit(
     raw = _with_raw_similarity(table, audited, request.config.data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
     result = _audit_summary(request, ranked, sources, table, retrieval)
+    if others:
+        own = ReseedVerdict(
+            np.asarray(audited.pair_id), ranked.verdicts.suspected, result.estimated_mismatched_share
+        )
+        counts, result.reseeds = reseed_spread(own, others)
+        table["suspected_in_reseeds"] = table["pair_id"].map(dict(zip(audited.pair_id, counts.tolist())))
     sample = audit_sample(table, options.seed, result.audit_id or "")
     result.sample_seed = options.seed
     plots = _plots(result, ranked, raw)
@@ -548,6 +574,30 @@ def _train(request: AuditRequest, timings: Timings) -> TrainedRuns:
             clean_config, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout
         )
     return outcome, clean
+
+
+def _reseeded(request: AuditRequest, timings: Timings) -> list[ReseedVerdict]:
+    """The verdicts of the audit's run trained again with the next ``reseeds − 1`` seeds
+    (:mod:`mispair.audit.reseeds`), each judged as :func:`_ranked` judges the audit's own (the
+    answers fixed as there); empty in the processes but rank 0."""
+    o, config = request.options, request.config
+    found = []
+    for k in range(1, o.reseeds):
+        o.log(f"audit: reseed {k} of {o.reseeds - 1} (train.seed={config.train.seed + k})")
+        again = reseeded_config(config, request.out, k)
+        outcome = train_outcome(
+            again, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout
+        )
+        if not is_main_process():
+            continue
+        audited = audited_pairs(outcome.best, progress=o.progress, outcome=outcome)
+        verdicts = Verdicts.of(audited, config.division.p_threshold, o.fdr)
+        answers = _answers(config.division.answers, audited)
+        if answers is not None:
+            verdicts = verdicts.answered(*answers, files=config.division.answers)
+        share = None if verdicts.calibration is None else float(verdicts.calibration.share)
+        found.append(ReseedVerdict(np.asarray(audited.pair_id), verdicts.suspected, share))
+    return found
 
 
 def _without_noise(config: RunConfig, out: Path) -> RunConfig:

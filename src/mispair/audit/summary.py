@@ -189,6 +189,37 @@ class JoinErrors:
 
 
 @dataclass(frozen=True)
+class ReseedSpread:
+    """How the audit's verdicts moved when its runs were trained again with other seeds
+    (``--reseeds``): ``audits`` in all (this one and ``audits − 1`` reseeded), each one's
+    ``shares`` and ``suspects``; this audit's suspects ``suspected_in_all`` of them and in
+    ``suspected_in_most`` (more than half); the suspects' mean Jaccard overlap over every two
+    audits (``jaccard_mean``, ``jaccard_min``). Each pair's count is ``pairs.csv``'s
+    ``suspected_in_reseeds``."""
+
+    audits: int
+    shares: list[float | None]
+    suspects: list[int]
+    suspected_in_all: int
+    suspected_in_most: int
+    jaccard_mean: float
+    jaccard_min: float
+
+    def line(self) -> str:
+        """The headline's line on the spread."""
+        known = [s for s in self.shares if s is not None]
+        shares = f"the share read {100 * min(known):.1f}%–{100 * max(known):.1f}%; " if known else ""
+        return (
+            f"reseeds: {self.audits} audits with other seeds ({self.audits}× the training): {shares}"
+            f"{min(self.suspects)}–{max(self.suspects)} suspects, {self.suspected_in_all} of this audit's "
+            f"{self.suspects[0]} suspected in all {self.audits} and {self.suspected_in_most} in most; two "
+            f"audits' suspects overlap {self.jaccard_mean:.2f} on average (Jaccard, lowest "
+            f"{self.jaccard_min:.2f}; pairs.csv: suspected_in_reseeds); the error of a cut your answers "
+            "prove holds whatever the seed"
+        )
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """The test-split retrieval metrics of the audit's run and of its clean twin (or None)."""
 
@@ -239,6 +270,7 @@ class AuditSummary(Mapping[str, object]):
     sample_seed: int | None = None
     answers: AnswersUsed | None = None
     join_errors: JoinErrors | None = None
+    reseeds: ReseedSpread | None = None
 
     def to_dict(self) -> Json:
         """``summary.json``'s content (format :data:`SUMMARY_FORMAT`)."""
@@ -292,6 +324,8 @@ class AuditSummary(Mapping[str, object]):
             out["answers"] = asdict(self.answers)
         if self.join_errors is not None:
             out["join_errors"] = asdict(self.join_errors)
+        if self.reseeds is not None:
+            out["reseeds"] = asdict(self.reseeds)
         out["format"] = SUMMARY_FORMAT
         return out
 
@@ -318,6 +352,7 @@ class AuditSummary(Mapping[str, object]):
             "raw_score": RawScore.from_dict,
             "answers": lambda d: AnswersUsed(**_known(AnswersUsed, d)),
             "join_errors": lambda d: JoinErrors(**_known(JoinErrors, d)),
+            "reseeds": lambda d: ReseedSpread(**_known(ReseedSpread, d)),
         }
         for key, build in parts.items():
             value = data.get(key)
@@ -343,6 +378,8 @@ class AuditSummary(Mapping[str, object]):
         lines.append(self._found())
         if self.answers is not None:
             lines.append(self.answers.line())
+        if self.reseeds is not None:
+            lines.append(self.reseeds.line())
         calibration = self.calibration
         if calibration is not None and calibration.calibrated:
             lines.append(f"trust: {calibration.note} ({calibration.decoys} decoy pairs)")

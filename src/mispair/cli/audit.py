@@ -43,6 +43,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
         fdr=args.fdr,
         labels=args.labels or (),
+        reseeds=args.reseeds,
     )
     if result is not None:  # rank 0 (or the only process) ranked the pairs and wrote the report
         print("\n".join(result.summary.lines(Path(args.out))))
@@ -100,6 +101,15 @@ def add_parsers(sub: Subparsers) -> None:
         "those judged mismatched, and the verdicts follow them (judged correct: never suspected; "
         "judged mismatched: always); when they are the first pairs of this audit's sample, their "
         "estimate is printed too",
+    )
+    audit.add_argument(
+        "--reseeds",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train the audit K times in all, with other seeds, and say in how many of them each pair "
+        "is suspected (pairs.csv's suspected_in_reseeds) and how far the share moved; K times the "
+        "training (default 1: once)",
     )
     column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
