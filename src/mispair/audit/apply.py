@@ -26,7 +26,7 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from mispair.atomic import atomic_directory, atomic_text, atomic_write
 from mispair.audit.audit_folder import check_pairs, check_summary, plain_name, read_run_data
@@ -64,6 +64,17 @@ class AppliedCollection:
     """The form written (``folder``, ``table``, ``webdataset``, ``imagefolder``, ``coco``)."""
     files: list[str] | None = None
     """The collection's files written in its own form (tables, shards, JSON; None for a folder)."""
+
+
+class ApplyOptions(TypedDict, total=False):
+    """:func:`apply_decisions`'s keyword arguments, which :meth:`AuditResult.apply
+    <mispair.audit.result.AuditResult.apply>` passes on."""
+
+    threshold: float | None
+    fdr: float | None
+    overwrite: bool
+    format: str
+    shard_bytes: int | None
 
 
 def apply_decisions(

@@ -20,8 +20,9 @@ from mispair.safe_io import write_csv as _write_safe_csv
 
 if TYPE_CHECKING:
     import pandas as pd
+    from typing_extensions import Unpack
 
-    from mispair.audit.apply import AppliedCollection
+    from mispair.audit.apply import AppliedCollection, ApplyOptions
     from mispair.audit.join_findings import JoinFindings
     from mispair.estimate.audit_estimate import AuditEstimate
     from mispair.timings import Timings
@@ -194,12 +195,8 @@ class AuditResult:
         decisions: str | Path | pd.DataFrame | None,
         out: str | Path,
         *,
-        threshold: float | None = None,
-        fdr: float | None = None,
-        overwrite: bool = False,
-        format: str = "same",
-        shard_bytes: int | None = None,
         repair: bool = False,
+        **options: Unpack[ApplyOptions],
     ) -> AppliedCollection:
         """Write the cleaned collection into the new folder ``out`` (see
         :func:`mispair.audit.apply.apply_decisions`): ``decisions`` (a ``decisions.csv`` path or
@@ -219,17 +216,7 @@ class AuditResult:
 
             decisions = with_repair(self.structure, self.pairs, decisions, self.summary.audit_id)
 
-        return apply_decisions(
-            self.pairs,
-            self.summary.to_dict(),
-            decisions,
-            out,
-            threshold=threshold,
-            fdr=fdr,
-            overwrite=overwrite,
-            format=format,
-            shard_bytes=shard_bytes,
-        )
+        return apply_decisions(self.pairs, self.summary.to_dict(), decisions, out, **options)
 
     def to_fiftyone(self, name: str, *, overwrite: bool = False) -> Any:
         """The audit as the persistent FiftyOne dataset ``name``: a sample per picture, its
