@@ -11,14 +11,19 @@ neighbours of a row are often alike, the hard case for a shift). Planted, each v
 - ``pasted``: one caption pasted on 20 rows and another on 200.
 
 A run ``(start, stop, k)`` makes row ``i`` carry the caption of row ``i + k`` (the issue's
-convention). Each variant is written as a folder (``images/`` + ``captions.csv``), a Parquet table
-of image bytes and two WebDataset shards (rows in order), audited with a short schedule, and
-``mispair apply --repair`` run on it. Measured against the planted truth: the planted rows inside
-a reported run of the right offset (recall), the rows whose caption the repair moved that got
-their own original caption, the runs and pasted groups reported on ``clean``, and the rows outside
-every run whose caption the repair changed.
+convention). ``--shuffle`` first puts the collection's rows in a random order (seeded), as a join
+of web-crawled rows would be: a row's neighbours are then unrelated to it, the case the detector
+is built for; the shifts are planted after. Each variant is written as a folder (``images/`` +
+``captions.csv``), a Parquet table of image bytes and two WebDataset shards (rows in order),
+audited with a short schedule, and ``mispair apply AUDIT --repair --out DIR`` run on it; the
+captions it writes are read back and compared with the truth: the planted rows inside a reported
+run of the right offset (recall), the captions the repair moved and the share of them that is
+the row's own original caption, the planted rows that got their own caption back, the rows
+dropped, the rows outside every planted run whose caption the repair changed or dropped, the
+pasted groups found and the groups reported.
 
     python benchmarks/join_errors.py --variants clean shift10 shift30 pasted --forms folder
+    python benchmarks/join_errors.py --shuffle --variants clean shift1 shift10 shift30 --forms folder
     python benchmarks/join_errors.py            # every variant in every form (about 15 audits)
 """
 
@@ -62,7 +67,7 @@ def planted(variant: str, captions: list[str], seed: int = 0) -> tuple[list[str]
     for start, stop, k in spec["runs"]:
         for i in range(start, stop + 1):
             new[i], offset[i] = captions[i + k], k
-    pasted = {}
+    pasted: dict[str, list[int]] = {}
     for n, size in enumerate(spec["pasted"]):
         taken = [i for rows in pasted.values() for i in rows]
         free = np.flatnonzero((offset == 0) & ~np.isin(np.arange(len(captions)), taken))
@@ -75,8 +80,11 @@ def planted(variant: str, captions: list[str], seed: int = 0) -> tuple[list[str]
     return new, offset, pasted
 
 
-def write_forms(variant: str, work: Path) -> tuple[dict[str, Path], list[str], np.ndarray, dict]:
-    """The variant as a folder, a Parquet table of image bytes and two shards (rows in order)."""
+def write_forms(
+    variant: str, work: Path, shuffle: bool = False
+) -> tuple[dict[str, Path], list[str], np.ndarray, dict]:
+    """The variant as a folder, a Parquet table of image bytes and two shards (rows in order;
+    ``shuffle``: the clean rows put in a random order first)."""
     import pandas as pd
 
     from audit_calibration import tuxpaint_pairs, write_collection
@@ -85,9 +93,11 @@ def write_forms(variant: str, work: Path) -> tuple[dict[str, Path], list[str], n
     if not (base / "captions.csv").is_file():
         write_collection(base, tuxpaint_pairs(), 0.0, 0)
     frame = pd.read_csv(base / "captions.csv", dtype=str)
+    if shuffle:
+        frame = frame.iloc[np.random.default_rng(65).permutation(len(frame))].reset_index(drop=True)
     original = frame["caption"].tolist()
     captions, offset, pasted = planted(variant, original)
-    root = work / variant
+    root = work / ("shuffled" if shuffle else "sorted") / variant
     folder = root / "folder"
     if not folder.is_dir():
         folder.mkdir(parents=True)
@@ -123,16 +133,42 @@ def audit(path: Path, out: Path) -> float:
     return float(json.loads((out / "summary.json").read_text())["timings"]["total"])
 
 
+def repaired(audit: Path, form: str, folder: Path) -> dict[int, str]:
+    """``mispair apply audit --repair`` (made once): each kept row's caption in the collection it
+    writes (``folder``: the collection's folder form, to read a row from its picture's name)."""
+    import pandas as pd
+
+    out = audit.parent / f"repaired-{form}"
+    if not out.is_dir():
+        argv = [sys.executable, "-m", "mispair.cli", "apply", str(audit), "--repair", "--out", str(out)]
+        subprocess.run(argv, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL)
+    row = {name: k for k, name in enumerate(pd.read_csv(folder / "captions.csv", dtype=str)["image"])}
+    if form == "folder":
+        frame = pd.read_csv(out / "captions.csv", dtype=str, keep_default_na=False)
+        return {row[name]: c for name, c in zip(frame["image"], frame["caption"])}
+    if form == "table":
+        frame = pd.read_parquet(out / "table.parquet")
+        return {row[image["path"]]: c for image, c in zip(frame["image"], frame["caption"])}
+    captions = {}
+    for shard in sorted(out.glob("*.tar")):
+        with tarfile.open(shard) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith(".txt"):
+                    text = tar.extractfile(member).read().decode()  # type: ignore[union-attr]
+                    captions[int(Path(member.name).name.split(".")[0])] = text
+    return captions
+
+
 def row_of(pair_id: str) -> int:
     """The collection row of a pair id (the row number; ``shard/key`` with the key the row)."""
     return int(pair_id.rsplit("/", 1)[-1])
 
 
-def measure(variant: str, form: str, work: Path) -> dict:
+def measure(variant: str, form: str, work: Path, shuffle: bool = False) -> dict:
     import pandas as pd
 
-    forms, original, offset, pasted = write_forms(variant, work)
-    out = work / variant / f"audit-{form}"
+    forms, original, offset, pasted = write_forms(variant, work, shuffle)
+    out = forms["folder"].parent / f"audit-{form}"
     seconds = audit(forms[form], out)
     structure = json.loads((out / "structure.json").read_text())
     found = np.zeros(len(original), dtype=int)
@@ -141,23 +177,29 @@ def measure(variant: str, form: str, work: Path) -> dict:
             found[row_of(pair)] = shift["offset"]
     planted_rows = offset != 0
     recall = float((found[planted_rows] == offset[planted_rows]).mean()) if planted_rows.any() else None
-    moved = {row_of(to): row_of(source) for s in structure["shifts"] for source, to in s["moves"]}
-    shown = {i: original[i + offset[i]] for i in range(len(original))}  # the caption each row carries
-    repaired_right = [shown[source] == original[target] for target, source in moved.items()]
-    lost = [row_of(p) for s in structure["shifts"] for p in s["lost"]]
-    changed_outside = sum(shown[moved[t]] != shown[t] for t in moved if offset[t] == 0)
-    changed_outside += sum(offset[t] == 0 for t in lost)  # a row of no run dropped
-    groups = [set(map(row_of, r["pair_ids"])) for r in structure["repeated_captions"]]
+    shown = [original[i + offset[i]] for i in range(len(original))]  # the caption each row carries
     read = {row_of(p) for p in pd.read_csv(out / "pairs.csv", dtype=str)["pair_id"]}  # refused rows left out
+    written = repaired(out, form, forms["folder"])  # row: its caption after `apply --repair`
+    changed = [i for i in sorted(read) if written.get(i) != shown[i]]  # a new caption, or dropped
+    kept_changed = [i for i in changed if i in written]
+    restored = [i for i in np.flatnonzero(offset != 0) if written.get(int(i)) == original[i]]
+    changed_outside = int(sum(offset[i] == 0 for i in changed))
+    groups = [set(map(row_of, r["pair_ids"])) for r in structure["repeated_captions"]]
     pasted_found = sum(any(set(rows) & read <= g for g in groups) for rows in pasted.values())
     return {
+        "rows": "shuffled" if shuffle else "sorted",
         "variant": variant,
         "form": form,
         "planted rows": int(planted_rows.sum()),
         "runs reported": len(structure["shifts"]),
         "rows in runs": int((found != 0).sum()),
         "recall (right offset)": recall,
-        "repaired right": (sum(repaired_right) / len(repaired_right)) if repaired_right else None,
+        "captions moved": len(kept_changed),
+        "moved right": (sum(written[i] == original[i] for i in kept_changed) / len(kept_changed))
+        if kept_changed
+        else None,
+        "planted rows restored": (len(restored) / int(planted_rows.sum())) if planted_rows.any() else None,
+        "dropped": len(changed) - len(kept_changed),
         "changed outside runs": changed_outside,
         "pasted found": f"{pasted_found} of {len(pasted)}",
         "groups reported": len(groups),
@@ -172,11 +214,12 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     parser.add_argument("--work", type=Path, default=WORK)
+    parser.add_argument("--shuffle", action="store_true", help="put the rows in a random order first")
     args = parser.parse_args()
     started, rows = time.time(), []
     for variant in args.variants:
         for form in args.forms:
-            rows.append(measure(variant, form, args.work))
+            rows.append(measure(variant, form, args.work, args.shuffle))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     columns = list(rows[0])
     print("| " + " | ".join(columns) + " |")

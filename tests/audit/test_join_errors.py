@@ -85,6 +85,20 @@ def test_planted_runs_are_found_with_their_rows_and_offsets(seed):
     assert all(r.p_value <= 0.01 and r.gain > 0 for r in scan.runs)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_deleted_cell_shifting_half_the_rows_weakly_is_found(seed):
+    # A caption cell deleted at row 150 of 300: every row below carries the next row's caption,
+    # and only 30% of them agree (a weak model). Measured over every row, the rate at +1 would
+    # be doubled by the run itself and hide it (regression: the new-user trial on 300 icons);
+    # the rate at -1, which a shift of +1 does not raise, is the null.
+    captions, pictures = collection(n=300, noise=4.0, seed=seed)
+    planted = shifted(captions, [(150, 298, 1)])
+    runs = find_shifts(planted, pictures, np.arange(300), [np.arange(300)]).runs
+    assert [r.offset for r in runs] == [1]
+    assert runs[0].start <= 152 and runs[0].stop >= 280
+    assert find_shifts(captions, pictures, np.arange(300), [np.arange(300)]).runs == []
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_clean_collection_reports_no_run_even_sorted_by_content(seed):
     captions, pictures = collection(seed=seed, noise=1.5)

@@ -13,9 +13,12 @@ text is pasted on every picture of a batch. Both are found here as a whole:
   table with five captions per picture, a burst of video frames): they are neither agreement
   nor disagreement, and a run spans them. Without a shift, offset ``k`` agrees at a rate of its
   own (about ``1 / (2 max_offset)`` where the neighbours are alike to a caption; more at ``±1``
-  where the rows are sorted by content): ``null_rate[k]``, measured over every informative row of
-  the collection (``(agreeing + 1) / (rows + 1)``; a shift raises it, which only makes the test
-  stricter). A run is a stretch where offset ``k`` agrees far more often than that: the
+  where the rows are sorted by content, alike at ``k`` and ``-k``): the rate measured over every
+  informative row of the collection (``(agreeing + 1) / (rows + 1)``). A shift of offset ``k``
+  raises the rate at ``k`` (a run over half the rows, the rows below a deleted cell, doubles it
+  or more: measured so, its own run no longer stands out) but not at ``-k``; content order
+  raises both alike. So ``null_rate[k]`` is the lower of the rates measured at ``k`` and
+  ``-k``. A run is a stretch where offset ``k`` agrees far more often than that: the
   maximal-scoring segments of each (file, offset) sequence (Ruzzo & Tompa) under the
   log-likelihood ratio of an agreement rate of ``1/2`` against ``null_rate[k]``; a segment of
   ``n`` informative rows of which ``m`` agree is reported when its binomial tail
@@ -105,7 +108,8 @@ def find_shifts(
     agree = [agreement(captions, pictures, looks, rows, max_offset) for rows in files]
     hits = sum(a.hit.sum(axis=1) for a in agree)
     rows = sum(a.informative.sum(axis=1) for a in agree)
-    null_rate = (np.asarray(hits) + 1) / (np.asarray(rows) + 1)
+    measured = (np.asarray(hits) + 1) / (np.asarray(rows) + 1)  # offsets -K..-1, 1..K
+    null_rate = np.minimum(measured, measured[::-1]) if measured.ndim else measured  # k and -k
     tests = sum(int(n) * (int(n) + 1) // 2 for a in agree for n in a.informative.sum(axis=1))
     candidates = [
         run
