@@ -201,3 +201,21 @@ def test_a_damaged_structure_json_is_one_line(audited, tmp_path):
     (audit / "structure.json").unlink()
     with pytest.raises(ConfigError, match=r"no structure\.json"):
         AuditResult.load(audit).apply(None, tmp_path / "x", repair=True)
+
+
+def test_the_row_order_is_cut_where_a_row_is_missing_and_unknown_gaps_are_not_searched():
+    """A refused row inside a table cuts it in two (offsets never count across it); ids that do not
+    say a row's place, or a shard with a refused sample, leave the file out of the search."""
+    from mispair.audit.join_findings import _by_shard, _stretches
+
+    index = {str(k): k for k in range(10) if k != 4}  # row 4 refused, row 7 not audited
+    del index["7"]
+    listed = [str(k) for k in range(10) if k != 4]
+    order = _stretches(listed, ["4"], index, "captions.csv")
+    assert [part.tolist() for part in order.files] == [[0, 1, 2, 3], [5, 6], [8, 9]] and not order.unsearched
+    own = {p: k for k, p in enumerate(["b", "a", "c"])}
+    assert _stretches(["b", "a", "c"], [], own, "t.csv").files[0].tolist() == [0, 1, 2]
+    assert _stretches(["b", "a", "c"], ["z"], own, "t.csv").unsearched == ["t.csv"]
+    shuffled = {p: k for k, p in enumerate(["3", "1", "2"])}  # digits, not rising: not row numbers
+    assert _stretches(["3", "1", "2"], ["0"], shuffled, "t.csv").unsearched == ["t.csv"]
+    assert _by_shard(["00/a", "01/b", "00/c"]) == {"00": ["00/a", "00/c"], "01": ["01/b"]}

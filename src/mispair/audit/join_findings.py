@@ -16,6 +16,7 @@ score every shifted pair through its cross-attention: shifts are searched only f
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -198,10 +199,14 @@ def _offset_words(k: int) -> str:
 @dataclass(frozen=True)
 class RowOrder:
     """The collection's own row order: each file's audit pair indices in its rows' order
-    (``files``), with the file's name (``names``)."""
+    (``files``; a file cut where a row is missing is one entry per unbroken stretch), with the
+    file's name (``names``); ``unsearched``: the files left out because a row of theirs is
+    missing (refused, or not audited) at a place that cannot be told, so that "k rows away"
+    would not mean k rows of the file."""
 
     files: list[np.ndarray]
     names: list[str]
+    unsearched: list[str] = field(default_factory=list)
 
 
 def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> RowOrder:
@@ -217,14 +222,45 @@ def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> R
         return RowOrder([np.flatnonzero(np.asarray(split) == n) for n in names], names)
     table = reader.table(data)  # the rows as read: no picture's features needed
     index = {p: k for k, p in enumerate(pair_ids)}
-    rows = [index[p] for p in table.pairs["pair_id"].astype(str) if p in index]
-    ordered = [pair_ids[k] for k in rows]
-    if reader.name == "webdataset":
-        shard = [p.split("/", 1)[0] for p in ordered]
-        names = list(dict.fromkeys(shard))
-        files = [np.array([k for k, s in zip(rows, shard) if s == name], dtype=np.int64) for name in names]
-        return RowOrder(files, [f"shard {n}" for n in names])
-    return RowOrder([np.array(rows, dtype=np.int64)], [Path(table.where).name])
+    listed = table.pairs["pair_id"].astype(str).tolist()
+    refused = table.refused["pair_id"].astype(str).tolist() if len(table.refused) else []
+    if reader.name == "webdataset":  # a shard's keys say nothing of a refused sample's place
+        order = RowOrder([], [])
+        for shard, ids in _by_shard(listed).items():
+            broken = any(p not in index for p in ids) or any(r.startswith(shard + "/") for r in refused)
+            if broken:
+                order.unsearched.append(f"shard {shard}")
+            else:
+                order.files.append(np.array([index[p] for p in ids], dtype=np.int64))
+                order.names.append(f"shard {shard}")
+        return order
+    return _stretches(listed, refused, index, Path(table.where).name)
+
+
+def _by_shard(ids: list[str]) -> dict[str, list[str]]:
+    """WebDataset pair ids (``shard/key``) grouped by shard, in their order."""
+    shards: dict[str, list[str]] = {}
+    for pair_id in ids:
+        shards.setdefault(pair_id.split("/", 1)[0], []).append(pair_id)
+    return shards
+
+
+def _stretches(listed: list[str], refused: list[str], index: dict[str, int], name: str) -> RowOrder:
+    """A table's audited rows cut wherever a row is missing: where the pair ids are the rows'
+    numbers (no id column: digits, rising down the file), a refused or unaudited row's place is
+    known; with ids of their own, a table missing any row is left out of the search."""
+    numbered = all(p.isdigit() for p in listed + refused)
+    if numbered and any(int(a) >= int(b) for a, b in itertools.pairwise(listed)):
+        numbered = False
+    if not numbered:
+        if refused or any(p not in index for p in listed):
+            return RowOrder([], [], [name])
+        return RowOrder([np.array([index[p] for p in listed], dtype=np.int64)], [name])
+    rows = sorted(int(p) for p in listed if p in index)
+    cuts = np.flatnonzero(np.diff(rows) != 1) + 1 if rows else np.zeros(0, dtype=np.int64)
+    parts = [part for part in np.split(np.array(rows, dtype=np.int64), cuts) if len(part)]
+    files = [np.array([index[str(r)] for r in part], dtype=np.int64) for part in parts]
+    return RowOrder(files, [name] * len(files))
 
 
 def join_findings(
@@ -249,6 +285,12 @@ def join_findings(
     if all(getattr(m.head, "vector_search", False) for m in run.models):
         captions, pictures = _vectors(run, audited)
         scan = find_shifts(captions, pictures, looks, order.files)
+        if order.unsearched:
+            found.note = (
+                f"shifts not searched in {', '.join(order.unsearched[:5])}"
+                f"{' …' if len(order.unsearched) > 5 else ''}: a row there was refused or not audited at a "
+                "place its ids do not tell, so a row's neighbours are unknown"
+            )
         found.shifts = [_named(r, order, audited, suspected, in_group) for r in scan.runs]
         rates = {str(k): round(q, 6) for k, q in scan.null_rate.items()}
         found.method.update(null_rate=rates, segments_tested=scan.tests)
