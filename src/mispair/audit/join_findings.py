@@ -73,8 +73,8 @@ class Shift:
         return (
             f"pairs {self.first_pair_id}–{self.last_pair_id} of {self.file} carry "
             f"{_offset_words(self.offset)} "
-            f"({self.pairs} rows, {self.agreeing} of {self.informative} agree, similarity gain "
-            f"{self.similarity_gain:+.2f})"
+            f"({self.pairs} rows, {self.agreeing} of {self.informative} agree, chance of as many by "
+            f"accident {self.p_value:.1g}, similarity gain {self.similarity_gain:+.2f})"
         )
 
 

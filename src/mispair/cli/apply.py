@@ -63,7 +63,7 @@ def _repaired(structure: JoinFindings) -> str:
         return "repair: the audit found no shifted captions; nothing moved"
     return (
         f"repair: {structure.moves} captions of {len(structure.shifts)} shift run(s) moved back to their "
-        f"own pictures; {structure.lost} pairs whose own caption is lost dropped (decide keep for them in "
+        f"own pictures; {structure.lost} pair(s) whose own caption is lost dropped (decide keep for them in "
         "--decisions to keep them; every move and drop is listed in the audit's repair.csv)"
     )
 
