@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import hostile_fixtures as fx
 
-ANSWERS, DECISIONS, SAME_PAIRS = "64.2 answers", "64.3 decisions", "64.6 same verdict"
+SAMPLE, ANSWERS, DECISIONS = "64.1 sample", "64.2 answers", "64.3 decisions"
+SAME_PAIRS = "64.6 same verdict"
 OUTPUTS, BOUNDED = "64.4 exchange outputs", "64.5 bounded readers"
 RUN_LOCK, SAMPLE_VIEW = "64.7 run lock", "64.8 sample view"
 HOLD = """
@@ -37,8 +39,9 @@ VIEWPORT = 1000  # px: the page's width in the browser; a caption must wrap with
 
 
 def cases(tmp: Path, f, Case, mispair, small: list[str], audit: list[str]) -> list:
-    """Every case of classes 64.2-64.8 (``f``: the shared fixtures, unused here)."""
+    """Every case of classes 64.1-64.8 (``f``: the shared fixtures, unused here)."""
     return [
+        *_sample(tmp / "w64-sample", Case, mispair),
         *_answers(tmp / "w64-answers", Case, mispair, audit),
         *_decisions(tmp / "w64-decisions", Case, mispair),
         *_outputs(tmp / "w64-outputs", Case, mispair),
@@ -182,6 +185,89 @@ def _answers(root: Path, Case, mispair, audit: list[str]) -> list:
 
 
 # --- 64.3 decisions files --------------------------------------------------------------------------
+
+
+def _sample(root: Path, Case, mispair) -> list:
+    """A forged or foreign sample: ``sample.csv`` rewritten so the likely-correct pairs come first
+    (then answered truthfully), ``summary.json``'s seed changed, and answers without an
+    ``audit_id`` given in another collection's order (the same pair ids): each refused in one
+    line by ``mispair estimate``."""
+    from mispair.audit.synthetic import synthetic_audit
+
+    def rows_of(path: Path) -> list[dict[str, str]]:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def audited(name: str, images: int) -> Path:
+        """An audit of 30 pairs over ``images`` pictures, its sample drawn from seed 3: two such
+        audits share their pair ids and their seed, not their pairs."""
+        if not (root / name / "audit").is_dir():
+            synthetic_audit(root / name, pairs=30, images=images, seed=3)
+        return root / name / "audit"
+
+    def copy(name: str) -> Path:
+        target = root / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(audited("a", 10), target)
+        return target
+
+    def first_answered(audit: Path, labels: Path, n: int = 10) -> None:
+        order = sorted(rows_of(audit / "sample.csv"), key=lambda r: int(r["order"]))
+        _write_csv(labels, [("pair_id", "label"), *((r["pair_id"], "correct") for r in order[:n])])
+
+    def forged_order() -> None:
+        audit = copy("forged")
+        probability = {r["pair_id"]: float(r["mismatch_probability"]) for r in rows_of(audit / "pairs.csv")}
+        rows = sorted(rows_of(audit / "sample.csv"), key=lambda r: probability[r["pair_id"]])
+        columns = list(rows[0])  # an older sample.csv has no stratum
+        _write_csv(
+            audit / "sample.csv",
+            [columns, *([{**r, "order": str(k + 1)}[c] for c in columns] for k, r in enumerate(rows))],
+        )
+        first_answered(audit, root / "forged.csv")
+
+    def reseeded() -> None:
+        audit = copy("reseeded")
+        summary = json.loads((audit / "summary.json").read_text())
+        summary["sample"]["seed"] += 1
+        (audit / "summary.json").write_text(json.dumps(summary))
+        first_answered(audit, root / "reseeded.csv")
+
+    def foreign() -> None:
+        audited("a", 10)
+        first_answered(audited("b", 12), root / "foreign.csv")
+
+    estimate = lambda audit, labels: mispair("estimate", audit, "--labels", labels)  # noqa: E731
+    return [
+        Case(
+            SAMPLE,
+            "sample.csv rewritten: the likeliest correct pairs first, answered truthfully",
+            estimate(root / "forged", root / "forged.csv"),
+            "error",
+            "sample.csv is not the order this audit drew from its seed",
+            setup=forged_order,
+            absent=root / "forged" / "estimate.json",
+        ),
+        Case(
+            SAMPLE,
+            "summary.json's sample seed changed (the order no longer drawn from it)",
+            estimate(root / "reseeded", root / "reseeded.csv"),
+            "error",
+            "sample.csv is not the order this audit drew from its seed",
+            setup=reseeded,
+            absent=root / "reseeded" / "estimate.json",
+        ),
+        Case(
+            SAMPLE,
+            "answers without audit_id in another collection's order (the same pair ids)",
+            estimate(root / "a" / "audit", root / "foreign.csv"),
+            "error",
+            "judge the pairs in the sample's order",
+            setup=foreign,
+            absent=root / "a" / "audit" / "estimate.json",
+        ),
+    ]
 
 
 def _decisions(root: Path, Case, mispair) -> list:
