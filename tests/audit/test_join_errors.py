@@ -219,3 +219,23 @@ def test_the_row_order_is_cut_where_a_row_is_missing_and_unknown_gaps_are_not_se
     shuffled = {p: k for k, p in enumerate(["3", "1", "2"])}  # digits, not rising: not row numbers
     assert _stretches(["3", "1", "2"], ["0"], shuffled, "t.csv").unsearched == ["t.csv"]
     assert _by_shard(["00/a", "01/b", "00/c"]) == {"00": ["00/a", "00/c"], "01": ["01/b"]}
+
+
+def test_the_page_names_the_join_errors_with_their_captions_escaped(tmp_path):
+    """A caption pasted on 12 unlike pictures: the page lists the finding (its caption escaped, never
+    markup) above the review."""
+    from mispair.audit import audit_collection
+    from mispair.data.synthetic import write_synthetic_dataset
+
+    precomp = write_synthetic_dataset(tmp_path / "precomp", n_train=60, n_dev=20, n_test=20)
+    folder = write_feature_folder(tmp_path / "collection", precomp)
+    rows = pd.read_csv(folder / "captions.csv", dtype=str)
+    pasted = "<b>pasted</b> & caption"
+    first_of_each = rows[rows["split"] == "train"].drop_duplicates("image").index[:12]
+    rows.loc[first_of_each, "caption"] = pasted
+    rows.to_csv(folder / "captions.csv", index=False)
+    result = audit_collection(folder, tmp_path / "audit", overrides=TINY, progress=False, log=lambda _: None)
+    assert any(pasted in finding for finding in result.summary.join_errors.findings)
+    page = (tmp_path / "audit" / "report.html").read_text(encoding="utf-8")
+    listed = page.split('<ul id="join-errors">', 1)[1].split("</ul>", 1)[0]
+    assert "&lt;b&gt;pasted&lt;/b&gt; &amp; caption" in listed and pasted not in page
