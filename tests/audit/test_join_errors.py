@@ -239,3 +239,23 @@ def test_the_page_names_the_join_errors_with_their_captions_escaped(tmp_path):
     page = (tmp_path / "audit" / "report.html").read_text(encoding="utf-8")
     listed = page.split('<ul id="join-errors">', 1)[1].split("</ul>", 1)[0]
     assert "&lt;b&gt;pasted&lt;/b&gt; &amp; caption" in listed and pasted not in page
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_five_captions_a_picture_that_agree_together_are_not_a_run(seed):
+    """A weak model on a COCO-like file (five alike captions a picture, unrelated to the pictures):
+    a picture's captions pick the same neighbour together, so counting rows as independent
+    reported false runs (49 over 30 such collections); the test counts pairs of pictures."""
+    rng = np.random.default_rng(seed)
+    pictures, topics = unit(rng.normal(size=(100, 16))), unit(rng.normal(size=(100, 16)))
+    captions = unit(np.repeat(topics, 5, axis=0) + 0.05 * rng.normal(size=(500, 16)))
+    looks = np.repeat(np.arange(100), 5)
+    assert find_shifts(captions, np.repeat(pictures, 5, axis=0), looks, [np.arange(500)]).runs == []
+
+
+def test_units_are_a_segments_pairs_of_pictures_counted_by_their_majority():
+    from mispair.audit.join_errors import _units
+
+    unit_of = np.array([7, 7, 7, 3, 3, 9])
+    hits = np.array([True, True, False, False, True, True])
+    assert _units(unit_of, hits) == (3, 2)  # 7: 2 of 3 agree; 3: 1 of 2 (no majority); 9: 1 of 1

@@ -126,12 +126,16 @@ def find_shifts(
 class Agreement:
     """One file's evidence: ``hit [2K, m]`` (offset ``offsets[j]``, row ``i``) agreement,
     ``informative [2K, m]`` (the picture ``i + k`` exists and is not alike), ``gain [2K, m]``
-    the similarity with the picture ``i + k`` less the similarity with the row's own."""
+    the similarity with the picture ``i + k`` less the similarity with the row's own, ``unit
+    [2K, m]`` the row's pair of pictures (its own look and that of the picture ``i + k``): rows
+    of one unit (the captions of one picture beside those of another, five a picture in COCO)
+    agree or not together, so the test counts units, not rows."""
 
     offsets: np.ndarray
     hit: np.ndarray
     informative: np.ndarray
     gain: np.ndarray
+    unit: np.ndarray
 
 
 def agreement(
@@ -144,14 +148,17 @@ def agreement(
     own = np.einsum("nd,nd->n", caps, pics)
     sims = np.full((len(offsets), m), -np.inf)
     informative = np.zeros((len(offsets), m), dtype=bool)
+    unit = np.full((len(offsets), m), -1, dtype=np.int64)
+    looks_count = int(look.max()) + 1 if m else 1
     for j, k in enumerate(offsets):
         i = np.arange(max(0, -k), min(m, m - k))
         sims[j, i] = np.einsum("nd,nd->n", caps[i], pics[i + k])
         informative[j, i] = look[i + k] != look[i]
+        unit[j, i] = look[i].astype(np.int64) * looks_count + look[i + k]
     best = sims.max(axis=0) if m else np.zeros(0)
     hit = informative & (sims >= best[None, :]) & (sims > own[None, :])  # ties: the same picture
     gain = np.where(np.isfinite(sims), sims - own[None, :], 0.0)
-    return Agreement(offsets, hit, informative, gain)
+    return Agreement(offsets, hit, informative, gain, unit)
 
 
 def _runs(found: Agreement, file: int, null_rate: np.ndarray, tests: int) -> list[ShiftRun]:
@@ -168,12 +175,21 @@ def _runs(found: Agreement, file: int, null_rate: np.ndarray, tests: int) -> lis
         scores: np.ndarray = np.where(hits, up, down)
         for a, b in maximal_segments(scores):
             n, agreeing = b - a, int(hits[a:b].sum())
-            p = float(binom.sf(agreeing - 1, n, q)) * tests
+            units, units_agreeing = _units(found.unit[j, where[a:b]], hits[a:b])
+            p = float(binom.sf(units_agreeing - 1, units, q)) * tests
             gain = float(found.gain[j, where[a:b]].mean())
             runs.append(
                 ShiftRun(file, int(where[a]), int(where[b - 1]), int(k), agreeing, n, gain, min(p, 1.0))
             )
     return runs
+
+
+def _units(unit: np.ndarray, hits: np.ndarray) -> tuple[int, int]:
+    """The segment's units (its rows' distinct pairs of pictures, :class:`Agreement`) and those
+    where most of their rows agree."""
+    _, inverse = np.unique(unit, return_inverse=True)
+    agreeing = np.bincount(inverse, weights=hits.astype(np.float64)) * 2 > np.bincount(inverse)
+    return len(agreeing), int(agreeing.sum())
 
 
 def maximal_segments(scores: np.ndarray) -> list[tuple[int, int]]:
