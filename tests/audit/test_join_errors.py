@@ -259,3 +259,17 @@ def test_units_are_a_segments_pairs_of_pictures_counted_by_their_majority():
     unit_of = np.array([7, 7, 7, 3, 3, 9])
     hits = np.array([True, True, False, False, True, True])
     assert _units(unit_of, hits) == (3, 2)  # 7: 2 of 3 agree; 3: 1 of 2 (no majority); 9: 1 of 1
+
+
+def test_the_headline_marks_the_repair_as_not_checked():
+    """A repair is the scores' word until a person looks: the headline says so beside repair.csv."""
+    from mispair.audit.summary import JoinErrors
+
+    found = JoinErrors(
+        shifts=1, shifted_pairs=30, suspected_in_findings=12, share_after_repair=0.1, findings=["x"]
+    )
+    lines = found.lines(20)
+    assert (
+        lines[0] == "join error: x" and "8 of the 20 suspected pairs are outside these findings" in lines[1]
+    )
+    assert "not checked by any answer" in lines[1] and "about 10% of the pairs would remain" in lines[1]

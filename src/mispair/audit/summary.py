@@ -185,7 +185,8 @@ class JoinErrors:
                 f"after `mispair apply --repair` about {100 * self.share_after_repair:.0f}% of the pairs "
                 "would remain mismatched"
             )
-        return [*lines, "; ".join(parts) + " (structure.json; repair.csv lists the repair)"]
+        checked = "the scores' word, not checked by any answer, so review it before applying"
+        return [*lines, "; ".join(parts) + f" (structure.json; repair.csv lists the repair: {checked})"]
 
 
 @dataclass(frozen=True)

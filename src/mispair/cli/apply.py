@@ -64,7 +64,8 @@ def _repaired(structure: JoinFindings) -> str:
     return (
         f"repair: {structure.moves} captions of {len(structure.shifts)} shift run(s) moved back to their "
         f"own pictures; {structure.lost} pair(s) whose own caption is lost dropped (decide keep for them in "
-        "--decisions to keep them; every move and drop is listed in the audit's repair.csv)"
+        "--decisions to keep them; every move and drop is listed in the audit's repair.csv; found by the "
+        "scores alone, not checked by any answer)"
     )
 
 
