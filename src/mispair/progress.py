@@ -1,7 +1,9 @@
-"""Progress bars: every bar of mispair is made here, so ``--quiet`` switches them all off."""
+"""Progress bars and progress lines: every bar of mispair is made here and the commands log through
+:func:`log_line`, so ``--quiet`` switches them all off (notes and warnings still print)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -23,3 +25,16 @@ def is_quiet() -> bool:
 def progress_bar(iterable: Any = None, *, disable: bool = False, **options: Any) -> tqdm:
     """A ``tqdm`` bar over ``iterable`` (``options`` as tqdm's), shown unless ``disable`` or quiet."""
     return tqdm(iterable, disable=disable or _quiet, **options)
+
+
+QUIET_HELP = "no progress bars or progress lines (notes and warnings still print)"
+"""``--quiet``'s help."""
+KEPT_WHEN_QUIET = ("note:", "warning:")
+"""The log lines ``--quiet`` still prints: what the person must know, not how far the work is."""
+
+
+def log_line(message: str) -> None:
+    """Print a command's log ``message`` to standard error, unless quiet and it is a progress
+    line (an epoch, a stage) rather than a note or a warning (:data:`KEPT_WHEN_QUIET`)."""
+    if not _quiet or message.startswith(KEPT_WHEN_QUIET):
+        print(message, file=sys.stderr)

@@ -399,7 +399,7 @@ def _audit(
     plots = _plots(result, ranked, raw)
     timings.lap("ranking")
     division, pictures = ranked.verdicts.division, sources.pictures
-    report = _report(request, table, result, plots, division, pictures, retrieval, sample)
+    report = _report(request, table, result, plots, division, pictures, retrieval, sample, ranked.structure)
     result.seconds = round(time.time() - request.started, 1)
     audit = AuditResult(
         table,
@@ -527,9 +527,11 @@ def _report(
     pictures: Path | None,
     retrieval: Retrieval,
     sample: pd.DataFrame,
+    structure: JoinFindings,
 ) -> ReviewPage:
-    """The review page of the ``top`` most suspect pairs (default: up to :data:`REPORT_PAIRS`)
-    and the first pairs of the random ``sample`` order (its "check a sample")."""
+    """The review page of the ``top`` most suspect pairs (default: up to :data:`REPORT_PAIRS`),
+    the first pairs of the random ``sample`` order (its "check a sample") and a card per join
+    error of ``structure``."""
     options, top = request.options, request.options.top
     if top is None and len(table) > REPORT_PAIRS:
         options.log(
@@ -550,6 +552,7 @@ def _report(
         top=top,
         progress=options.progress,
         sample=sample,
+        structure=structure,
     )
 
 
@@ -563,7 +566,7 @@ def _train(request: AuditRequest, timings: Timings) -> TrainedRuns:
     config, o = request.config, request.options
     noisy = config.data.noise.rate > 0 or config.data.noise.file
     if o.clean_run and not noisy:
-        o.log("audit: --clean-run: nothing planted and no noise record, so no clean run to train")
+        o.log("note: --clean-run: nothing planted and no noise record, so no clean run to train")
     outcome = train_outcome(
         config, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from mispair.cli.options import (
@@ -15,6 +14,7 @@ from mispair.cli.options import (
     ranged,
     require_collection,
 )
+from mispair.progress import QUIET_HELP, log_line
 
 
 def _cmd_audit(args: argparse.Namespace) -> None:
@@ -38,7 +38,7 @@ def _cmd_audit(args: argparse.Namespace) -> None:
         top=args.top,
         resume=not args.no_resume,
         progress=not args.quiet,
-        log=lambda m: print(m, file=sys.stderr),
+        log=log_line,
         overwrite=args.overwrite,
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
         fdr=args.fdr,
@@ -113,6 +113,6 @@ def add_parsers(sub: Subparsers) -> None:
     )
     column_options(audit)
     audit.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
-    audit.add_argument("--quiet", action="store_true", help="no progress bars")
+    audit.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     process_options(audit, "audit")
     audit.set_defaults(run=_cmd_audit)

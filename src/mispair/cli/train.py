@@ -17,6 +17,7 @@ from mispair.cli.options import (
     process_options,
 )
 from mispair.errors import ConfigError
+from mispair.progress import QUIET_HELP, log_line
 
 
 def _cmd_train(args: argparse.Namespace) -> None:
@@ -39,7 +40,7 @@ def _cmd_train(args: argparse.Namespace) -> None:
     from mispair.engine.run import train_run
 
     overrides += answers_overrides(args.labels or ())
-    config = training_config(path, overrides, data=data, log=lambda m: print(m, file=sys.stderr))
+    config = training_config(path, overrides, data=data, log=log_line)
     if args.labels and config.recipe != "holdout":
         raise ConfigError(
             f"--labels: recipe {config.recipe} does not take a person's answers; recipe holdout "
@@ -62,7 +63,7 @@ def _cmd_train(args: argparse.Namespace) -> None:
         config,
         resume=not args.no_resume,
         progress=not args.quiet,
-        log=lambda m: print(m, file=sys.stderr),
+        log=log_line,
         timeout=args.timeout or distributed.DEFAULT_TIMEOUT,
         overwrite=args.overwrite,
     )
@@ -115,6 +116,6 @@ def add_parsers(sub: Subparsers) -> None:
         "complementary side), whatever the scores say; the held-out scorers follow them too "
         "(recipe holdout, the default)",
     )
-    train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     process_options(train, "train")
     train.set_defaults(run=_cmd_train)
