@@ -27,7 +27,11 @@ runs it, :func:`~mispair.estimate.audit_estimate.suspicion_score`'s ranking): ``
 (the cuts tested) and ``cut_places`` (the places, from 0, of the cut's pairs in the order: where
 the answers a proof needs are reached); for the blind-spot warning
 (:func:`~mispair.estimate.trust.blind_spot`): ``z_975``, ``z_975_squared``,
-``blind_spot_recall``, ``blind_spot_auc``.
+``blind_spot_recall``, ``blind_spot_auc``. ``findings``: the join errors' cards
+(:mod:`mispair.audit.page_findings`), or null: ``cards``, each with its ``kind``, ``sentence``,
+``offset``, ``pair_ids``, ``rows`` shown ``[pair_id, image, caption, caption after the repair or
+null, state]`` (``hidden`` rows not shown after the ``gap``-th) and ``repair`` ``[pair_id,
+replace|drop, caption]``; ``more``: the findings without a card.
 Suggestions are the columns ``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with
 ``..._score_1..3``) when the table has them, else the single ``suggested_caption`` /
 ``suggested_image_id``. The page computes no score: every pair's number is here; it computes
@@ -42,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mispair.audit.page_findings import FindingCards
 
 PAGE_DATA = "pairs.js"
 MAP_COLUMNS = ("map_image_x", "map_image_y", "map_caption_x", "map_caption_y")
@@ -81,12 +87,14 @@ def page_data(
     rest: pd.DataFrame | None = None,
     sample: pd.DataFrame | None = None,
     design: dict[str, Any] | None = None,
+    findings: FindingCards | None = None,
 ) -> str:
     """``pairs.js`` for the ranked ``table`` (``pairs.csv``'s rows), ``thumbnails`` (image id →
     path relative to the page, "" for none), the ``audit`` id and the suspicion ``threshold``;
     ``rest``: the pairs the page does not show, counted (``rest``: their number and the sum of
     their mismatch probabilities) so the bulk drop's estimates cover every pair; ``sample``: the
-    rows of :func:`sample_rows`, with ``design``, the whole order's :func:`sample_design`."""
+    rows of :func:`sample_rows`, with ``design``, the whole order's :func:`sample_design`;
+    ``findings``: the join errors' cards (:func:`~mispair.audit.page_findings.finding_cards`)."""
     images: dict[str, int] = {}
 
     def image(image_id: str | None) -> int:
@@ -140,6 +148,7 @@ def page_data(
                 )
             ],
         }
+    cards = None if findings is None else findings.to_page(image)  # before the images are listed
     data = {
         "audit_id": audit,
         "threshold": threshold,
@@ -151,6 +160,7 @@ def page_data(
         "images": [[i, thumbnails.get(i, "")] for i in images],
         "rows": rows,
         "sample": judged,
+        "findings": cards,
     }
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return f"window.mispairAudit = {text};\n"

@@ -13,7 +13,7 @@ same rows are written beside the audit as ``repair.csv`` for a person to review 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mispair.audit.join_findings import JoinFindings
 from mispair.errors import ConfigError
@@ -27,25 +27,51 @@ if TYPE_CHECKING:
 REPAIR = "repair.csv"
 
 
-def repair_frame(findings: JoinFindings, pairs: pd.DataFrame, audit: str = "") -> pd.DataFrame:
-    """The repair's decisions (``pair_id``, ``decision``, ``caption``, ``audit_id``, ``reason``):
-    a ``replace`` per move with the caption of the pair it comes from, a ``drop`` per lost row;
-    ``pairs``: the audit's pairs (``pair_id``, ``caption``)."""
-    import pandas as pd
+class Repaired(NamedTuple):
+    """What the repair decides for one pair: ``decision`` (``replace`` or ``drop``), the
+    ``caption`` it gets (the raw caption of pair ``source``; "" for a drop), the ``shift`` it
+    comes from (numbered from 1, in ``structure.json``'s order)."""
 
+    decision: str
+    caption: str
+    shift: int
+    source: str
+
+
+def repaired(findings: JoinFindings, pairs: pd.DataFrame) -> dict[str, Repaired]:
+    """The repair's decision of every pair it touches, by pair id: a ``replace`` per move with the
+    caption of the pair it comes from (a later run's move onto the same pair wins), then a
+    ``drop`` per lost row that no move reaches; ``pairs``: the audit's pairs (``pair_id``,
+    ``caption``). :func:`repair_frame` writes it; the review page's "repair" of a run writes the
+    rows of that run (:mod:`mispair.audit.page_findings`)."""
     caption = dict(zip(pairs["pair_id"].astype(str), pairs["caption"]))
-    rows: dict[str, tuple[str, str, str]] = {}
+    rows: dict[str, Repaired] = {}
     for n, shift in enumerate(findings.shifts, 1):
         for source, target in shift.moves:
-            rows[target] = ("replace", caption[source], f"shift {n}: the caption found on pair {source}")
+            rows[target] = Repaired("replace", caption[source], n, source)
     for n, shift in enumerate(findings.shifts, 1):
         for lost in shift.lost:
-            rows.setdefault(
-                lost, ("drop", "", f"shift {n}: its own caption is lost (kept with --decisions keep)")
-            )
+            rows.setdefault(lost, Repaired("drop", "", n, ""))
+    return rows
+
+
+def repair_frame(findings: JoinFindings, pairs: pd.DataFrame, audit: str = "") -> pd.DataFrame:
+    """The repair's decisions (``pair_id``, ``decision``, ``caption``, ``audit_id``, ``reason``):
+    :func:`repaired`'s rows, each caption spreadsheet-safe; ``pairs``: the audit's pairs
+    (``pair_id``, ``caption``)."""
+    import pandas as pd
+
+    def why(row: Repaired) -> str:
+        if row.decision == "replace":
+            return f"shift {row.shift}: the caption found on pair {row.source}"
+        return f"shift {row.shift}: its own caption is lost (kept with --decisions keep)"
+
     columns = ["pair_id", "decision", "caption", "audit_id", "reason"]
     return pd.DataFrame(
-        [(pair, d, spreadsheet_safe(c), audit, why) for pair, (d, c, why) in rows.items()],
+        [
+            (pair, row.decision, spreadsheet_safe(row.caption), audit, why(row))
+            for pair, row in repaired(findings, pairs).items()
+        ],
         columns=columns,
         dtype=str,
     )

@@ -1,6 +1,7 @@
 // The review page of report.html: every pair of the audit (window.mispairAudit, from pairs.js),
 // paged, filtered, and a decision per pair (keep, drop, replace the caption) saved in the
-// browser under the audit's id and downloaded as decisions-<audit_id>.csv; and "check a sample",
+// browser under the audit's id and downloaded as decisions-<audit_id>.csv; a card per join error
+// (a shift run, a pasted caption) with one decision for all its pairs; and "check a sample",
 // a person's answers on the audit's random order turned into the share's estimate. The page
 // computes no score; every text from the data is set as text, never as markup.
 (function () {
@@ -190,6 +191,7 @@
     });
     save();
     refresh();
+    markFindings();
   }
   function refresh() {
     Array.prototype.forEach.call(body.rows, function (tr) {
@@ -199,11 +201,12 @@
     counts();
     point(cursor);
   }
-  function counts() {
-    var n = {keep: 0, drop: 0, replace: 0};
+  function counts() {  // every decision (a card's reach pairs past the page's rows); undecided: of the rows
+    var n = {keep: 0, drop: 0, replace: 0}, undecided = 0;
     Object.keys(decisions).forEach(function (id) { n[decisions[id].d] += 1; });
+    rows.forEach(function (row) { if (!decisions[row[F.pair_id]]) { undecided += 1; } });
     $("counts").textContent = n.keep + " kept, " + n.drop + " dropped, " + n.replace + " replaced, " +
-      (rows.length - n.keep - n.drop - n.replace) + " undecided";
+      undecided + " undecided";
   }
   // The cut's estimated error rates: the mismatch probabilities are calibrated, so the pairs at
   // or above the cut hold about sum(p) mismatched ones (the rest matched: the false-discovery
@@ -307,6 +310,139 @@
   function csvField(value) {
     value = /^[=+\-@\t\r]/.test(value) ? "'" + value : value;  // no formula in a spreadsheet (apply reads it back)
     return /[",\r\n]/.test(value) || /^\s|\s$/.test(value) ? "\"" + value.replace(/"/g, "\"\"") + "\"" : value;
+  }
+
+  // Join errors (structure.json): a card per shift run or pasted caption with a few of its pairs,
+  // before and after the repair, and one decision for the whole finding, written as each pair's
+  // own (one undo step, stored and downloaded with the others). "repair" writes the run's rows of
+  // repair.csv as pairs.js carries them (replace by the moved caption; drop a row whose own
+  // caption is lost); a card reads its decision back from its pairs'.
+  var cards = data.findings ? data.findings.cards : [], cardBoxes = [];
+  var CHOICES = {
+    shift: [["repair", "repair (move the captions back)"], ["drop", "drop the run"], ["keep", "keep as is"]],
+    pasted: [["drop", "drop all"], ["keep", "keep"]]
+  };
+  function cardChoices(card) {  // each choice: pair id -> the decision it writes
+    var out = {};
+    CHOICES[card.kind].forEach(function (choice) {
+      var want = {};
+      if (choice[0] === "repair") {
+        card.repair.forEach(function (r) { want[r[0]] = {d: r[1], c: r[1] === "replace" ? r[2] : ""}; });
+      } else {
+        card.pair_ids.forEach(function (id) { want[id] = {d: choice[0], c: ""}; });
+      }
+      out[choice[0]] = want;
+    });
+    return out;
+  }
+  function same(a, b) { return !!a && !!b && a.d === b.d && (a.c || "") === (b.c || ""); }
+  function chosen(card) {  // the choice all of whose decisions the pairs still hold, or ""
+    var made = "";
+    CHOICES[card.kind].some(function (choice) {
+      var want = card.choices[choice[0]], ids = Object.keys(want);
+      made = ids.length && ids.every(function (id) { return same(decisions[id], want[id]); }) ? choice[0] : "";
+      return made !== "";
+    });
+    return made;
+  }
+  function decideFinding(card, name) {  // the choice's decisions; another choice's, where they stand, taken back
+    var want = card.choices[name], edits = [], seen = {};
+    Object.keys(want).forEach(function (id) {
+      seen[id] = 1;
+      if (!same(decisions[id], want[id])) { edits.push([id, want[id]]); }
+    });
+    Object.keys(card.choices).forEach(function (other) {
+      Object.keys(card.choices[other]).forEach(function (id) {
+        if (!seen[id] && same(decisions[id], card.choices[other][id])) { seen[id] = 1; edits.push([id, null]); }
+      });
+    });
+    if (edits.length) { change(edits); }
+  }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  function choiceWords(card) {  // what each choice does, in words
+    var n = card.pair_ids.length;
+    if (card.kind === "pasted") {
+      return "drop all: its " + plural(n, "pair") + " dropped; keep: kept with the pasted caption.";
+    }
+    var moved = card.repair.filter(function (r) { return r[1] === "replace"; }).length;
+    var lost = card.repair.length - moved;
+    return "repair: " + plural(moved, "caption") + " moved back to the picture each belongs to" +
+      (lost ? ", " + plural(lost, "pair") + " dropped (own caption lost)" : "") +
+      "; drop: the run's " + plural(n, "pair") + " dropped; keep as is: the run's " + plural(n, "pair") + " kept.";
+  }
+  function afterCell(r) {
+    if (r[4] === "replace") { return el("td", r[3], "caption moved"); }
+    if (r[4] === "lost") { return el("td", "its own caption is lost (none moves onto it): repair drops it", "lost"); }
+    return el("td", "left as it is (a pasted caption is never replaced)", "muted");
+  }
+  function findingCard(card, n) {
+    var box = el("div", null, "finding"), table = el("table", null, "finding-pairs"), head = el("tr");
+    var names = card.kind === "shift" ? ["picture", "caption it carries now", "caption after the repair"] :
+      ["picture", "the pasted caption"];
+    box.setAttribute("data-finding", String(n));
+    box.setAttribute("data-kind", card.kind);
+    box.appendChild(el("div", card.sentence, "finding-words"));
+    names.forEach(function (name) { head.appendChild(el("th", name)); });
+    table.appendChild(head);
+    card.rows.forEach(function (r, k) {
+      if (card.hidden && k === card.gap) {
+        var gap = el("tr", null, "gap"), cell = el("td", "… " + plural(card.hidden, "more row") + " of the run …");
+        cell.colSpan = names.length;
+        gap.appendChild(cell);
+        table.appendChild(gap);
+      }
+      var tr = el("tr"), picture = el("td");
+      tr.setAttribute("data-pair-id", r[0]);
+      picture.appendChild(thumb(r[1]));
+      picture.appendChild(el("div", "pair " + r[0], "muted small"));
+      tr.appendChild(picture);
+      tr.appendChild(el("td", r[2], "caption now"));
+      if (card.kind === "shift") { tr.appendChild(afterCell(r)); }
+      table.appendChild(tr);
+    });
+    box.appendChild(table);
+    var controls = el("div", null, "controls");
+    CHOICES[card.kind].forEach(function (choice) {
+      var button = el("button", choice[1], "choice");
+      button.type = "button";
+      button.setAttribute("data-choice", choice[0]);
+      button.addEventListener("click", function () { decideFinding(card, choice[0]); });
+      controls.appendChild(button);
+    });
+    controls.appendChild(el("span", "", "finding-state"));
+    box.appendChild(controls);
+    box.appendChild(el("div", choiceWords(card), "muted small"));
+    return box;
+  }
+  function showFindings() {
+    var box = $("join-cards");
+    if (!box || !cards.length) { return; }
+    cards.forEach(function (card, n) {
+      card.choices = cardChoices(card);
+      cardBoxes.push(box.appendChild(findingCard(card, n)));
+    });
+    var more = data.findings.more;
+    if (more) {
+      box.appendChild(el("p", plural(more, "more finding") + " in structure.json without a card here: decide " +
+        "their pairs in repair.csv or below", "muted"));
+    }
+    box.hidden = false;
+    if ($("join-errors")) { $("join-errors").hidden = true; }  // the cards carry the same words
+    markFindings();
+  }
+  function markFindings() {
+    cards.forEach(function (card, n) {
+      var box = cardBoxes[n], made = chosen(card), label = "";
+      if (!box) { return; }
+      CHOICES[card.kind].forEach(function (choice) { if (choice[0] === made) { label = choice[1]; } });
+      box.setAttribute("data-decision", made || "undecided");
+      Array.prototype.forEach.call(box.querySelectorAll("button.choice"), function (b) {
+        var on = b.getAttribute("data-choice") === made;
+        b.classList.toggle("chosen", on);
+        b.setAttribute("aria-pressed", on ? "true" : "false");
+      });
+      box.querySelector(".finding-state").textContent = made ? "decided: " + label : "undecided as a whole";
+    });
   }
 
   // Moving: the cursor is a row of the page; moving past an end turns the page.
@@ -903,6 +1039,7 @@
   }
   window.mispairReview = {open: open};
   if (sample) { showProof(); } else { showEstimate(); }
+  showFindings();
   filter();
   drawMap();
   document.body.setAttribute("data-ready", "1");

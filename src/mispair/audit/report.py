@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mispair.audit.page_data import FDR, page_data, sample_design, sample_rows
+from mispair.audit.page_findings import finding_cards
 from mispair.audit.result import audit_id
 from mispair.audit.thumbs import THUMBS, write_thumbnails
 from mispair.division import Division
@@ -26,6 +27,7 @@ from mispair.division.detection import DetectionCurves
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mispair.audit.join_findings import JoinFindings
     from mispair.audit.summary import AuditSummary
 
 METRIC_KEYS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum")
@@ -64,15 +66,20 @@ def review_page(
     top: int | None = None,
     progress: bool = False,
     sample: pd.DataFrame | None = None,
+    structure: JoinFindings | None = None,
 ) -> ReviewPage:
     """The report over the ranked ``table`` (``pairs.csv``'s rows; its ``top`` first, default
     all), with the thumbnails of the pictures in ``pictures`` written into ``folder / thumbs``;
     ``summary`` carries the table's ``audit_id`` (:func:`~mispair.audit.result.audit_id`);
     ``sample``: the audit's random order (``pair_id``, ``order``, ``stratum``), whose first
-    :data:`~mispair.audit.page_data.SAMPLE_SHOWN` pairs the page's "check a sample" walks."""
+    :data:`~mispair.audit.page_data.SAMPLE_SHOWN` pairs the page's "check a sample" walks;
+    ``structure``: the join errors found, each shown on a card with one decision for all its
+    pairs (:mod:`mispair.audit.page_findings`)."""
     shown = table if top is None else table.head(top)
     judged = None if sample is None else sample_rows(table, sample)
+    cards = None if structure is None else finding_cards(structure, table)
     images = report_images(shown) + ([] if judged is None else judged["image_id"].astype(str).tolist())
+    images += [] if cards is None else cards.images()
     thumbnails = write_thumbnails(list(dict.fromkeys(images)), pictures, folder, progress=progress)
     audit = audit_id(table)
     rest = table.iloc[len(shown) :]
@@ -84,6 +91,7 @@ def review_page(
         rest=rest,
         sample=judged,
         design=None if sample is None else sample_design(table, sample, fdr=page_fdr(summary)),
+        findings=cards,
     )
     duplicates = "duplicate_image_of" in table or "same_caption_images" in table
     fields = {**summary.to_dict(), "audit_id": audit}
