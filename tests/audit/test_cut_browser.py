@@ -27,7 +27,13 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromiu
 LABEL = {"m": "mismatched", "c": "correct", "s": "unsure"}
 FDR = 0.1  # the page's rate: the synthetic audit's summary records none
 EXACT = ("fdr", "proven", "suspected", "cut", "cut_stratum", "answered_in_cut", "unjudged_dropped", "kept")
-CLOSE = ("fdr_estimate", "fdr_interval", "kept_mismatched_share", "kept_mismatched_share_interval")
+CLOSE = (
+    "fdr_estimate",
+    "fdr_proven_at_most",
+    "fdr_interval",
+    "kept_mismatched_share",
+    "kept_mismatched_share_interval",
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +115,12 @@ def test_answers_inside_the_cut_replace_the_unchecked_figure_by_the_proven_one(a
 
     assert n < len(keys) and proven["proven"] and proven["unjudged_dropped"] > 0
     assert before.startswith("Dropping the 46 suspects, not proven yet") and "more answer" in before
-    high = f"{proven['fdr_interval'][1]:.1%}"
+    high = f"{proven['fdr_proven_at_most']:.1%}"
+    low_end, high_end = (f"{v:.1%}" for v in proven["fdr_interval"])
     assert shown.startswith("Checked by your answers: at a false-discovery rate of 0.1, ")
     assert f"{proven['suspected']} pairs can be dropped: at most {high} of them correct" in shown
-    assert f"proven with 95% confidence, {proven['unjudged_dropped']} of them unjudged" in shown
+    unjudged = proven["unjudged_dropped"]
+    assert f"90% confidence; 95% interval {low_end}–{high_end}, {unjudged} of them unjudged" in shown
     kept = proven["kept_mismatched_share_interval"]
     assert f"{proven['kept_mismatched_share']:.1%} ({kept[0]:.1%}–{kept[1]:.1%}) are mismatched" in shown
     assert checked == "1" and review == shown  # the proven figure in the review's bulk drop too
@@ -127,7 +135,7 @@ def test_answers_inside_the_cut_replace_the_unchecked_figure_by_the_proven_one(a
 
     asked = (
         f"Drop {proven['unjudged_dropped']} undecided pairs? Your answers prove at most {high} of the "
-        f"{proven['suspected']} pairs of the proven drop are correct (95% confidence)."
+        f"{proven['suspected']} pairs of the proven drop are correct (90% confidence)."
     )
     assert messages == [asked]
     with open(decisions, newline="", encoding="utf-8") as f:

@@ -155,7 +155,7 @@ def test_the_sample_carries_the_cut_its_order_digest_and_the_proof_constants():
     from mispair.audit import page_data as module
     from mispair.estimate.audit_estimate import suspicion_score
     from mispair.estimate.sample import audit_sample
-    from mispair.estimate.selection import DELTA, LOWER_DELTA, cut_sizes
+    from mispair.estimate.selection import DELTA, INTERVAL_DELTA, cut_sizes
     from mispair.estimate.share import Z_975
     from mispair.estimate.trust import BLIND_SPOT_AUC, BLIND_SPOT_RECALL
 
@@ -172,7 +172,7 @@ def test_the_sample_carries_the_cut_its_order_digest_and_the_proof_constants():
     assert design["cut_ids"] == sorted(cut, key=lambda i: -suspicion[i])
     assert design["cut_sizes"] == cut_sizes(len(cut))
     assert [order[k] for k in design["cut_places"]] == cut  # in the sample's order
-    assert (design["fdr"], design["delta"], design["lower_delta"]) == (0.05, DELTA, LOWER_DELTA)
+    assert (design["fdr"], design["delta"], design["interval_delta"]) == (0.05, DELTA, INTERVAL_DELTA)
     assert (design["z_975"], design["z_975_squared"]) == (Z_975, Z_975**2)
     assert (design["blind_spot_recall"], design["blind_spot_auc"]) == (BLIND_SPOT_RECALL, BLIND_SPOT_AUC)
     assert module.sample_design(table, sample)["fdr"] == module.FDR

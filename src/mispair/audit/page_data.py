@@ -23,7 +23,7 @@ rows it carries. ``digest``: the order's :func:`order_digest`, which keys the an
 stores (a re-audit with another seed, the same id, keeps none of the old order's). For the drop
 the answers prove (:func:`~mispair.estimate.selection.proven_cut` as ``mispair estimate --fdr``
 runs it, :func:`~mispair.estimate.audit_estimate.suspicion_score`'s ranking): ``fdr``, ``delta``,
-``lower_delta``, ``cut_ids`` (the ``cut`` stratum's pair ids, most suspect first), ``cut_sizes``
+``interval_delta``, ``cut_ids`` (the ``cut`` stratum's pair ids, most suspect first), ``cut_sizes``
 (the cuts tested) and ``cut_places`` (the places, from 0, of the cut's pairs in the order: where
 the answers a proof needs are reached); for the blind-spot warning
 (:func:`~mispair.estimate.trust.blind_spot`): ``z_975``, ``z_975_squared``,
@@ -233,7 +233,7 @@ def _cut_design(table: pd.DataFrame, order: pd.DataFrame, fdr: float) -> dict[st
     import numpy as np
 
     from mispair.estimate.audit_estimate import suspicion_score
-    from mispair.estimate.selection import DELTA, LOWER_DELTA, cut_sizes
+    from mispair.estimate.selection import DELTA, INTERVAL_DELTA, cut_sizes
     from mispair.estimate.share import Z_975
     from mispair.estimate.trust import BLIND_SPOT_AUC, BLIND_SPOT_RECALL
 
@@ -244,7 +244,7 @@ def _cut_design(table: pd.DataFrame, order: pd.DataFrame, fdr: float) -> dict[st
     return {
         "fdr": fdr,
         "delta": DELTA,
-        "lower_delta": LOWER_DELTA,
+        "interval_delta": INTERVAL_DELTA,
         "cut_ids": ids[ranked].tolist(),
         "cut_sizes": cut_sizes(len(ranked)),
         "cut_places": np.flatnonzero(in_order).tolist(),

@@ -277,8 +277,8 @@
     picked.forEach(function (id) { if (!decisions[id]) { edits.push([id, {d: "drop", c: ""}]); } });
     if (!edits.length) { $("bulk-note").textContent = "0 pairs dropped"; return; }
     if (!window.confirm("Drop " + edits.length + " undecided pairs? Your answers prove at most " +
-        percent(proof.fdr_interval[1], 1) + " of the " + proof.suspected + " pairs of the proven drop are correct " +
-        "(95% confidence).")) {
+        percent(proof.fdr_proven_at_most, 1) + " of the " + proof.suspected + " pairs of the proven drop are correct " +
+        "(" + proofConfidence() + ").")) {
       $("bulk-note").textContent = "nothing dropped";
       return;
     }
@@ -672,7 +672,7 @@
   // the same answers; equal to its estimate.json's drop to 1e-9): the cut stratum ranked by
   // suspicion (sample.cut_ids), its cuts of 4/8 … 8/8 tested in order, each by the exact
   // hypergeometric bound on its correct pairs from the answers inside it, at sample.fdr with
-  // confidence 1 − sample.delta; the drop is the last cut passed less the pairs judged correct
+  // confidence 1 − sample.delta (its risk limit); the drop is the last cut passed less the pairs judged correct
   // or unsure, plus every pair judged mismatched. The logarithms of the factorials are CPython's
   // math.lgamma (Lanczos, the same coefficients and operations), so the bounds are the same.
   var LANCZOS_G = 6.024680040776729583740234375, LANCZOS_NUM = [
@@ -749,15 +749,17 @@
     var passed = tests.filter(function (t) { return t.passed; }), last = passed[passed.length - 1];
     var answeredInCut = 0;
     ids.forEach(function (id) { if (value[id] !== undefined) { answeredInCut += 1; } });
-    var cut = {fdr: sample.fdr, size: 0, tests: tests, low: 0, high: 0, unjudged: 0, suspected: mismatched,
+    var cut = {fdr: sample.fdr, size: 0, tests: tests, proven: 0, low: 0, high: 0, unjudged: 0, suspected: mismatched,
                cut_pairs: ids.length, answered_in_cut: answeredInCut};
     if (last) {
       for (var k = 0; k < last.size; k++) { if (value[ids[k]] === 1) { inTop += 1; } }
       cut.size = last.size;
       cut.suspected = last.size - last.correct + mismatched - inTop;  // the unjudged and mismatched at the top, every mismatched
       cut.unjudged = last.size - last.answered;
-      cut.low = correctLower(last.size, last.answered, last.correct, sample.lower_delta) - last.correct;
-      cut.high = last.correct_upper_bound - last.correct;
+      cut.proven = last.correct_upper_bound - last.correct;
+      cut.low = correctLower(last.size, last.answered, last.correct, sample.interval_delta) - last.correct;
+      cut.high = Math.max(correctUpper(last.size, last.answered, last.correct, sample.interval_delta) - last.correct,
+                          cut.proven);
     }
     return cut;
   }
@@ -793,7 +795,8 @@
     var low = dropped ? cut.low / dropped : 0, high = dropped ? cut.high / dropped : 0;
     return {fdr: cut.fdr, proven: cut.size > 0, suspected: dropped, cut: cut.size, cut_stratum: cut.cut_pairs,
             answered_in_cut: cut.answered_in_cut, unjudged_dropped: cut.unjudged, fdr_estimate: (low + high) / 2,
-            fdr_interval: [low, high], tests: cut.tests,
+            fdr_proven_at_most: dropped ? cut.proven / dropped : 0,
+            fdr_interval: [low, high], fdr_interval_confidence: 1 - 2 * sample.interval_delta, tests: cut.tests,
             more_answers_to_prove: cut.size ? null : moreAnswers(cut, given.length), kept: kept,
             kept_mismatched_share: left(share.share, middle),
             kept_mismatched_share_interval: [left(share.low, cut.low), left(share.high, cut.high)]};
@@ -953,18 +956,21 @@
     var check = $("suspects-check"), headline = $("headline-check");
     if (check && proof) {
       check.textContent = proof.proven ? "checked: " + proof.suspected + " can be dropped, at most " +
-        percent(proof.fdr_interval[1], 1) + " correct" : "not checked by a sample yet";
+        percent(proof.fdr_proven_at_most, 1) + " correct" : "not checked by a sample yet";
     }
     if (headline && proof && proof.proven) {
       headline.textContent = "checked by your answers: " + proof.suspected + " pairs can be dropped with at most " +
-        percent(proof.fdr_interval[1], 1) + " of them correct (95% confidence)";
+        percent(proof.fdr_proven_at_most, 1) + " of them correct (" + proofConfidence() + ")";
     }
     showEstimate();
   }
+  function proofConfidence() {  // the proof's level: 1 − its risk limit (selection.DELTA)
+    return Math.round(100 * (1 - sample.delta)) + "% confidence";
+  }
   function provenText(proof) {  // the proven figure (LabelledDrop.line's numbers)
     return "at a false-discovery rate of " + proof.fdr + ", " + proof.suspected + " pairs can be dropped: at most " +
-      percent(proof.fdr_interval[1], 1) + " of them correct (interval " + percent(proof.fdr_interval[0], 1) + "–" +
-      percent(proof.fdr_interval[1], 1) + ", proven with 95% confidence, " + proof.unjudged_dropped +
+      percent(proof.fdr_proven_at_most, 1) + " of them correct (proven with " + proofConfidence() + "; 95% interval " +
+      percent(proof.fdr_interval[0], 1) + "–" + percent(proof.fdr_interval[1], 1) + ", " + proof.unjudged_dropped +
       " of them unjudged); of the " + proof.kept + " pairs left " + percent(proof.kept_mismatched_share, 1) + " (" +
       percent(proof.kept_mismatched_share_interval[0], 1) + "–" + percent(proof.kept_mismatched_share_interval[1], 1) +
       ") are mismatched. " + proof.answered_in_cut + " of your answers are among the " + proof.cut_stratum +

@@ -20,7 +20,7 @@ from mispair.atomic import atomic_text, atomic_write
 from mispair.errors import ConfigError, DataError
 from mispair.estimate.labels import MergedLabels, merge_labels, read_labels
 from mispair.estimate.sample import SAMPLE, sample_positions
-from mispair.estimate.selection import DELTA, ProvenCut, proven_cut, recalibrated
+from mispair.estimate.selection import DELTA, INTERVAL_DELTA, ProvenCut, proven_cut, recalibrated
 from mispair.estimate.share import (
     ALPHA,
     LOOK_ALPHA,
@@ -78,9 +78,10 @@ class LabelledDrop:
             "fdr": self.fdr,
             "method": "the largest cut of the audit's ranking inside its suspects whose share of "
             "correct pairs the answers in it prove at most fdr (exact hypergeometric bounds, "
-            "fixed-sequence testing over the cuts of 4/8 … 8/8 of the suspects, confidence "
-            f"{1 - DELTA:g}); the pairs judged correct kept, every pair judged mismatched dropped",
+            "fixed-sequence testing over the cuts of 4/8 … 8/8 of the suspects, risk limit "
+            f"{DELTA:g}); the pairs judged correct kept, every pair judged mismatched dropped",
             "confidence": 1 - DELTA,
+            "fdr_proven_at_most": self.cut.fdr_proven,
             "proven": self.cut.size > 0,
             "suspected": self.suspected,
             "cut": self.cut.size,
@@ -89,6 +90,7 @@ class LabelledDrop:
             "unjudged_dropped": self.cut.unjudged,
             "fdr_estimate": (low + high) / 2,
             "fdr_interval": [low, high],
+            "fdr_interval_confidence": 1 - 2 * INTERVAL_DELTA,
             "tests": [t.to_dict() for t in self.cut.tests],
             "more_answers_to_prove": self.more_answers,
             "kept": self.kept,
@@ -120,8 +122,9 @@ class LabelledDrop:
         low, high = cut.fdr_interval
         return (
             f"at a false-discovery rate of {self.fdr:g}: {self.suspected} pairs dropped "
-            f"({cut.unjudged} of them unjudged), proven: at most {high:.1%} of them are correct pairs "
-            f"(interval {low:.1%}–{high:.1%}, confidence {1 - DELTA:.0%}); of the {self.kept:,} left "
+            f"({cut.unjudged} of them unjudged), proven: at most {cut.fdr_proven:.1%} of them are "
+            f"correct pairs (confidence {1 - DELTA:.0%}; 95% interval {low:.1%}–{high:.1%}); of the "
+            f"{self.kept:,} left "
             f"{k.share:.1%} ({k.low:.1%}–{k.high:.1%}) are mismatched "
             f"({ESTIMATE_PAIRS}; `mispair apply AUDIT --decisions` takes it)"
         )
