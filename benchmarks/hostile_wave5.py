@@ -641,16 +641,6 @@ class _SamePairs:
     each case writes the same pairs in another form or row order, audits it, and checks that
     every pair, known by its picture's digest and its caption, has the folder's numbers."""
 
-    NUMBERS = (
-        "rank",
-        "split",
-        "mismatch_probability",
-        "suspected",
-        "q_value",
-        "held_out_score",
-        "pair_similarity",
-    )
-
     def __init__(self, root: Path, mispair, audit: list[str]) -> None:
         self.root, self.mispair, self.audit = root, mispair, audit
         self.folder, self.reference = root / "folder", root / "folder-audit"
@@ -684,7 +674,9 @@ class _SamePairs:
                 pairs = pd.read_csv(folder / "pairs.csv", dtype={"pair_id": str, "caption": str})
                 tables.append(pairs.set_index(["image_digest", "caption"]).sort_index())
             mine, theirs = tables
-            columns = [*self.NUMBERS, *(c for c in mine.columns if "_score_" in c or c.startswith("map_"))]
+            from mispair.audit.pair_table import verdict_columns
+
+            columns = verdict_columns(list(mine.columns))
             if not mine.index.equals(theirs.index) or len(mine) != 24:
                 return False
             return bool(mine[columns].fillna("").astype(str).equals(theirs[columns].fillna("").astype(str)))

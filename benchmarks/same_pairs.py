@@ -112,10 +112,6 @@ def audit(path: Path, out: Path, *options: str) -> float:
     return time.time() - started
 
 
-NUMBERS = ["rank", "mismatch_probability", "suspected", "q_value", "held_out_score", "pair_similarity"]
-"""The numbers of ``pairs.csv`` compared (with every suggestion's score and map coordinate)."""
-
-
 def by_content(out: Path):
     """An audit's ``pairs.csv`` indexed by content: its ``image_digest`` (the picture's bytes)
     and caption."""
@@ -126,7 +122,10 @@ def by_content(out: Path):
 
 
 def numbers(pairs) -> list[str]:
-    return NUMBERS + [c for c in pairs.columns if "_score_" in c or c.startswith("map_")]
+    """The numbers of ``pairs.csv`` compared (:func:`mispair.audit.pair_table.verdict_columns`)."""
+    from mispair.audit.pair_table import verdict_columns
+
+    return verdict_columns(list(pairs.columns))
 
 
 def truth_by_content(folder: Path) -> dict[tuple[str, str], bool]:

@@ -25,6 +25,25 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+VERDICT_NUMBERS = (
+    "rank",
+    "split",
+    "mismatch_probability",
+    "suspected",
+    "q_value",
+    "held_out_score",
+    "pair_similarity",
+)
+"""``pairs.csv``'s verdict columns: a pair's numbers, the same whatever form or row order the
+collection is read in (the pairs known by picture and caption)."""
+
+
+def verdict_columns(columns: list[str] | tuple[str, ...]) -> list[str]:
+    """:data:`VERDICT_NUMBERS` and, of ``columns`` (a ``pairs.csv``'s), every suggestion's score
+    and map coordinate: the columns two audits of the same pairs must agree on."""
+    return [*VERDICT_NUMBERS, *(c for c in columns if "_score_" in c or c.startswith("map_"))]
+
+
 @dataclass
 class AuditedPairs:
     """Every pair of an audited collection, as the run's models read them.
