@@ -273,3 +273,22 @@ def test_the_headline_marks_the_repair_as_not_checked():
         lines[0] == "join error: x" and "8 of the 20 suspected pairs are outside these findings" in lines[1]
     )
     assert "not checked by any answer" in lines[1] and "about 10% of the pairs would remain" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("moves", "lost", "message"),
+    [
+        ([("10", "15")], [], r"shift 1 moves the caption of pair '10' to pair '15', which is not \+1 rows"),
+        ([("10", "11"), ("9999", "12")], [], r"names the pair '9999', which the audit does not hold"),
+        ([("10", "11")], ["8888"], r"names the pair '8888'"),
+    ],
+)
+def test_a_forged_structure_json_is_refused_before_anything_moves(audited, tmp_path, moves, lost, message):
+    """A well-formed structure.json whose moves are not its offset's rows of the collection (or name
+    pairs the audit does not hold) is refused in one line, and nothing is written."""
+    _, audit, _ = audited
+    a_shift(moves, lost).save(audit)
+    with pytest.raises(DataError, match=message):
+        AuditResult.load(audit).apply(None, tmp_path / "fixed", repair=True)
+    assert not (tmp_path / "fixed").exists()
+    assert main(["apply", str(audit), "--repair", "--out", str(tmp_path / "fixed")]) == 2

@@ -214,7 +214,9 @@ class AuditResult:
         if repair:
             from mispair.audit.repair import with_repair
 
-            decisions = with_repair(self.structure, self.pairs, decisions, self.summary.audit_id)
+            decisions = with_repair(
+                self.structure, self.pairs, decisions, self.summary.audit_id, self.summary.to_dict()
+            )
 
         return apply_decisions(self.pairs, self.summary.to_dict(), decisions, out, **options)
 
