@@ -292,3 +292,110 @@ def test_a_forged_structure_json_is_refused_before_anything_moves(audited, tmp_p
         AuditResult.load(audit).apply(None, tmp_path / "fixed", repair=True)
     assert not (tmp_path / "fixed").exists()
     assert main(["apply", str(audit), "--repair", "--out", str(tmp_path / "fixed")]) == 2
+
+
+def marked(marks: str, k: int, max_offset: int = 2):
+    """One file's :class:`Agreement` at offset ``k`` drawn from ``marks``, a letter a row: ``H``
+    agrees, ``.`` does not (its own picture fits), ``o`` agrees with another offset, ``u`` tells
+    nothing (the picture ``k`` rows away is alike); rows whose ``i + k`` is outside the file tell
+    nothing at any offset."""
+    from mispair.audit.join_errors import Agreement
+
+    m = len(marks)
+    offsets = np.array([o for o in range(-max_offset, max_offset + 1) if o], dtype=np.int64)
+    inside = np.array([[0 <= i + o < m for i in range(m)] for o in offsets])
+    hit, informative = np.zeros_like(inside), inside.copy()
+    j, other = int(np.flatnonzero(offsets == k)[0]), int(np.flatnonzero(offsets == -k)[0])
+    for i, mark in enumerate(marks):
+        hit[j, i] = mark == "H" and inside[j, i]
+        hit[other, i] = mark == "o" and inside[other, i]
+        informative[j, i] &= mark != "u"
+    zeros = np.zeros(inside.shape)
+    return Agreement(offsets, hit, informative, zeros, zeros.astype(np.int64))
+
+
+def core(start: int, stop: int, k: int, file: int = 0, p: float = 1e-6):
+    from mispair.audit.join_errors import ShiftRun
+
+    return ShiftRun(file, start, stop, k, stop - start + 1, stop - start + 1, 0.3, p)
+
+
+def grown(marks: str, k: int, cores, wording=None):
+    from mispair.audit.join_errors import _extended
+
+    found = marked(marks, k)
+    words = np.arange(len(marks)) if wording is None else np.asarray(wording)
+    return [(r.start, r.stop, r.offset, r.edge_rows) for r in _extended(cores, [found], [words])]
+
+
+def test_a_run_grows_a_row_at_a_time_while_the_next_row_agrees_and_stops_at_one_that_does_not():
+    # rows:  0123456789012345
+    marks = "H.uuHHHHHHHuu.HH"  # the core 5-9: rows 4 and 10 agree; 2-3 and 11-12 tell nothing
+    assert grown(marks, 1, [core(5, 9, 1)]) == [(4, 10, 1, 2)]  # not 1 (disagrees), nor 0 beyond it
+    assert grown("o" + marks[1:], 1, [core(5, 9, 1)]) == [(4, 10, 1, 2)]
+    assert grown(marks, 1, [core(5, 10, 1)]) == [(4, 10, 1, 1)]  # 11-12 spanned only up to a row that fits
+    assert grown("H" + "o" + marks[2:], 1, [core(5, 9, 1)]) == [(4, 10, 1, 2)]  # another offset's stops it
+    assert grown("HHHHHH", 2, [core(1, 2, 2)]) == [(0, 3, 2, 2)]  # the file's end: no picture 2 below row 4
+    assert grown("HHHHHH", -2, [core(3, 4, -2)]) == [(2, 5, -2, 2)]  # and the file's start
+    assert grown("HHHHHHHHHH", 1, [core(1, 3, 1), core(6, 7, 1, p=1e-9)]) == [(0, 8, 1, 4)]  # met: one
+
+
+def test_another_run_stops_a_run_and_runs_of_one_offset_brought_together_are_one():
+    from mispair.audit.join_errors import _extended
+
+    runs = _extended([core(1, 3, 1), core(6, 8, -1)], [marked("HHHHHHHHHH", 1)], [np.arange(10)])
+    assert [(r.start, r.stop, r.offset) for r in runs] == [(0, 5, 1), (6, 8, -1)]  # up to the other run
+    cores = [core(1, 2, 1, p=1e-3), core(5, 7, 1, p=1e-9)]
+    joined = _extended(cores, [marked("HHHuuHHHH.", 1)], [np.arange(10)])
+    assert [(r.start, r.stop, r.offset, r.edge_rows) for r in joined] == [(0, 8, 1, 4)]  # 3-4 tell nothing
+    assert (joined[0].agreeing, joined[0].p_value) == (5, 1e-9)  # the cores' evidence, the stronger p
+    assert grown("HHH.uHHHH.", 1, [core(1, 2, 1), core(5, 7, 1)]) == [(0, 2, 1, 1), (5, 8, 1, 1)]
+
+
+def test_a_run_written_over_the_rows_keeps_the_rows_whose_caption_sits_twice_at_its_far_end():
+    """A run of +2 written over rows 3-8 leaves the captions of rows 9 and 10 twice (rows 7-8 and
+    9-10): those rows of the run fit though they do not agree; not at the run's other end, not
+    the other way, and not a caption on a third row too."""
+    words = np.array([0, 1, 2, 5, 6, 7, 8, 9, 10, 9, 10, 11])  # rows 7, 8 carry the captions of 9, 10
+    marks = "....HHH....."
+    assert grown(marks, 2, [core(4, 6, 2)], words) == [(4, 8, 2, 2)]
+    assert grown(marks, 2, [core(4, 6, 2)], np.arange(12)) == [(4, 6, 2, 0)]  # no caption twice: the core
+    third = words.copy()
+    third[0] = 10  # the caption of row 10 on row 0 too: a repeated caption, not a run's trace
+    assert grown(marks, 2, [core(4, 6, 2)], third) == [(4, 7, 2, 1)]
+    before = np.array([0, 1, 2, 3, 2, 3, 6, 7, 8, 9, 10, 11])  # rows 4, 5 carry the captions of 2, 3
+    assert grown("......HHH...", 2, [core(6, 8, 2)], before) == [(6, 8, 2, 0)]
+    assert grown("......HHH...", -2, [core(6, 8, -2)], before) == [(4, 8, -2, 2)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_run_whose_last_captions_the_model_learned_on_both_pictures_is_found_to_its_end(seed):
+    """A run of +2 written over rows 100-149 of 300: rows 148-149 carry the captions of rows 150-151,
+    which carry them too, and their own pictures fit them as well (a model trained on both pairs):
+    the segment stops before them, the extension takes them (their captions sit twice, 2 rows
+    apart), and nothing else."""
+    captions, pictures = collection(n=300, seed=seed)
+    for i in (148, 149):  # the caption of row i + 2 learned on the picture of row i as well
+        captions[i + 2] = unit((captions[i + 2] + 1.5 * pictures[i])[None])[0]
+    planted = shifted(captions, [(100, 149, 2)])
+    scan = find_shifts(planted, pictures, np.arange(300), [np.arange(300)])
+    assert [(r.start, r.stop, r.offset, r.edge_rows) for r in scan.runs] == [(100, 149, 2, 2)]
+    cores = find_shifts(planted, pictures, np.arange(300), [np.arange(300)], wording=np.arange(300))
+    assert [(r.start, r.stop) for r in cores.runs] == [(100, 147)]
+    assert scan.runs[0].p_value == cores.runs[0].p_value  # the evidence is the core's
+
+
+def test_structure_json_keeps_a_runs_edge_rows_and_reads_an_older_file_without_them(tmp_path):
+    ids = [str(i) for i in range(10, 21)]
+    moves = [(str(i), str(i + 1)) for i in range(10, 20)]
+    shift = Shift("captions.csv", "10", "20", 1, 11, 8, 9, 0.2, 1e-6, 0, ids, moves, ["10"], 2)
+    assert "11 rows, 2 of them added at its ends row by row, 8 of 9 in its core agree" in shift.sentence()
+    JoinFindings(shifts=[shift]).save(tmp_path)
+    assert read_structure(tmp_path).shifts == [shift]
+    data = json.loads((tmp_path / "structure.json").read_text())
+    del data["shifts"][0]["edge_rows"]  # written before runs grew at their ends
+    assert JoinFindings.from_dict(data, "x").shifts[0].edge_rows == 0
+    assert "11 rows, 8 of 9 agree" in JoinFindings.from_dict(data, "x").shifts[0].sentence()
+    data["shifts"][0]["edge_rows"] = -1
+    with pytest.raises(DataError, match="edge_rows -1"):
+        JoinFindings.from_dict(data, "x")

@@ -24,6 +24,22 @@ text is pasted on every picture of a batch. Both are found here as a whole:
   ``n`` informative rows of which ``m`` agree is reported when its binomial tail
   ``P(Bin(n, null_rate[k]) ≥ m)``, multiplied by the number of segments that could have been
   tested (every start and end in every file at every offset: Bonferroni), is at most ``alpha``.
+  A maximal segment begins and ends with an agreeing row, so the rows at a run's ends that do
+  not agree are left out of it; once a run stands on its own evidence (its *core*), it is
+  extended row by row at each end (:func:`_extended`) while the next row *fits* offset ``k``:
+  it agrees (never the case next to a maximal segment's end, but it may be after rows that tell
+  nothing); or, at the run's end on the side of ``k``, its caption is also the caption of row
+  ``i + k`` outside the run and of no other row: a run of offset ``k`` written over the rows
+  leaves its last ``|k|`` captions twice, on their own rows ``k`` further on, and the final run,
+  which trained on both pairs, fits each caption to both pictures about equally, so those rows
+  seldom agree (measured so at the ends of Tux Paint's runs). Rows that tell nothing (the same
+  picture at ``i + k``) are spanned only up to a row that fits. The extension stops at the first
+  informative row that does not fit (its own picture or another offset's picture fits it
+  better), at a file's end and at another run; a row beside a run that is not shifted fits by
+  chance only where its caption is repeated at exactly ``k`` rows. Runs of one offset that the
+  extension brings together (nothing informative between them) are one run. The evidence
+  (``agreeing``, ``informative``, ``gain``, ``p_value``) stays the core's; ``edge_rows`` counts
+  the rows added.
 - **Repeated captions** (:func:`repeated_captions`): a caption (equal after folding case and
   white space) carried by at least ``min_pictures`` pictures that are not near-duplicates of
   one another is one finding; the same caption on near-duplicate pictures is not.
@@ -36,7 +52,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import binom
@@ -61,7 +77,8 @@ class ShiftRun:
     the file's row order) whose captions belong ``offset`` rows away: of its ``informative`` rows
     ``agreeing`` agree; ``gain``: the mean similarity gain of the caption with the picture
     ``offset`` rows away over its own, on the informative rows; ``p_value``: corrected for every
-    segment tested."""
+    segment tested. The evidence is the run's core's, the segment tested; ``edge_rows``: the rows
+    of the run outside its core (added at its ends, :func:`_extended`)."""
 
     file: int
     start: int
@@ -71,6 +88,7 @@ class ShiftRun:
     informative: int
     gain: float
     p_value: float
+    edge_rows: int = 0
 
     @property
     def rows(self) -> int:
@@ -96,6 +114,7 @@ def find_shifts(
     *,
     max_offset: int = MAX_OFFSET,
     alpha: float = ALPHA,
+    wording: np.ndarray | None = None,
 ) -> ShiftScan:
     """The shift runs of a collection (module description).
 
@@ -104,6 +123,8 @@ def find_shifts(
         pictures: ``[n, d]`` each pair's own picture vector.
         looks: ``[n]`` int, each pair's picture's class of near-duplicates (equal: alike).
         files: each file's pair indices in its row order (the sequences a shift stays within).
+        wording: ``[n]`` int, each pair's caption's class of equal wording
+            (:func:`caption_wording`); default: equal caption vectors.
     """
     agree = [agreement(captions, pictures, looks, rows, max_offset) for rows in files]
     hits = sum(a.hit.sum(axis=1) for a in agree)
@@ -117,9 +138,28 @@ def find_shifts(
         for run in _runs(found, f, null_rate, max(tests, 1))
         if run.p_value <= alpha
     ]
+    if wording is None:
+        wording = _equal_rows(captions)
+    runs = _extended(_disjoint(candidates), agree, [np.asarray(wording)[f] for f in files])
     offsets = agree[0].offsets if agree else np.zeros(0, dtype=np.int64)
     rates = {int(k): float(q) for k, q in zip(offsets, np.broadcast_to(null_rate, offsets.shape))}
-    return ShiftScan(_disjoint(candidates), rates, tests)
+    return ShiftScan(runs, rates, tests)
+
+
+def _equal_rows(captions: np.ndarray) -> np.ndarray:
+    """``[n]`` each row's class of equal caption vectors."""
+    if not len(captions):
+        return np.zeros(0, dtype=np.int64)
+    rows = np.ascontiguousarray(captions)
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    return np.unique(keys, return_inverse=True)[1].astype(np.int64)
+
+
+def caption_wording(captions: Sequence[str]) -> np.ndarray:
+    """``[n]`` each caption's class of equal wording (after
+    :func:`~mispair.audit.duplicates.normalized`)."""
+    classes: dict[str, int] = {}
+    return np.array([classes.setdefault(normalized(c), len(classes)) for c in captions], dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -226,6 +266,83 @@ def _disjoint(runs: list[ShiftRun]) -> list[ShiftRun]:
     return sorted(kept, key=lambda r: (r.file, r.start))
 
 
+def _extended(runs: list[ShiftRun], agree: list[Agreement], wording: list[np.ndarray]) -> list[ShiftRun]:
+    """The ``runs`` (in file and row order, disjoint) each extended at both ends (:func:`_edge`),
+    never into another run; runs of one offset that then touch, or lie apart by rows that tell
+    nothing, joined (``wording``: each file's rows' classes of equal wording)."""
+    out: list[ShiftRun] = []
+    for f, found in enumerate(agree):
+        mine = [r for r in runs if r.file == f]
+        if not mine:
+            continue
+        taken = np.zeros(found.hit.shape[1], dtype=bool)
+        for r in mine:
+            taken[r.start : r.stop + 1] = True
+        counts = np.bincount(wording[f]) if len(wording[f]) else np.zeros(0, dtype=np.int64)
+        grown = []
+        for r in mine:
+            j = int(np.flatnonzero(found.offsets == r.offset)[0])
+            taken[r.start : r.stop + 1] = False
+            start = _edge(found, wording[f], counts, j, r.start, -1, taken)
+            stop = _edge(found, wording[f], counts, j, r.stop, 1, taken)
+            taken[start : stop + 1] = True
+            edge = r.edge_rows + (r.start - start) + (stop - r.stop)
+            grown.append(replace(r, start=start, stop=stop, edge_rows=edge))
+        out += _joined(grown, found)
+    return out
+
+
+def _edge(
+    found: Agreement, wording: np.ndarray, counts: np.ndarray, j: int, edge: int, step: int, taken: np.ndarray
+) -> int:
+    """The run's end (row ``edge``, offset ``found.offsets[j]``) moved ``step`` a row at a time
+    while the next row fits the offset: it agrees; or, going the way of ``k``, its caption is the
+    caption of row ``i + k`` and of no other row of the file (``wording``, ``counts``: each row's
+    class of equal wording and each class's rows; the captions a run written over the rows
+    leaves twice at its far end). Rows that tell nothing are passed over, kept only up to a row
+    that fits; the first informative row that does not fit, a file's end (``i + k`` outside it)
+    or another run's row (``taken``) stops it."""
+    k, m = int(found.offsets[j]), found.hit.shape[1]
+    i = edge + step
+    while 0 <= i < m and 0 <= i + k < m and not taken[i]:
+        twice = step * k > 0 and wording[i] == wording[i + k] and counts[wording[i]] == 2
+        if found.hit[j, i] or twice:
+            edge = i
+        elif found.informative[j, i]:
+            break
+        i += step
+    return edge
+
+
+def _joined(runs: list[ShiftRun], found: Agreement) -> list[ShiftRun]:
+    """The runs of one file (in row order) with neighbours of one offset joined where no row between
+    them tells anything (none, or only rows whose picture ``k`` rows away is alike)."""
+    out: list[ShiftRun] = []
+    for run in runs:
+        last = out[-1] if out else None
+        if last is not None and last.offset == run.offset:
+            j = int(np.flatnonzero(found.offsets == run.offset)[0])
+            if not found.informative[j, last.stop + 1 : run.start].any():
+                n = last.informative + run.informative
+                gain = (last.gain * last.informative + run.gain * run.informative) / max(n, 1)
+                core = last.rows - last.edge_rows + run.rows - run.edge_rows
+                rows = run.stop - last.start + 1
+                out[-1] = ShiftRun(
+                    last.file,
+                    last.start,
+                    run.stop,
+                    run.offset,
+                    last.agreeing + run.agreeing,
+                    n,
+                    gain,
+                    min(last.p_value, run.p_value),
+                    rows - core,
+                )
+                continue
+        out.append(run)
+    return out
+
+
 def picture_looks(duplicate_of: np.ndarray) -> np.ndarray:
     """``[n_images]`` each image's class of near-duplicates (the lower index of it and its first
     near-duplicate, :attr:`~mispair.audit.duplicates.Duplicates.duplicate_of`; itself without)."""
@@ -244,14 +361,19 @@ class RepeatedGroup:
 
 
 def repeated_captions(
-    captions: Sequence[str], looks: np.ndarray, *, min_pictures: int = MIN_PICTURES
+    captions: Sequence[str],
+    looks: np.ndarray,
+    *,
+    min_pictures: int = MIN_PICTURES,
+    wording: np.ndarray | None = None,
 ) -> list[RepeatedGroup]:
     """The captions (equal after :func:`~mispair.audit.duplicates.normalized`) that at least
     ``min_pictures`` pictures unlike one another carry (``looks [n]``: each pair's picture's class
-    of near-duplicates), the most carried first."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for k, caption in enumerate(captions):
-        groups[normalized(caption)].append(k)
+    of near-duplicates), the most carried first (``wording``: :func:`caption_wording`'s classes,
+    where already made)."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for k, word in enumerate((caption_wording(captions) if wording is None else wording).tolist()):
+        groups[word].append(k)
     found = []
     for members in groups.values():
         distinct = len(set(np.asarray(looks)[members].tolist()))

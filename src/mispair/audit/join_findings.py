@@ -30,6 +30,7 @@ from mispair.audit.join_errors import (
     MAX_OFFSET,
     MIN_PICTURES,
     ShiftRun,
+    caption_wording,
     find_shifts,
     picture_looks,
     repeated_captions,
@@ -51,8 +52,10 @@ class Shift:
     """A run of rows of ``file`` (``first_pair_id`` to ``last_pair_id``, ``pairs`` rows, their
     ``pair_ids`` in row order) whose captions belong to the picture ``offset`` rows away: the
     evidence (``agreeing`` of ``informative`` rows, mean ``similarity_gain``, corrected
-    ``p_value``), the repair (``moves``: ``[from, to]`` the caption of pair ``from`` goes to the
-    picture of pair ``to``) and the pairs whose own caption is ``lost`` (none moves to them)."""
+    ``p_value``: the run's core, the segment tested), the repair (``moves``: ``[from, to]`` the
+    caption of pair ``from`` goes to the picture of pair ``to``), the pairs whose own caption is
+    ``lost`` (none moves to them) and ``edge_rows``, the rows added at the core's ends
+    (:func:`~mispair.audit.join_errors.find_shifts`; 0 in an audit written before)."""
 
     file: str
     first_pair_id: str
@@ -67,14 +70,17 @@ class Shift:
     pair_ids: list[str]
     moves: list[tuple[str, str]]
     lost: list[str]
+    edge_rows: int = 0
 
     def sentence(self) -> str:
         """The run in words (the headline's)."""
+        edges = f", {self.edge_rows} of them added at its ends row by row" if self.edge_rows else ""
+        core = " in its core" if self.edge_rows else ""
         return (
             f"pairs {self.first_pair_id}–{self.last_pair_id} of {self.file} carry "
             f"{_offset_words(self.offset)} "
-            f"({self.pairs} rows, {self.agreeing} of {self.informative} agree, chance of as many by "
-            f"accident {self.p_value:.1g}, similarity gain {self.similarity_gain:+.2f})"
+            f"({self.pairs} rows{edges}, {self.agreeing} of {self.informative}{core} agree, chance of as "
+            f"many by accident {self.p_value:.1g}, similarity gain {self.similarity_gain:+.2f})"
         )
 
 
@@ -169,6 +175,9 @@ def _shift(data: dict[str, Any]) -> Shift:
     named["lost"] = [str(i) for i in data["lost"]]
     if not isinstance(named["offset"], int) or not 0 < abs(named["offset"]) <= 64:
         raise ValueError(f"offset {named['offset']!r}")
+    edge_rows = named.setdefault("edge_rows", 0)
+    if not isinstance(edge_rows, int) or not 0 <= edge_rows <= len(named["pair_ids"]):
+        raise ValueError(f"edge_rows {edge_rows!r}")
     return Shift(**named)
 
 
@@ -276,7 +285,8 @@ def join_findings(
     probabilities of the shifted rows, over the pairs that remain)."""
     pairs = audited.pairs
     looks = picture_looks(duplicates.duplicate_of)[pairs.image_of_caption]
-    groups = repeated_captions(pairs.pairs.captions, looks)
+    wording = caption_wording(pairs.pairs.captions)
+    groups = repeated_captions(pairs.pairs.captions, looks, wording=wording)
     in_group = np.zeros(len(pairs), dtype=bool)
     for group in groups:
         in_group[group.pairs] = True
@@ -284,7 +294,7 @@ def join_findings(
     found = JoinFindings(method=_method())
     if all(getattr(m.head, "vector_search", False) for m in run.models):
         captions, pictures = _vectors(run, audited)
-        scan = find_shifts(captions, pictures, looks, order.files)
+        scan = find_shifts(captions, pictures, looks, order.files, wording=wording)
         if order.unsearched:
             found.note = (
                 f"shifts not searched in {', '.join(order.unsearched[:5])}"
@@ -310,6 +320,10 @@ def _method() -> dict[str, Any]:
         "agreement": "the picture k rows away fits the caption best of the rows around, better than its own",
         "alpha": ALPHA,
         "test": "binomial tail of a run's agreeing rows at the null rate, times the segments tested",
+        "edges": (
+            "a run found is extended a row at a time while the next row agrees, or its caption is also "
+            "the caption of the row offset rows away outside the run; rows that tell nothing are spanned"
+        ),
         "min_pictures": MIN_PICTURES,
     }
 
@@ -348,6 +362,7 @@ def _named(
         pair_ids=[ids[rows[i]] for i in span],
         moves=moves,
         lost=lost,
+        edge_rows=run.edge_rows,
     )
 
 

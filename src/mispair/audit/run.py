@@ -63,11 +63,12 @@ if TYPE_CHECKING:
 
     from mispair.data.readers import Reader
 
-AUDIT_PARTS = ("reading", "division", "training", "ranking", "map", "report")
+AUDIT_PARTS = ("reading", "division", "training", "ranking", "join_errors", "map", "report")
 """The parts of an audit timed in ``summary.json``'s ``timings`` (seconds, with their ``total``):
 reading the collection and the text encoder's features, the held-out scorers, the final run and
-its test evaluation, ranking with the best matches, duplicates and detection scores, the map's
-embedding and projection, and writing the report and tables."""
+its test evaluation, ranking with the best matches, duplicates and detection scores, the search
+for join errors (``structure.json``), the map's embedding and projection, and writing the report
+and tables."""
 
 AUDIT_OUTPUTS = (
     *OUTPUTS,
@@ -432,8 +433,9 @@ def _ranked(request: AuditRequest, run: TrainedRun, audited: AuditedPairs, timin
         train_split=request.config.data.train_split,
     )
     share = verdicts.calibration.share if verdicts.calibration is not None else None
-    structure = join_findings(run, audited, duplicates, verdicts.suspected, verdicts.mismatch, share)
     timings.lap("ranking")
+    structure = join_findings(run, audited, duplicates, verdicts.suspected, verdicts.mismatch, share)
+    timings.lap("join_errors")
     points = embedding_map(run, audited.pairs, seed=options.seed)
     run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
     timings.lap("map")
