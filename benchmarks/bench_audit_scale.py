@@ -57,7 +57,7 @@ SHORT = [
 ]
 """The audit's schedule cut for a quick check: one epoch, two scorers of one epoch each."""
 
-PARTS = ("reading", "division", "training", "ranking", "map", "report")
+PARTS = ("reading", "division", "training", "ranking", "join_errors", "map", "report")
 CAPTIONS_PER_IMAGE = 5
 WORDS_PER_CLUSTER = 4
 FILLERS = ("a", "the", "with", "and", "near", "of", "some", "two", "in", "on")

@@ -25,6 +25,12 @@ pasted groups found and the groups reported.
     python benchmarks/join_errors.py --variants clean shift10 shift30 pasted --forms folder
     python benchmarks/join_errors.py --shuffle --variants clean shift1 shift10 shift30 --forms folder
     python benchmarks/join_errors.py            # every variant in every form (about 15 audits)
+
+``--join-cost`` audits each variant and form again, twice in turn: with the search for join errors
+and with it replaced by an empty finding (nothing else changed), and prints the audits' seconds
+side by side with the search's own part of ``summary.json``'s ``timings`` (``join_errors``):
+
+    python benchmarks/join_errors.py --shuffle --variants shift30 --forms folder --join-cost
 """
 
 from __future__ import annotations
@@ -57,6 +63,12 @@ VARIANTS: dict[str, dict] = {
     "pasted": {"runs": [], "pasted": [20, 200]},
 }
 FORMS = ("folder", "table", "shards")
+JOIN_OFF = (
+    "import sys; import mispair.audit.run as run; from mispair.audit.join_findings import JoinFindings; "
+    "run.join_findings = lambda *args: JoinFindings(note='not searched (benchmark)'); "
+    "from mispair.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+"""``mispair audit`` with the search for join errors replaced by an empty finding."""
 
 
 def planted(variant: str, captions: list[str], seed: int = 0) -> tuple[list[str], np.ndarray, dict]:
@@ -125,10 +137,12 @@ def write_forms(
     return {"folder": folder, "table": table, "shards": shards}, original, offset, pasted
 
 
-def audit(path: Path, out: Path) -> float:
-    """``mispair audit path --out out`` with the short schedule (made once); its seconds."""
+def audit(path: Path, out: Path, join: bool = True) -> float:
+    """``mispair audit path --out out`` with the short schedule (made once; ``join``: with the search
+    for join errors); its seconds."""
     if not (out / "summary.json").is_file():
-        argv = [sys.executable, "-m", "mispair.cli", "audit", str(path), "--out", str(out), "--quiet", *SHORT]
+        command = ["-m", "mispair.cli"] if join else ["-c", JOIN_OFF]
+        argv = [sys.executable, *command, "audit", str(path), "--out", str(out), "--quiet", *SHORT]
         subprocess.run(argv, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL)
     return float(json.loads((out / "summary.json").read_text())["timings"]["total"])
 
@@ -207,6 +221,31 @@ def measure(variant: str, form: str, work: Path, shuffle: bool = False) -> dict:
     }
 
 
+def join_cost(variant: str, form: str, work: Path, shuffle: bool = False, repeats: int = 2) -> list[dict]:
+    """The audit of one collection with and without the search for join errors, in turn
+    (``repeats`` times each, fresh folders): seconds in all and the search's own part."""
+    forms, *_ = write_forms(variant, work, shuffle)
+    rows = []
+    for n in range(repeats):
+        for join in (True, False):
+            out = forms["folder"].parent / f"cost-{form}-{'with' if join else 'without'}-{n}"
+            seconds = audit(forms[form], out, join=join)
+            timings = json.loads((out / "summary.json").read_text())["timings"]
+            rows.append(
+                {
+                    "rows": "shuffled" if shuffle else "sorted",
+                    "variant": variant,
+                    "form": form,
+                    "join search": "with" if join else "without",
+                    "try": n + 1,
+                    "audit seconds": round(seconds, 1),
+                    "join_errors part": timings.get("join_errors"),
+                    "ranking part": timings.get("ranking"),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -215,11 +254,13 @@ def main() -> None:
     parser.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--shuffle", action="store_true", help="put the rows in a random order first")
+    parser.add_argument("--join-cost", action="store_true", help="time the audit with and without the search")
     args = parser.parse_args()
     started, rows = time.time(), []
     for variant in args.variants:
         for form in args.forms:
-            rows.append(measure(variant, form, args.work, args.shuffle))
+            found = join_cost(variant, form, args.work, args.shuffle) if args.join_cost else []
+            rows += found or [measure(variant, form, args.work, args.shuffle)]
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     columns = list(rows[0])
     print("| " + " | ".join(columns) + " |")
