@@ -141,6 +141,7 @@ def audit_user_collection(args: argparse.Namespace) -> None:
             folder / "audit",
             plant=args.plant,
             seed=seed,
+            overrides=args.set,
             progress=False,
             log=lambda _: None,
         )

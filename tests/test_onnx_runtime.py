@@ -139,7 +139,7 @@ def test_the_encoders_reuse_the_exported_file(onnx_cache, monkeypatch):
 )
 def test_an_unknown_runtime_is_one_line_naming_the_choices(argv, tmp_path, capsys):
     code = main([*argv, "--out", str(tmp_path / "out")])
-    one_line_error(code, capsys.readouterr().err, "one of torch, onnx, got 'tensorflow'")
+    one_line_error(code, capsys.readouterr().err, "one of auto, torch, onnx, got 'tensorflow'")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,5 @@
-"""Frozen pretrained encoders run by ONNX Runtime (``data.encoder_runtime: onnx``), optional.
+"""Frozen pretrained encoders run by ONNX Runtime (``data.encoder_runtime: onnx``; ``auto``: for
+EfficientNet-Lite0 on a CPU, :func:`mispair.data.features.auto_runtime`), optional.
 
 ``pip install 'mispair[onnx]'``. A module is exported once with :func:`torch.onnx.export` from its
 local PyTorch weights (the batch and sequence axes left dynamic) into :func:`cache_folder`, the
@@ -32,7 +33,7 @@ from torch import Tensor, nn
 from mispair.atomic import atomic_write, ensure_directory
 from mispair.errors import ConfigError, DataError
 
-RUNTIMES = ("torch", "onnx")
+RUNTIMES = ("auto", "torch", "onnx")
 INSTALL_HINT = "ONNX Runtime is not installed: pip install 'mispair[onnx]'"
 EXPORT_VERSION = 1  # a change in how modules are exported makes new files
 OPSET = 17
@@ -44,6 +45,11 @@ def check_runtime(runtime: str, key: str = "data.encoder_runtime") -> str:
     if runtime not in RUNTIMES:
         raise ConfigError(f"{key}: one of {', '.join(RUNTIMES)}, got {runtime!r}")
     return runtime
+
+
+def installed() -> bool:
+    """Whether ONNX Runtime and ONNX (its exporter's) are installed, without importing them."""
+    return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
 
 
 def require_runtime(runtime: str, key: str = "data.encoder_runtime") -> str:
@@ -97,8 +103,8 @@ def exported(
         ConfigError: the module cannot be exported (the message names it).
         DataError: the folder cannot be written.
     """
-    folder = cache_folder() if folder is None else Path(folder)
-    path = folder / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}-{weights_digest(module)}.onnx"
+    path = export_path(module, name, folder)
+    folder = path.parent
     if path.is_file():
         return path
     model = _export(module.train(False), example, signature, name)
@@ -108,6 +114,12 @@ def exported(
     except DataError as exc:
         raise DataError(f"{exc}; set MISPAIR_CACHE to a writable folder") from None
     return path
+
+
+def export_path(module: nn.Module, name: str, folder: Path | None = None) -> Path:
+    """Where :func:`exported` keeps ``module``'s ONNX file (it may not be there yet)."""
+    folder = cache_folder() if folder is None else Path(folder)
+    return folder / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}-{weights_digest(module)}.onnx"
 
 
 def _export(module: nn.Module, example: tuple[Tensor, ...], signature: Signature, name: str) -> bytes:

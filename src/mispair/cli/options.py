@@ -147,9 +147,10 @@ def runtime_option(parser: argparse.ArgumentParser) -> None:
     """The option choosing what runs the frozen pretrained encoders (``data.encoder_runtime``)."""
     parser.add_argument(
         "--encoder-runtime",
-        metavar="{torch,onnx}",
-        help="what runs EfficientNet-Lite0 and a frozen MiniLM: torch (default) or onnx "
-        "(ONNX Runtime: pip install 'mispair[onnx]')",
+        metavar="{auto,torch,onnx}",
+        help="what runs EfficientNet-Lite0 and a frozen MiniLM: torch (default), onnx "
+        "(ONNX Runtime: pip install 'mispair[onnx]') or auto (ONNX Runtime for EfficientNet-Lite0 "
+        "on a CPU where it is installed, else torch)",
     )
 
 

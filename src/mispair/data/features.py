@@ -34,8 +34,9 @@ from tqdm import tqdm
 from mispair.data.cache_files import BadEntry, Rejected, write_arrays
 from mispair.data.cache_folder import private_folder
 from mispair.data.pictures import images as pictures
-from mispair.errors import DataError
-from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
+from mispair.errors import ConfigError, DataError
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, export_path
+from mispair.onnx_runtime import installed as onnx_installed
 from mispair.progress import progress_bar
 
 PREPROCESS_VERSION = "fit-square-on-white-v1"
@@ -49,6 +50,7 @@ class EfficientNetLite0Grid(nn.Module):
 
     cache_name = "efficientnet-lite0"
     image_size = 224
+    onnx_when_auto = True  # ``data.encoder_runtime: auto`` runs it on ONNX Runtime (pixel_encoder)
 
     def __init__(self) -> None:
         super().__init__()
@@ -144,6 +146,7 @@ def extract_grid_features(
     paths = [_found(cache_dir, read_also, n) for n in names]
     done = sum(min(chunk_size, len(keys) - s) for s, p in zip(starts, paths) if p.is_file())
     runner = GridRunner(encoder, device, batch_size, check_runtime(runtime))
+    runner.pictures = len(keys) - done
     chunks, rejected = [], Rejected("image feature cache")
     with progress_bar(
         total=len(keys), initial=done, desc="features", unit="img", disable=not progress
@@ -207,18 +210,22 @@ def _chunk_name(encoder_name: str, keys: Sequence[str]) -> str:
 
 
 class GridRunner:
-    """Runs the encoder over images loaded in a background thread (decoding overlaps the CNN):
-    ``run(load, indices, bar)`` gives grids ``[len(indices), h·w, D]`` float16 and ``valid``."""
+    """Runs the encoder over images loaded by ``loaders`` background threads (decoding overlaps
+    the CNN; the pictures keep their order): ``run(load, indices, bar)`` gives grids
+    ``[len(indices), h·w, D]`` float16 and ``valid``."""
 
-    def __init__(self, encoder: nn.Module | None, device: str | None, batch_size: int, runtime: str) -> None:
-        self.encoder, self.batch_size, self.runtime = encoder, batch_size, runtime
+    def __init__(
+        self, encoder: nn.Module | None, device: str | None, batch_size: int, runtime: str, loaders: int = 1
+    ) -> None:
+        self.encoder, self.batch_size, self.runtime, self.loaders = encoder, batch_size, runtime, loaders
+        self.pictures: int | None = None  # how many the caller will encode, when it knows (``auto``)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.encode: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def run(self, load: Callable, indices: Sequence[int], bar: tqdm) -> tuple[np.ndarray, np.ndarray]:
         encode = self._prepare()
         features, valid = [], []
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=self.loaders) as pool:
             pictures = pool.map(load, indices)
             for batch in _batches(pictures, self.batch_size):
                 features.append(self._encode(encode, batch))
@@ -231,7 +238,7 @@ class GridRunner:
             self.encoder = EfficientNetLite0Grid() if self.encoder is None else self.encoder
             if self.device.type == "cpu":
                 torch.set_num_threads(_thread_count())
-            self.encode = pixel_encoder(self.encoder, self.runtime, self.device)
+            self.encode = pixel_encoder(self.encoder, self.runtime, self.device, self.pictures)
         return self.encode
 
     def _encode(self, encode: Callable[[torch.Tensor], torch.Tensor], batch: list) -> np.ndarray:
@@ -242,19 +249,34 @@ class GridRunner:
         return out
 
 
+EXPORT_PAYS = 64
+"""Pictures to encode from which ``auto`` exports an encoder not yet exported (about 1.5 s, the
+time PyTorch takes for 20–50 pictures of EfficientNet-Lite0 on one core)."""
+
+
 def pixel_encoder(
-    encoder: nn.Module, runtime: str = "torch", device: torch.device | str = "cpu"
+    encoder: nn.Module,
+    runtime: str = "torch",
+    device: torch.device | str = "cpu",
+    pictures: int | None = None,
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``encoder`` as a function of pictures ``[B, 3, S, S]`` to its feature map ``[B, D, h, w]``,
-    run by ``runtime``: ``torch`` on ``device`` (inference mode; channels-last on a CPU, 1.2×
-    faster for EfficientNet-Lite0) or ``onnx`` (ONNX Runtime on the CPU, whatever ``device``,
-    3.8× faster for EfficientNet-Lite0: ``benchmarks/results/bench_features.md``; the model is
-    exported once from ``encoder``'s weights, :mod:`mispair.onnx_runtime`)."""
+    run by ``runtime``: ``torch`` on ``device`` (inference mode; channels-last on a CPU), ``onnx``
+    (ONNX Runtime on the CPU, whatever ``device``: EfficientNet-Lite0 3.8× faster than ``torch``
+    alone, 2.1× in the whole pipeline, the features equal to rounding:
+    ``benchmarks/results/encoder_speed.md``; the model is exported once from ``encoder``'s
+    weights, :mod:`mispair.onnx_runtime`) or ``auto`` (:func:`auto_runtime`: ``onnx`` where it is
+    measured to pay, else ``torch``; ``pictures``: how many will be encoded, when known)."""
     device = torch.device(device)
-    if check_runtime(runtime) == "onnx":
-        size = getattr(encoder, "image_size", 224)
-        name = getattr(encoder, "cache_name", type(encoder).__name__)
-        return OnnxModule.of(encoder, (torch.zeros(2, 3, size, size),), PIXELS_TO_GRID, name)
+    if check_runtime(runtime) == "auto":
+        runtime = auto_runtime(encoder, device, pictures)
+        if runtime == "onnx":
+            try:
+                return _onnx_encoder(encoder)
+            except (ConfigError, DataError):  # no cache folder to export into, or no export: PyTorch
+                runtime = "torch"
+    if runtime == "onnx":
+        return _onnx_encoder(encoder)
     layout = torch.channels_last if device.type == "cpu" else torch.contiguous_format
     encoder = encoder.train(False).to(device, memory_format=layout)
 
@@ -263,6 +285,27 @@ def pixel_encoder(
         return encoder(pixels.to(device).contiguous(memory_format=layout))
 
     return encode
+
+
+def auto_runtime(encoder: nn.Module, device: torch.device, pictures: int | None = None) -> str:
+    """What ``data.encoder_runtime: auto`` runs ``encoder`` with on ``device``: ``onnx`` for an
+    encoder measured faster there (``onnx_when_auto``: EfficientNet-Lite0), on a CPU, with ONNX
+    Runtime installed, when its export is there already or pays (``pictures`` unknown, or at least
+    :data:`EXPORT_PAYS`); else ``torch``."""
+    if device.type != "cpu" or not getattr(encoder, "onnx_when_auto", False) or not onnx_installed():
+        return "torch"
+    if pictures is None or pictures >= EXPORT_PAYS:
+        return "onnx"
+    return "onnx" if export_path(encoder, _name(encoder)).is_file() else "torch"
+
+
+def _onnx_encoder(encoder: nn.Module) -> OnnxModule:
+    size = getattr(encoder, "image_size", 224)
+    return OnnxModule.of(encoder, (torch.zeros(2, 3, size, size),), PIXELS_TO_GRID, _name(encoder))
+
+
+def _name(encoder: nn.Module) -> str:
+    return getattr(encoder, "cache_name", type(encoder).__name__)
 
 
 PIXELS_TO_GRID = Signature(

@@ -73,6 +73,7 @@ def picture_features(
         if (entry := store.load(key, rejected)) is not None:
             found[key] = entry
     todo = _firsts(keys, found)
+    runner.pictures = len(todo)
     with progress_bar(
         total=len(paths), initial=len(paths) - len(todo), desc="features", unit="img", disable=not progress
     ) as bar:

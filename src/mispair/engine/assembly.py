@@ -186,7 +186,7 @@ def concrete_precision(
     if (
         in_bfloat16
         and not model.text_trainable_layers
-        and data.encoder_runtime == "torch"
+        and data.encoder_runtime != "onnx"  # (``auto`` runs MiniLM in PyTorch)
         and cpu_computes_bfloat16()
     ):
         log(

