@@ -1,5 +1,5 @@
-"""``--quiet``: no progress bar and no progress line (an epoch, a stage), but every note and
-warning still printed — what the person must know is never hidden by it."""
+"""``--quiet``: no progress bar and no progress line (an epoch, a stage), but every note, warning
+and result still printed — what the person must know is never hidden by it."""
 
 import contextlib
 import io
@@ -7,7 +7,7 @@ import io
 import pytest
 
 from mispair.cli import main
-from mispair.progress import is_quiet, log_line, set_quiet
+from mispair.progress import ProgressLine, is_quiet, log_line, set_quiet
 from tests.test_cli import TINY
 
 
@@ -19,15 +19,16 @@ def quiet():
     set_quiet(before)
 
 
-def test_quiet_log_keeps_notes_and_warnings_only(quiet, capsys):
-    for line in ("epoch 1/1  trusted_0=4.68", "audit: ranking 950 pairs", "note: a note", "warning: careful"):
+def test_quiet_log_hides_progress_lines_only(quiet, capsys):
+    lines = (ProgressLine("epoch 1/1  trusted_0=4.68"), "note: a note", ProgressLine("audit: ranking"), "22%")
+    for line in lines:
         log_line(line)
-    assert capsys.readouterr().err.splitlines() == ["note: a note", "warning: careful"]
+    assert capsys.readouterr().err.splitlines() == ["note: a note", "22%"]
 
 
 def test_log_prints_every_line_when_not_quiet(capsys):
     set_quiet(False)
-    log_line("epoch 1/1")
+    log_line(ProgressLine("epoch 1/1"))
     assert capsys.readouterr().err == "epoch 1/1\n"
 
 

@@ -1,5 +1,5 @@
 """Progress bars and progress lines: every bar of mispair is made here and the commands log through
-:func:`log_line`, so ``--quiet`` switches them all off (notes and warnings still print)."""
+:func:`log_line`, so ``--quiet`` switches them all off (notes, warnings and results still print)."""
 
 from __future__ import annotations
 
@@ -27,14 +27,17 @@ def progress_bar(iterable: Any = None, *, disable: bool = False, **options: Any)
     return tqdm(iterable, disable=disable or _quiet, **options)
 
 
-QUIET_HELP = "no progress bars or progress lines (notes and warnings still print)"
+QUIET_HELP = "no progress bars or progress lines (notes, warnings and results still print)"
 """``--quiet``'s help."""
-KEPT_WHEN_QUIET = ("note:", "warning:")
-"""The log lines ``--quiet`` still prints: what the person must know, not how far the work is."""
+
+
+class ProgressLine(str):
+    """A log line that says how far the work is (an epoch, a stage), not what the person must
+    know: ``--quiet`` hides it (:func:`log_line`). It is a ``str``, so any ``log`` callback takes it."""
 
 
 def log_line(message: str) -> None:
-    """Print a command's log ``message`` to standard error, unless quiet and it is a progress
-    line (an epoch, a stage) rather than a note or a warning (:data:`KEPT_WHEN_QUIET`)."""
-    if not _quiet or message.startswith(KEPT_WHEN_QUIET):
+    """Print a command's log ``message`` to standard error, unless quiet and it is a
+    :class:`ProgressLine` (notes, warnings and results always print)."""
+    if not (_quiet and isinstance(message, ProgressLine)):
         print(message, file=sys.stderr)

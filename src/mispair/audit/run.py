@@ -55,6 +55,7 @@ from mispair.engine.trained import TrainedRun
 from mispair.errors import ConfigError, DataError
 from mispair.estimate.sample import audit_sample
 from mispair.output_folder import check_folder, claim_folder, holding
+from mispair.progress import ProgressLine
 from mispair.sanity import check_finite
 from mispair.timings import Timings
 
@@ -381,7 +382,9 @@ def _audit(
     sources = Sources.of(audited, request.config.data, options.images)
     timings.lap("reading")
     options.log(
-        f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption"
+        ProgressLine(
+            f"audit: ranking {len(audited.pairs)} pairs and finding the best match of each image and caption"
+        )
     )
     ranked = _ranked(request, run, audited, timings)
     table = _table(ranked)  # not beside MiniLM
@@ -588,7 +591,7 @@ def _reseeded(request: AuditRequest, timings: Timings) -> list[ReseedVerdict]:
     o, config = request.options, request.config
     found = []
     for k in range(1, o.reseeds):
-        o.log(f"audit: reseed {k} of {o.reseeds - 1} (train.seed={config.train.seed + k})")
+        o.log(ProgressLine(f"audit: reseed {k} of {o.reseeds - 1} (train.seed={config.train.seed + k})"))
         again = reseeded_config(config, request.out, k)
         outcome = train_outcome(
             again, resume=o.resume, progress=o.progress, log=o.log, timings=timings, timeout=o.timeout

@@ -22,6 +22,7 @@ from mispair.nn.assembly import build_model, reads_mean_feature
 from mispair.nn.model import RetrievalModel
 from mispair.nn.text import text_encoder_class
 from mispair.nn.text.minilm import cpu_computes_bfloat16
+from mispair.progress import ProgressLine
 from mispair.seeds import child_seed
 
 
@@ -228,8 +229,10 @@ def prepare_text_encoder(
         done = prepare(model, token_lists, None, progress, runtime=runtime)
     if done.get("text_cache/computed"):
         log(
-            f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "
-            f"{done['text_cache/size']} cached"
+            ProgressLine(
+                f"text features: {done['text_cache/computed']} captions encoded by {model.text_encoder}, "
+                f"{done['text_cache/size']} cached"
+            )
         )
 
 

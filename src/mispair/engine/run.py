@@ -47,6 +47,7 @@ from mispair.engine.trained import TrainedRun
 from mispair.engine.trainer import Trainer, TrainResult
 from mispair.methods.base import Recipe, get_recipe
 from mispair.output_folder import check_folder, claim_folder, holding
+from mispair.progress import ProgressLine
 from mispair.timings import Timings
 
 if TYPE_CHECKING:
@@ -228,8 +229,10 @@ def _train(
     kind = config.data.noise.protocol if config.data.noise.rate > 0 else "labelled"
     noise_text = f", noise {data.noise.noise_rate:.2f} ({kind})" if data.noise else ""
     log(
-        f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
-        f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}"
+        ProgressLine(
+            f"{config.recipe} on {data.train.name}: {data.train.n_images} images, "
+            f"{data.train.n_captions} captions{noise_text}; device {recipe.context.device}"
+        )
     )
     fields = data.checkpoint_fields()
     trainer = Trainer(

@@ -21,7 +21,7 @@ from mispair.engine.evaluation import evaluate_split
 from mispair.engine.trained import Checkpoint, save_checkpoint
 from mispair.errors import ConfigError, DataError, DivergedError
 from mispair.methods.base import MODEL_OPTIMIZER, Recipe, StepItem, Update
-from mispair.progress import progress_bar
+from mispair.progress import ProgressLine, progress_bar
 from mispair.safe_io import append_text
 from mispair.safe_parse import load_json
 from mispair.seeds import child_seed
@@ -104,7 +104,7 @@ class Trainer:
         saved = Checkpoint.read(path)
         self._load(path, saved)
         self._truncate_log(saved.epoch)
-        self.log(f"resuming {path} after epoch {saved.epoch}")
+        self.log(ProgressLine(f"resuming {path} after epoch {saved.epoch}"))
         return saved.epoch, saved.best_epoch, saved.best_dev
 
     def _load(self, path: Path, saved: Checkpoint) -> None:
@@ -258,7 +258,8 @@ class Trainer:
             if self.shard.is_main:
                 append_text(self.out_dir / "log.jsonl", json.dumps(record) + "\n")  # never through a link
             self._save("last.pt", epoch + 1, best_epoch, best_dev)
-            self.log(_summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"]))
+            line = _summary(epoch, self.config.train.epochs, losses, last_dev, record["seconds"])
+            self.log(ProgressLine(line))
         barrier(self.shard)  # the checkpoints exist before any rank reads them
         return TrainResult(best_epoch, best_dev, last_dev)
 
