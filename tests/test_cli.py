@@ -29,6 +29,7 @@ from mispair.methods import list_recipes
 from mispair.nn.heads import list_heads
 from mispair.nn.text import list_text_encoders
 from tests.cli_errors import one_line_error
+from tests.conftest import small_model
 
 TINY = [
     "data.source=synthetic",
@@ -74,10 +75,10 @@ def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     out, pairs = root / "run", root / "pairs.csv"
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+    with small_model(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = main(["train", *TINY, "--out", str(out), "--quiet", "--export-pairs", str(pairs)])
+        config = load_config(None, [*TINY, f"output={out}"])
     assert status == 0, stderr.getvalue()
-    config = load_config(None, [*TINY, f"output={out}"])
     return out, pairs, stdout.getvalue(), stderr.getvalue(), config
 
 

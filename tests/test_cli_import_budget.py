@@ -27,25 +27,36 @@ COMMANDS = sorted(
 def run_main(argv: list[str]) -> dict:
     """``mispair ARGV`` through :func:`mispair.cli.main` in a fresh interpreter: its exit status,
     stderr, and the top-level modules it imported."""
+    return run_mains([argv])[0]
+
+
+def run_mains(argvs: list[list[str]]) -> list[dict]:
+    """``mispair ARGV`` for each of ``argvs`` in turn in one fresh interpreter: each one's exit
+    status, stderr, and the top-level modules imported by then (by it or an earlier one: no heavy
+    library among them after the last means none was imported by any, as in an interpreter each;
+    the first list to hold one names the command that imported it)."""
     script = textwrap.dedent(
         f"""
         import contextlib, io, json, sys
         from mispair.cli import main
-        err = io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            try:
-                code = main({argv!r})
-            except SystemExit as exc:
-                code = exc.code
-        modules = sorted({{name.split(".")[0] for name in sys.modules}})
-        print(json.dumps({{"code": code, "err": err.getvalue(), "modules": modules}}))
+        for argv in {argvs!r}:
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as exc:
+                    code = exc.code
+            modules = sorted({{name.split(".")[0] for name in sys.modules}})
+            print(json.dumps({{"code": code, "err": err.getvalue(), "modules": modules}}))
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    ran = [json.loads(line) for line in done.stdout.splitlines()[-len(argvs) :]]
+    assert len(ran) == len(argvs), done.stdout
+    return ran
 
 
 def test_every_command_is_covered():
@@ -99,8 +110,8 @@ def _refusals(tmp: Path) -> list[tuple[list[str], str]]:
 
 
 def test_refusals_of_missing_paths_import_no_heavy_library(tmp_path):
-    for argv, says in _refusals(tmp_path):
-        ran = run_main(argv)
+    refusals = _refusals(tmp_path)
+    for (argv, says), ran in zip(refusals, run_mains([argv for argv, _ in refusals]), strict=True):
         lines = ran["err"].strip().splitlines()
         assert ran["code"] == 2 and len(lines) == 1 and says in lines[0], (argv, ran["err"])
         assert not set(ran["modules"]) & set(HEAVY), (argv, sorted(set(ran["modules"]) & set(HEAVY)))
@@ -111,7 +122,7 @@ def test_search_refuses_a_wrong_request_before_it_loads_the_index(tmp_path):
     index = tmp_path / "index"
     index.mkdir()
     (index / "manifest.json").write_text(json.dumps({"format": "mispair-index", "version": 1, "files": {}}))
-    for argv, says in [
+    refusals = [
         ([str(index)], "give a query text"),
         ([str(index), "a", "--image", "x.png"], "exactly one of them"),
         ([str(index), "--image", str(tmp_path / "x.png")], f"--image {tmp_path / 'x.png'}: no such file"),
@@ -121,8 +132,9 @@ def test_search_refuses_a_wrong_request_before_it_loads_the_index(tmp_path):
             [str(index), "a", "--checkpoint", str(tmp_path / "c.pt")],
             f"{tmp_path / 'c.pt'}: checkpoint not found",
         ),
-    ]:
-        ran = run_main(["search", *argv])
+    ]
+    commands = [["search", *argv] for argv, _ in refusals]
+    for (argv, says), ran in zip(refusals, run_mains(commands), strict=True):
         lines = ran["err"].strip().splitlines()
         assert ran["code"] == 2 and len(lines) == 1 and says in lines[0], (argv, ran["err"])
         assert not set(ran["modules"]) & set(HEAVY), (argv, sorted(set(ran["modules"]) & set(HEAVY)))

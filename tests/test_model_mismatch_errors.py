@@ -17,6 +17,7 @@ from mispair.engine.assembly import pick_device
 from mispair.errors import ConfigError
 from mispair.progress import progress_bar, set_quiet
 from tests.cli_errors import one_line_error
+from tests.conftest import small_model
 
 TINY = [
     "data.synthetic_images=60",
@@ -38,7 +39,8 @@ def run_cli(*argv) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    code, err = run_cli("train", "data.source=synthetic", *TINY, "--out", out, "--quiet")
+    with small_model():  # the tests' model (a module's fixture is set up before the test's patch)
+        code, err = run_cli("train", "data.source=synthetic", *TINY, "--out", out, "--quiet")
     assert code == 0, err
     return out
 

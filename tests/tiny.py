@@ -25,3 +25,12 @@ TINY_AUDIT_SCHEDULE = [
 ]
 """The audit's run cut to one epoch and two folds scored once: a whole audit of a small
 collection in seconds (the encoders stay the collection's own)."""
+
+TINY_FORM_AUDIT = [
+    "model.text_encoder=bigru",
+    "model.image_pooling=features",
+    "model.word_dim=16",
+    *TINY_AUDIT_SCHEDULE,
+]
+"""The tiny audit of the readers' small collection (``tests/data/readers_forms.py``) in any of its
+forms: the ``form_audit`` fixture's (``tests/conftest.py``)."""

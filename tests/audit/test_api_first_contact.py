@@ -16,11 +16,6 @@ from tests.tiny import TINY_AUDIT_SCHEDULE
 TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
-
-
 def frame_of(folder) -> pd.DataFrame:
     """The collection's pairs with picture paths relative to ``folder``."""
     return pd.read_csv(folder / "captions.csv", dtype=str)

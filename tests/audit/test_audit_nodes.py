@@ -5,7 +5,8 @@ address for the first node's) over one shared folder, audit as one process does:
 
 Each agent starts one process (``--nproc_per_node 1``); the held-out folds are dealt over the
 two ranks, rank 0 merges the scores and writes the audit. About 35 s on two shared CPU cores
-(the one-process audit included)."""
+(the one-process audit included): in the slow suite (``-m slow``); the default suite shards the
+same audit over two ranks with ``--nproc 2`` (``tests/audit/test_audit_nproc.py``)."""
 
 import os
 import socket
@@ -25,6 +26,8 @@ from .test_audit_run import PLANT, TINY
 ROUNDS = [*TINY, "division.rounds=2"]
 """The tiny audit with a refinement round, so that nested trust's lattice (the audit's default)
 runs across the nodes too."""
+
+pytestmark = pytest.mark.slow  # twin in the default run: test_audit_nproc.py (the sharded audit, two ranks)
 
 
 def _free_port() -> int:

@@ -297,11 +297,11 @@ def test_a_collection_above_the_report_limit_shows_its_most_suspect_pairs_and_sa
     assert any("the report shows the 30 most suspect of 800 pairs" in line for line in said)
 
 
-def test_the_audit_frees_the_minilm_states_once_read_and_a_second_audit_reads_them_from_disk(
-    collection, tmp_path
-):
+def test_the_audit_frees_the_minilm_states_once_read_and_a_second_audit_reads_them_from_disk(tmp_path):
     from mispair.nn.text import state_cache
 
+    # a collection of its own, smaller than the module's: what is freed and read again, not how much
+    collection = write_synthetic_dataset(tmp_path / "toy_precomp", n_train=30, n_dev=10, n_test=10)
     backbone = ["model.text_encoder=minilm", "model.image_pooling=features", "model.text_precision=float32"]
     overrides = [*TINY[4:], *backbone, "model.embed_dim=16"]
     messages: list[str] = []

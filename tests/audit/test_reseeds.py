@@ -36,15 +36,24 @@ def test_the_spread_is_its_counts_and_overlaps_by_brute_force():
     assert "4 audits with other seeds" in spread.line() and "suspected_in_reseeds" in spread.line()
 
 
-def test_reseeds_count_each_pairs_suspicions_over_the_runs(tmp_path):
-    collection = write_synthetic_dataset(tmp_path / "toy_precomp", n_train=80, n_dev=20, n_test=20)
+@pytest.fixture(scope="module")
+def thrice(tmp_path_factory):
+    """A collection audited once and with ``--reseeds 3``: the second audit's folder and result,
+    the first's result."""
+    base = tmp_path_factory.mktemp("reseeds")
+    collection = write_synthetic_dataset(base / "toy_precomp", n_train=40, n_dev=10, n_test=10)
     once = audit_collection(
-        collection, tmp_path / "once", overrides=TINY, plant=0.4, progress=False, log=lambda _: None
+        collection, base / "once", overrides=TINY, plant=0.4, progress=False, log=lambda _: None
     )
-    out = tmp_path / "thrice"
+    out = base / "thrice"
     result = audit_collection(
         collection, out, overrides=TINY, plant=0.4, progress=False, log=lambda _: None, reseeds=3
     )
+    return out, result, once
+
+
+def test_reseeds_count_each_pairs_suspicions_over_the_runs(thrice):
+    out, result, once = thrice
     table = result.pairs
     # the audit's own numbers are its seed's
     assert np.array_equal(
@@ -78,12 +87,8 @@ def test_a_reseed_count_out_of_range_is_one_line(tmp_path, capsys, count):
     assert status == 2 and "--reseeds: the audits in all, 1 to 10" in err and "Traceback" not in err
 
 
-def test_the_page_states_the_spread(tmp_path):
-    collection = write_synthetic_dataset(tmp_path / "toy_precomp", n_train=60, n_dev=20, n_test=20)
-    out = tmp_path / "twice"
-    result = audit_collection(
-        collection, out, overrides=TINY, plant=0.4, progress=False, log=lambda _: None, reseeds=2
-    )
+def test_the_page_states_the_spread(thrice):
+    out, result, _ = thrice
     page = (out / "report.html").read_text(encoding="utf-8")
     spread = result.summary.reseeds
     assert f"({spread.audits} audits in all, <code>--reseeds</code>)" in page

@@ -73,6 +73,7 @@ def test_an_audit_only_reads_the_collection(form, tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / STORE).rglob("*.mean"))  # the features, in the user's cache
 
 
+@pytest.mark.slow  # twin in the default run: test_an_audit_only_reads_the_collection (tree unchanged)
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to run as another user"
 )

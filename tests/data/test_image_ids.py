@@ -29,11 +29,6 @@ TINY = ["model.text_encoder=bigru", "model.image_pooling=features", "model.word_
 DIGEST = re.compile(r"(?:^|/)[0-9a-f]{32}\.\w+$")
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
-
-
 def image_ids(path, **options) -> dict[str, str]:
     """The image id of every pair, by pair id."""
     data = resolve_source(DataConfig(root=str(path), **options))

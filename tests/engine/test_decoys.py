@@ -194,7 +194,7 @@ def test_nested_trust_trains_each_scorer_outside_its_held_set_and_deals_them_ove
     ``folds − size`` folds (never one of its held-out set), one per set and partition; each job's
     trust lies outside its fold; and two ranks, each training its share of the scorers, fill
     disjoint scores that add up to one process's."""
-    config, data, train = _setup()
+    config, data, train = _setup(["train.epochs=1"])  # what each scorer trains on, not how well
     scoring = HeldOutScoring(config, HeldOutPlan(folds=4, rounds=3, repeats=2, nested_trust=True))
     dealt = sampling.deal_pairs(scoring, train, None, data.train.n_images)
     seen, summed = [], []
@@ -235,7 +235,7 @@ def test_nested_trust_resumes_from_the_stash_training_only_the_scorers_it_lacks(
     """A scoring with nested trust interrupted after some of its lattice's scorers resumes from
     the stash: it trains only the scorers whose scores are missing, and its scores equal those of
     a run from scratch."""
-    config, data, train = _setup()
+    config, data, train = _setup(["train.epochs=1"])  # which scorers train, not how well
     scoring = HeldOutScoring(config, HeldOutPlan(folds=3, rounds=2, nested_trust=True))
     trained = []
     real_trained = nested.trained_scorers

@@ -34,6 +34,7 @@ from mispair.engine.held_out import (
 from mispair.engine.held_out.contrast import contrast_scores
 from mispair.engine.run import train_run
 from mispair.errors import ConfigError
+from tests.conftest import small_model
 
 TINY = [
     "data.source=synthetic",
@@ -186,7 +187,7 @@ def test_scores_are_kept_in_the_run_folder_and_recomputed_when_the_settings_chan
 
 
 def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monkeypatch):
-    config, data, train = _setup([*HELD_OUT, "division.rounds=2", "division.epochs=2"])
+    config, data, train = _setup([*HELD_OUT, "division.rounds=2", "division.epochs=1"])
     whole = division_scores(config, data, train, Runtime()).train  # uninterrupted, nothing kept
     cache, trained = tmp_path / "pair_scores.npz", []
     real = scorers.train_scorer
@@ -212,7 +213,10 @@ def test_an_interrupted_scoring_resumes_at_its_first_missing_fold(tmp_path, monk
 @pytest.fixture(scope="module")
 def holdout_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("holdout")
-    config = load_config(None, [*TINY, "recipe=holdout", "train.epochs=6", *HELD_OUT, f"output={out}"])
+    # one run for both holdout tests: it re-pairs suspected captions from its fourth epoch
+    overrides = [*TINY, "recipe=holdout", "train.epochs=6", "method.rematch_from=3", *HELD_OUT]
+    with small_model():  # the tests' model, as the module's other runs train
+        config = load_config(None, [*overrides, f"output={out}"])
     return config, train_run(config, progress=False, log=lambda m: None)
 
 
@@ -264,13 +268,9 @@ def test_the_oracle_trains_on_the_truly_clean_pairs_only(tmp_path, monkeypatch):
     assert np.array_equal(seen["train"].image_of_caption, load_run_data(config).train.image_of_caption[clean])
 
 
-def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_for(tmp_path):
-    config = load_config(
-        None,
-        [*TINY, "recipe=holdout", "train.epochs=6", "method.rematch_from=3", *HELD_OUT, f"output={tmp_path}"],
-    )
-    train_run(config, progress=False, log=lambda m: None)
-    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+def test_holdout_re_pairs_suspected_captions_with_the_images_they_were_written_for(holdout_run):
+    config, _ = holdout_run  # re-pairing from the fourth epoch
+    log = [json.loads(line) for line in (config.output_dir / "log.jsonl").read_text().splitlines()]
     assert all("rematch/fraction" not in r for r in log[:3])
     rematched = [r for r in log[3:]]
     assert all(r["rematch/fraction"] > 0 for r in rematched)

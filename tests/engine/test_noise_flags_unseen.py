@@ -50,7 +50,10 @@ def run_outputs(recipe: str, out, monkeypatch, *, permute: bool, seen: dict | No
     return (np.zeros(0) if kept is None else kept.train), TrainedRun.open(out / "best.pt").clean_prob
 
 
-@pytest.mark.parametrize("recipe", ["holdout", "ncr"])
+@pytest.mark.parametrize(
+    "recipe",  # holdout in the slow suite: its twin, test_noise_flags_never_leak.py, checks the weights too
+    [pytest.param("holdout", marks=pytest.mark.slow), "ncr"],
+)
 def test_permuting_the_noise_flags_changes_nothing_the_division_computes(recipe, tmp_path, monkeypatch):
     scores, clean_prob = run_outputs(recipe, tmp_path / "given", monkeypatch, permute=False)
     scores_p, clean_prob_p = run_outputs(recipe, tmp_path / "permuted", monkeypatch, permute=True)

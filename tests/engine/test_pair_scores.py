@@ -2,6 +2,7 @@
 detecting planted mismatches after the in-sample scores have memorised them."""
 
 import numpy as np
+import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
@@ -68,6 +69,7 @@ def test_no_pair_is_scored_by_a_model_that_trained_on_it():
     assert np.isfinite(scores.score).all() and (scores.score != 0).any()
 
 
+@pytest.mark.slow  # twins in the default run: the test above; test_division_scores.py (out-of-fold AUC > 0.8)
 def test_out_of_fold_scores_stay_high_while_in_sample_scores_collapse():
     config, data, train = _setup(120, 20)
     clean = ~data.noise.is_noisy

@@ -5,8 +5,10 @@ two ranks, rank 0 alone writes the run folder (one ``log.jsonl`` line per epoch,
 ``metrics.json``), and its test rSum is that of one process within the tolerance of the
 two-process tests (``tests/engine/test_distributed.py``: each rank's batch has half the in-batch
 negatives). About 35 s on two shared CPU cores, the one-process run included: in the slow suite
-(``-m slow``); the default suite's two-node audit (``tests/audit/test_audit_nodes.py``) trains
-its final run with DDP over the same two nodes."""
+(``-m slow``), as is the two-node audit (``tests/audit/test_audit_nodes.py``), which trains its
+final run with DDP over the same two nodes; the default suite trains with DDP over two processes
+(``tests/engine/test_distributed.py``) and audits with ``--nproc 2``
+(``tests/audit/test_audit_nproc.py``)."""
 
 import json
 import os

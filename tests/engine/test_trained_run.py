@@ -13,6 +13,7 @@ from mispair.data.synthetic import make_synthetic
 from mispair.encoding import encode_split
 from mispair.engine.trained import TrainedRun, load_checkpoint, save_checkpoint
 from mispair.errors import ConfigError, DataError
+from tests.conftest import small_model
 
 TINY = [
     "data.synthetic_images=60",
@@ -30,7 +31,8 @@ TINY = [
 def checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    # the tests' model (a module's fixture is set up before each test's small_default_model)
+    with small_model(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["train", "data.source=synthetic", *TINY, "--out", str(out), "--quiet"])
     assert code == 0, err.getvalue()
     return out / "best.pt"

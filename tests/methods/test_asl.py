@@ -45,6 +45,7 @@ def test_default_gradient_is_the_papers(lam):
     assert detached.grad[0, 0].item() == pytest.approx(0.7 * expected, rel=1e-9)
 
 
+@pytest.mark.slow  # twin in the default run: test_single_process_unchanged.py[asl] (every number)
 def test_tiny_asl_run_detects_noise(tmp_path):
     overrides = [
         "recipe=asl",

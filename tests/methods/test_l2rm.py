@@ -285,6 +285,7 @@ def _tiny(tmp_path, recipe, *extra):
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 
+@pytest.mark.slow  # twins by default: test_single_process_unchanged.py[l2rm] (every number), test_distributed
 def test_tiny_l2rm_run_beats_vse_under_60_percent_noise(tmp_path):
     vse = _tiny(tmp_path, "vse")
     l2rm = _tiny(tmp_path, "l2rm", "method.warmup_epochs=2")

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,7 @@ def _tiny_ncr(tmp_path, **extra):
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 
+@pytest.mark.slow  # twin in the default run: test_single_process_unchanged.py[ncr] (every number)
 def test_tiny_ncr_run_detects_noise_and_co_divides(tmp_path, monkeypatch):
     from mispair.methods.cotrain import CoTraining
 

@@ -230,6 +230,7 @@ def _tiny(recipe, tmp_path, *extra):
     return train_run(load_config(None, overrides), progress=False, log=lambda m: None)
 
 
+@pytest.mark.slow  # twins by default: test_single_process_unchanged.py[pc2] (every number), test_distributed
 def test_tiny_noisy_run_beats_vse(tmp_path):
     _division()
     pc2 = _tiny("pc2", tmp_path, "method.warmup_epochs=2")

@@ -34,8 +34,7 @@ def names_in(form: str, path) -> set[str]:
 
 
 @pytest.mark.parametrize("form", ["webdataset", "parquet-bytes"])
-def test_search_hits_show_the_collections_own_names(form, tmp_path, monkeypatch):
-    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "cache"))
+def test_search_hits_show_the_collections_own_names(form, tmp_path):
     path = write_form(form, tmp_path / form)
     code, _, err = run_cli("train", f"data.root={path}", *TINY, "--out", tmp_path / "run", "--quiet")
     assert code == 0, err

@@ -13,11 +13,9 @@ from tests.search.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
-def built(collection, cosine_checkpoint, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tamper") / "idx"
-    code, _, err = run_cli("index", cosine_checkpoint, collection, "--split", "test", "--out", out, "--quiet")
-    assert code == 0, err
-    return out
+def built(test_split_index):
+    """The package's index of the test split (tests/search/conftest.py): only copied here."""
+    return test_split_index
 
 
 def _tamper(built, tmp_path, name: str, content: bytes):
