@@ -112,7 +112,7 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
     from mispair.estimate.sample import audit_sample
     from mispair.estimate.share import PLANNED_FOR, Z_LOOK, planned_look, predicted_half_width
 
-    monkeypatch.setattr(module, "SAMPLE_SHOWN", 10)
+    monkeypatch.setattr(module, "SAMPLE_SHOWN", 3)
     table = _table(n=300, numbered=False).assign(suspected=lambda t: t["mismatch_probability"] > 0.9)
     sample = audit_sample(table, 4, "")
     rows = module.sample_rows(table, sample)
@@ -123,9 +123,9 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
     )
     shown = data["sample"]
     by_id = table.set_index("pair_id")["mismatch_probability"]
-    assert [r[0] for r in shown["rows"]] == sample["pair_id"].head(10).tolist()
-    assert [r[4] for r in shown["rows"]] == sample["stratum"].head(10).tolist()
-    assert [r[3] for r in shown["rows"]] == by_id.loc[sample["pair_id"].head(10)].tolist()  # unrounded
+    assert [r[0] for r in shown["rows"]] == sample["pair_id"].head(3).tolist()
+    assert [r[4] for r in shown["rows"]] == sample["stratum"].head(3).tolist()
+    assert [r[3] for r in shown["rows"]] == by_id.loc[sample["pair_id"].head(3)].tolist()  # unrounded
     f = by_id.loc[sample["pair_id"]].to_numpy()
     strata = sample["stratum"].to_numpy(dtype=object)
     assert [s[0] for s in shown["strata"]] == list(dict.fromkeys(strata))

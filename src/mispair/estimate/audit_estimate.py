@@ -44,7 +44,7 @@ DISAGREEMENTS_SHOWN = 10
 """The reviewers' disagreements the command line lists (estimate.json holds every one)."""
 METHOD = (
     "a stratified random sample (sample.csv's order: strata by the audit's calibrated probabilities, "
-    "Neyman's allocation, the cut checked first), each stratum's answers weighed by its size; the "
+    "an exact optimal allocation, the cut checked first), each stratum's answers weighed by its size; the "
     "interval an asymptotic confidence sequence (Waudby-Smith et al. 2024) credited for sampling "
     f"without replacement (Waudby-Smith & Ramdas 2020) at level {ALPHA - LOOK_ALPHA:g}, intersected "
     f"from the planned look on with that look's fixed-n interval at level {LOOK_ALPHA:g}: valid at "

@@ -51,7 +51,7 @@ def sample_order(
     (:mod:`mispair.estimate.design`); without, it is uniform (one stratum)."""
     import pandas as pd
 
-    from mispair.estimate.design import allocation, strata_of, stratified_order
+    from mispair.estimate.design import strata_of, stratified_order, stratum_means
 
     given = [str(i) for i in pair_ids]
     by_id = np.argsort(np.array(given, dtype=object), kind="stable")
@@ -64,7 +64,7 @@ def sample_order(
         p = np.asarray(probability, dtype=np.float64)[by_id]
         flags = None if suspected is None else np.asarray(suspected, dtype=bool)[by_id]
         strata = strata_of(p, flags)
-        drawn = stratified_order(ids, strata, allocation(p, strata), rng)
+        drawn = stratified_order(ids, strata, stratum_means(p, strata), rng)
     return pd.DataFrame(
         {"pair_id": [ids[k] for k in drawn], "order": np.arange(1, len(ids) + 1), "stratum": strata[drawn]}
     )

@@ -334,10 +334,10 @@ def stratum_figures(judged: np.ndarray, probabilities: np.ndarray, total: int) -
     )
 
 
-LOOK_ALPHA = 0.035
+LOOK_ALPHA = 0.045
 """The error the planned look spends (:func:`stratified_share`); the confidence sequence spends
 the rest of :data:`ALPHA`."""
-Z_LOOK = 2.1083583481363425
+Z_LOOK = 2.0046544617650968
 """The standard normal's ``1 − LOOK_ALPHA / 2`` quantile: the planned look's two-sided interval."""
 PLANNED_FOR = TARGET_HALF_WIDTH
 """The half-width the planned look is placed for ("± 3 points")."""
@@ -410,7 +410,7 @@ def stratified_share(
     (the finite-population correction in place of ``κ``) spends ``LOOK_ALPHA`` of the error; from
     then on the interval shown is the confidence sequence's intersected with that look's. Both
     hold together with probability ``1 − ALPHA`` (a union bound), so the interval stays valid
-    wherever the person stops, and at the planned look it is within ``2.11/1.96 ≈ 1.08×`` of the
+    wherever the person stops, and at the planned look it is within ``2.00/1.96 ≈ 1.02×`` of the
     fixed-n interval there, where a confidence sequence alone is ``≈ 1.55×`` (a planned look in
     the sense of group-sequential designs: Jennison & Turnbull, *Group sequential methods*,
     2000, ch. 7, with Bonferroni's split between the look and the sequence).
@@ -453,20 +453,19 @@ def predicted_half_width(
     Agresti–Coull's as :func:`stratum_figures` takes it); a stratum without answers counts its
     whole weight."""
 
+    from mispair.estimate.design import predicted_variance
+
     f = np.clip(np.asarray(order_probability, dtype=np.float64), 0.0, 1.0)
     strata = np.asarray(order_strata, dtype=object)
     variance, unseen = 0.0, 0.0
     for name in dict.fromkeys(strata.tolist()):
         inside = strata == name
         big, n = int(inside.sum()), int(inside[:answers].sum())
-        mean = _sum(f[inside]) / big
         weight = big / len(f)
         if n == 0:
             unseen += weight
-        elif n < big:  # Agresti–Coull's variance as the estimate takes it, at the expected answers
-            tilde = (n * mean + 1) / (n + 2)
-            spread = tilde * (1 - tilde)
-            variance += weight * weight * (1 - n / big) * spread / n
+        else:
+            variance += weight * weight * predicted_variance(big, _sum(f[inside]) / big, n)
     return z * math.sqrt(variance) + unseen
 
 
