@@ -205,8 +205,8 @@ def test_a_damaged_structure_json_is_one_line(audited, tmp_path):
 
 def test_the_row_order_is_cut_where_a_row_is_missing_and_unknown_gaps_are_not_searched():
     """A refused row inside a table cuts it in two (offsets never count across it); ids that do not
-    say a row's place, or a shard with a refused sample, leave the file out of the search."""
-    from mispair.audit.join_findings import _by_shard, _stretches
+    say a row's place leave the file out of the search."""
+    from mispair.audit.join_findings import _stretches
 
     index = {str(k): k for k in range(10) if k != 4}  # row 4 refused, row 7 not audited
     del index["7"]
@@ -218,7 +218,42 @@ def test_the_row_order_is_cut_where_a_row_is_missing_and_unknown_gaps_are_not_se
     assert _stretches(["b", "a", "c"], ["z"], own, "t.csv").unsearched == ["t.csv"]
     shuffled = {p: k for k, p in enumerate(["3", "1", "2"])}  # digits, not rising: not row numbers
     assert _stretches(["3", "1", "2"], ["0"], shuffled, "t.csv").unsearched == ["t.csv"]
-    assert _by_shard(["00/a", "01/b", "00/c"]) == {"00": ["00/a", "00/c"], "01": ["01/b"]}
+
+
+def test_a_shard_is_cut_where_its_sample_is_refused_and_searched_on_both_sides(tmp_path):
+    """A WebDataset shard keeps a refused sample's place (its members' order): the samples before
+    and after it are two stretches of the search, each in the shard's order; a sample nobody
+    audited cuts it too, and every shard is apart."""
+    import io
+    import tarfile
+
+    from mispair.audit.join_findings import row_order
+    from mispair.config import DataConfig
+    from mispair.data.readers.webdataset import shard_keys
+
+    def shard(path, keys):
+        with tarfile.open(path, "w") as tar:
+            for key, suffixes in keys:
+                for suffix in suffixes:
+                    blob = f"{key}{suffix}".encode()
+                    info = tarfile.TarInfo(f"{key}{suffix}")
+                    info.size = len(blob)
+                    tar.addfile(info, io.BytesIO(blob))
+
+    keys = [(f"{k:03d}", (".txt", ".png")) for k in range(8)]
+    keys[3] = ("003", (".txt",))  # no picture: refused by the reader
+    shard(tmp_path / "a.tar", keys)
+    shard(tmp_path / "b.tar", [(f"{k:03d}", (".png", ".txt")) for k in range(4)])
+    assert shard_keys(tmp_path / "a.tar") == [f"{k:03d}" for k in range(8)]
+    audited = [f"a/{k:03d}" for k in (7, 6, 5, 4, 2, 1, 0)] + ["b/000", "b/001", "b/003"]  # b/002 not audited
+    order = row_order(audited, np.zeros(len(audited)), DataConfig(root=str(tmp_path), source="webdataset"))
+    assert [[audited[k] for k in part] for part in order.files] == [
+        ["a/000", "a/001", "a/002"],
+        ["a/004", "a/005", "a/006", "a/007"],
+        ["b/000", "b/001"],
+        ["b/003"],
+    ]
+    assert order.names == ["shard a", "shard a", "shard b", "shard b"] and not order.unsearched
 
 
 def test_the_page_names_the_join_errors_with_their_captions_escaped(tmp_path):

@@ -224,34 +224,41 @@ def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> R
     precomputed collection's files)."""
     from mispair.data.readers import reader_of
     from mispair.data.readers.table import TableReader
+    from mispair.data.readers.webdataset import WebDatasetReader
 
     reader = reader_of(data)
     if not isinstance(reader, TableReader):
         names = list(dict.fromkeys(np.asarray(split).tolist()))
         return RowOrder([np.flatnonzero(np.asarray(split) == n) for n in names], names)
-    table = reader.table(data)  # the rows as read: no picture's features needed
     index = {p: k for k, p in enumerate(pair_ids)}
+    if isinstance(reader, WebDatasetReader):  # each shard apart, cut where a sample is refused or not audited
+        return _shard_stretches(reader.shards(data), index)
+    table = reader.table(data)  # the rows as read: no picture's features needed
     listed = table.pairs["pair_id"].astype(str).tolist()
     refused = table.refused["pair_id"].astype(str).tolist() if len(table.refused) else []
-    if reader.name == "webdataset":  # a shard's keys say nothing of a refused sample's place
-        order = RowOrder([], [])
-        for shard, ids in _by_shard(listed).items():
-            broken = any(p not in index for p in ids) or any(r.startswith(shard + "/") for r in refused)
-            if broken:
-                order.unsearched.append(f"shard {shard}")
-            else:
-                order.files.append(np.array([index[p] for p in ids], dtype=np.int64))
-                order.names.append(f"shard {shard}")
-        return order
     return _stretches(listed, refused, index, Path(table.where).name)
 
 
-def _by_shard(ids: list[str]) -> dict[str, list[str]]:
-    """WebDataset pair ids (``shard/key``) grouped by shard, in their order."""
-    shards: dict[str, list[str]] = {}
-    for pair_id in ids:
-        shards.setdefault(pair_id.split("/", 1)[0], []).append(pair_id)
-    return shards
+def _shard_stretches(shards: list[Path], index: dict[str, int]) -> RowOrder:
+    """Each shard's samples in the shard's own order (:func:`~mispair.data.readers.webdataset.
+    shard_keys`: refused samples keep their place), cut wherever a sample is not among the
+    audited pairs ``index``: a refused or unaudited sample's place is known, so the rows on each
+    side are searched apart."""
+    from mispair.data.readers.webdataset import shard_keys
+
+    order = RowOrder([], [])
+    for shard in shards:
+        stretch: list[int] = []
+        for key in [*shard_keys(shard), None]:
+            at = None if key is None else index.get(f"{shard.stem}/{key}")
+            if at is not None:
+                stretch.append(at)
+                continue
+            if stretch:
+                order.files.append(np.array(stretch, dtype=np.int64))
+                order.names.append(f"shard {shard.stem}")
+            stretch = []
+    return order
 
 
 def _stretches(listed: list[str], refused: list[str], index: dict[str, int], name: str) -> RowOrder:

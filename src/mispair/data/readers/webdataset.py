@@ -90,16 +90,16 @@ class WebDatasetReader(TableReader):
         return bool(shards) and all(p.suffix == ".tar" and p.is_file() for p in shards)
 
     def stamp(self, data: DataConfig) -> tuple:
-        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in self._shards(data))
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in self.shards(data))
 
     def old_cache_dirs(self, data: DataConfig) -> list[Path]:
-        return [] if data.cache_dir else shipped(self._shards(data)[0].parent / CACHE_FOLDER)
+        return [] if data.cache_dir else shipped(self.shards(data)[0].parent / CACHE_FOLDER)
 
     def table(self, data: DataConfig) -> CollectionTable:
         import pandas as pd
 
         cache, rows, refused = self.cache_dir(data), [], []
-        for shard in self._shards(data):
+        for shard in self.shards(data):
             for key, sample in _samples(shard, cache / "images"):
                 row = _row(shard, key, sample, data)
                 copies = int(sample.get(".copies", 1))  # type: ignore[arg-type]
@@ -112,7 +112,7 @@ class WebDatasetReader(TableReader):
         ).drop(columns="named")
         return checked_table(frame, view, str(data.root), trusted_paths=True, refused=refused)
 
-    def _shards(self, data: DataConfig) -> list[Path]:
+    def shards(self, data: DataConfig) -> list[Path]:
         shards = shard_paths(Path(data.root))
         missing = [p for p in shards if not p.is_file()]
         if not shards or missing:
@@ -141,14 +141,10 @@ def _samples(shard: Path, folder: Path) -> list[tuple[str, dict[str, bytes | str
                 tar.members = []  # streamed: tarfile would keep every member's header
                 members += 1
                 _check_shard(shard, members, declared := declared + max(member.size, 0))
-                if not member.isfile():
+                key, suffix = _key_of(member)
+                if key is None:
                     continue
-                folder_name, _, base = member.name.rpartition("/")
-                stem, dot, suffix = base.partition(".")
-                if not dot:
-                    continue
-                key = f"{folder_name}/{stem}" if folder_name else stem
-                parts, suffix = samples.setdefault(key, {}), "." + suffix.lower()
+                parts = samples.setdefault(key, {})
                 seen[key, suffix] = seen.get((key, suffix), 0) + 1
                 if suffix in parts:
                     copies = max(int(parts.get(".copies", 1)), seen[key, suffix])  # type: ignore[arg-type]
@@ -162,6 +158,38 @@ def _samples(shard: Path, folder: Path) -> list[tuple[str, dict[str, bytes | str
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DataError(f"{shard}: not a readable tar shard ({exc})") from None
     return list(samples.items())
+
+
+def _key_of(member: tarfile.TarInfo) -> tuple[str | None, str]:
+    """A member's sample key and its lowered suffix (``.jpg``); no key for what is not a regular
+    file with a suffix."""
+    if not member.isfile():
+        return None, ""
+    folder_name, _, base = member.name.rpartition("/")
+    stem, dot, suffix = base.partition(".")
+    if not dot:
+        return None, ""
+    return (f"{folder_name}/{stem}" if folder_name else stem), "." + suffix.lower()
+
+
+def shard_keys(shard: Path) -> list[str]:
+    """Every sample key of a shard in the shard's order, refused samples included (the members'
+    headers only, streamed: the order in which a shard's rows are joined). Bounded by
+    ``MAX_SHARD_MEMBERS`` as the reading is."""
+    keys: dict[str, None] = {}
+    members = 0
+    try:
+        with tarfile.open(shard, "r:") as tar:
+            while (member := tar.next()) is not None:
+                tar.members = []
+                members += 1
+                _check_shard(shard, members, 0)
+                key, _ = _key_of(member)
+                if key is not None:
+                    keys.setdefault(key)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise DataError(f"{shard}: not a readable tar shard ({exc})") from None
+    return list(keys)
 
 
 def _check_shard(shard: Path, members: int, declared: int) -> None:
