@@ -48,6 +48,7 @@ from mispair.distributed import DEFAULT_TIMEOUT, is_main_process
 from mispair.division import Division, min_max_normalize
 from mispair.division.calibration import Calibration
 from mispair.division.detection import detection_curves, ranking_detection
+from mispair.engine.assembly import run_data
 from mispair.engine.checks import check_run_config
 from mispair.engine.held_out.answers import answers_overrides, judged_on, read_answers
 from mispair.engine.run import RunOutcome, TrainSummary, train_outcome, train_run
@@ -379,7 +380,8 @@ def _audit(
     options, run = request.options, outcome.best
     audited = audited_pairs(run, progress=options.progress, outcome=outcome)
     check_finite(audited.score, "held-out pair scores", request.out / "run")  # before any result is written
-    sources = Sources.of(audited, request.config.data, options.images)
+    data = run_data(request.config)  # the form the run read: the reader's prepared collection, not again
+    sources = Sources.of(audited, data, options.images)
     timings.lap("reading")
     options.log(
         ProgressLine(
@@ -389,7 +391,7 @@ def _audit(
     ranked = _ranked(request, run, audited, timings)
     table = _table(ranked)  # not beside MiniLM
     timings.lap("ranking")
-    raw = _with_raw_similarity(table, audited, request.config.data)
+    raw = _with_raw_similarity(table, audited, data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
     result = _audit_summary(request, ranked, sources, table, retrieval)
     if others:
@@ -473,7 +475,7 @@ def _audit_summary(
     request: AuditRequest, ranked: Ranked, sources: Sources, table: pd.DataFrame, retrieval: Retrieval
 ) -> AuditSummary:
     """The summary: counts and run, calibrated numbers, what was read and refused, the parts."""
-    audited, verdicts, data = ranked.audited, ranked.verdicts, request.config.data
+    audited, verdicts, data = ranked.audited, ranked.verdicts, run_data(request.config)
     result = _summary(request, audited, verdicts, retrieval)
     fdr = request.options.fdr
     shares = calibration_summary(
