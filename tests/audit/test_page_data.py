@@ -110,7 +110,7 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
     order each stratum's size and mean probability (first places' order) and the planned look."""
     from mispair.audit import page_data as module
     from mispair.estimate.sample import audit_sample
-    from mispair.estimate.share import PLANNED_FOR, Z_LOOK, planned_look, predicted_half_width
+    from mispair.estimate.share import planned_look
 
     monkeypatch.setattr(module, "SAMPLE_SHOWN", 3)
     table = _table(n=300, numbered=False).assign(suspected=lambda t: t["mismatch_probability"] > 0.9)
@@ -130,14 +130,13 @@ def test_the_sample_carries_its_rows_strata_and_planned_look(monkeypatch):
     strata = sample["stratum"].to_numpy(dtype=object)
     assert [s[0] for s in shown["strata"]] == list(dict.fromkeys(strata))
     assert {s[0] for s in shown["strata"]} - {r[4] for r in shown["rows"]}  # a stratum past the rows
-    for name, pairs, mean in shown["strata"]:
+    for name, pairs, mean, at_look in shown["strata"]:
         total = 0.0
         for value in f[strata == name]:  # left to right, as the estimate adds
             total += value
         assert pairs == (strata == name).sum() and mean == total / pairs
-    look = planned_look(f, strata)
-    assert shown["n_pairs"] == 300 and shown["look"] == look
-    assert shown["look_applies"] == (predicted_half_width(look, f, strata, Z_LOOK) <= PLANNED_FOR)
+        assert at_look == (strata[: planned_look(f, strata)] == name).sum()
+    assert shown["n_pairs"] == 300 and shown["look"] == planned_look(f, strata)
 
     older = sample.drop(columns="stratum")  # an audit's sample before the strata: one stratum
     design = module.sample_design(table, older)

@@ -17,7 +17,7 @@ from mispair.audit.page_data import sample_design
 from mispair.audit.result import AuditResult
 from mispair.audit.synthetic import synthetic_audit
 from mispair.cli import main
-from mispair.estimate.share import sample_share
+from mispair.estimate.share import PLANNED_FOR, Z_LOOK, predicted_half_width, sample_share
 
 playwright = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -117,7 +117,8 @@ def test_every_number_of_answers_gives_the_estimate_of_sample_share(audit):
     out, result = audit
     f, strata = _order(out)
     design = sample_design(AuditResult.load(out).pairs, result.sample)
-    assert design["look_applies"] and design["look"] < len(f)  # the look is inside the page's rows
+    assert design["look"] < len(f)  # the look is inside the page's rows, predicted within ± 3 points
+    assert predicted_half_width(design["look"], f, strata, Z_LOOK) <= PLANNED_FOR
     rng = np.random.default_rng(3)
     keys = rng.choice(list("mcs"), size=len(f), p=[0.3, 0.65, 0.05])
     labels = [[pair_id, LABEL[key]] for pair_id, key in zip(result.sample["pair_id"], keys)]

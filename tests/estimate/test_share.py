@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mispair.estimate.design import predicted_variance
 from mispair.estimate.sample import sample_order
 from mispair.estimate.share import (
     ALPHA,
     LOOK_ALPHA,
+    PLANNED_FOR,
     Z_975,
     Z_LOOK,
     answers_for,
@@ -24,6 +26,7 @@ from mispair.estimate.share import (
     fixed_n_share,
     labels_only_share,
     planned_look,
+    predicted_half_width,
     sample_share,
     stratified_share,
     without_replacement,
@@ -224,3 +227,31 @@ def test_every_pair_judged_is_the_share_itself_bounded_only_by_the_unsure():
 def test_no_answer_is_the_whole_range():
     found = sample_share(np.array([]), np.array([0.2, 0.4]), np.array(["all", "all"], dtype=object))
     assert (found.estimate.low, found.estimate.high, found.answers) == (0.0, 1.0, 0)
+
+
+def test_the_look_is_promised_only_while_the_answers_agree_with_the_scores():
+    """Scores that call every pair a sure match plan an early look; answers that find 40% of the
+    pairs mismatched predict that look far wider than ± 3 points (the share's deviation is the
+    answers', not the scores'), so the count falls back to the confidence sequence's."""
+    f = np.full(2000, 0.01)
+    strata = np.array(["low"] * 400 + ["rest"] * 1600, dtype=object)
+    order = np.random.default_rng(0).permutation(2000)
+    f, strata = f[order], strata[order]
+    look = planned_look(f, strata)
+    agree = np.zeros(50)
+    found = sample_share(agree, f, strata)
+    assert found.answers_for_target == look
+    assert predicted_half_width(look, f, strata, Z_LOOK, agree) <= PLANNED_FOR
+    disagree = (np.arange(50) % 5 < 2).astype(float)  # 40% mismatched
+    wide = predicted_half_width(look, f, strata, Z_LOOK, disagree)
+    by_hand = Z_LOOK * math.sqrt(
+        sum(
+            (big / 2000) ** 2
+            * predicted_variance(
+                big, disagree[(strata == name)[:50]].mean(), int((strata[:look] == name).sum())
+            )
+            for name, big in (("low", 400), ("rest", 1600))
+        )
+    )
+    assert wide == pytest.approx(by_hand, rel=1e-12) and wide > PLANNED_FOR
+    assert sample_share(disagree, f, strata).answers_for_target != look

@@ -11,32 +11,31 @@ null), raw similarity (the given embeddings' cosine, or null)]``, and ``sample``
 "check a sample" needs of the audit's stratified random order (``sample.csv``,
 :mod:`mispair.estimate.design`) to compute :func:`~mispair.estimate.share.sample_share` as
 ``mispair estimate`` does (equal to 1e-9): ``n_pairs``; ``strata``, every stratum in the order of
-its first place in the whole order, ``[name, pairs N_h, mean mismatch probability]`` (the
-estimate of a stratum without answers, unrounded); ``look``, the planned look
-(:func:`~mispair.estimate.share.planned_look`, which may lie past the rows the page carries) and
-``look_applies`` (whether it is predicted within ± 3 points, so that the answers counted for the
-target are the look's); the estimate's constants (``alpha``: the confidence sequence's level,
-``tuned_for``, ``z_look``, ``target``); and ``rows``, the first :data:`SAMPLE_SHOWN` pairs of the
-order, ``[pair_id, image, caption, mismatch probability, stratum, suspected (1, 0, or null when
-the table has no verdicts)]``. No other pair's probability is needed: the page judges only the
-rows it carries. ``digest``: the order's :func:`order_digest`, which keys the answers the page
-stores (a re-audit with another seed, the same id, keeps none of the old order's). For the drop
-the answers prove (:func:`~mispair.estimate.selection.proven_cut` as ``mispair estimate --fdr``
-runs it, :func:`~mispair.estimate.audit_estimate.suspicion_score`'s ranking): ``fdr``, ``delta``,
-``interval_delta``, ``cut_ids`` (the ``cut`` stratum's pair ids, most suspect first), ``cut_sizes``
-(the cuts tested) and ``cut_places`` (the places, from 0, of the cut's pairs in the order: where
-the answers a proof needs are reached); for the blind-spot warning
-(:func:`~mispair.estimate.trust.blind_spot`): ``z_975``, ``z_975_squared``,
+its first place in the whole order, ``[name, pairs N_h, mean mismatch probability, answers at the
+look]`` (the mean: the estimate of a stratum without answers, unrounded); ``look``, the planned
+look (:func:`~mispair.estimate.share.planned_look`, which may lie past the rows the page carries;
+whether it is predicted within ± 3 points the page asks of the answers so far, as
+:func:`~mispair.estimate.share.answers_for_design` does); the estimate's constants (``alpha``: the
+confidence sequence's level, ``tuned_for``, ``z_look``, ``target``); and ``rows``, the first
+:data:`SAMPLE_SHOWN` pairs of the order, ``[pair_id, image, caption, mismatch probability,
+stratum, suspected (1, 0, or null when the table has no verdicts)]``. No other pair's probability
+is needed: the page judges only the rows it carries. ``digest``: the order's :func:`order_digest`,
+which keys the answers the page stores (a re-audit with another seed, the same id, keeps none of
+the old order's). For the drop the answers prove (:func:`~mispair.estimate.selection.proven_cut`
+as ``mispair estimate --fdr`` runs it, :func:`~mispair.estimate.audit_estimate.suspicion_score`'s
+ranking): ``fdr``, ``delta``, ``interval_delta``, ``cut_ids`` (the ``cut`` stratum's pair ids,
+most suspect first), ``cut_sizes`` (the cuts tested) and ``cut_places`` (the places, from 0, of
+the cut's pairs in the order: where the answers a proof needs are reached); for the blind-spot
+warning (:func:`~mispair.estimate.trust.blind_spot`): ``z_975``, ``z_975_squared``,
 ``blind_spot_recall``, ``blind_spot_auc``. ``findings``: the join errors' cards
 (:mod:`mispair.audit.page_findings`), or null: ``cards``, each with its ``kind``, ``sentence``,
 ``offset``, ``pair_ids``, ``rows`` shown ``[pair_id, image, caption, caption after the repair or
 null, state]`` (``hidden`` rows not shown after the ``gap``-th) and ``repair`` ``[pair_id,
-replace|drop, caption]``; ``more``: the findings without a card.
-Suggestions are the columns ``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with
-``..._score_1..3``) when the table has them, else the single ``suggested_caption`` /
-``suggested_image_id``. The page computes no score: every pair's number is here; it computes
-only the estimate from a person's answers (the formulas of :mod:`mispair.estimate.share`).
-"""
+replace|drop, caption]``; ``more``: the findings without a card. Suggestions are the columns
+``suggested_caption_1..3`` / ``suggested_image_id_1..3`` (with ``..._score_1..3``) when the table
+has them, else the single ``suggested_caption`` / ``suggested_image_id``. The page computes no
+score: every pair's number is here; it computes only the estimate from a person's answers (the
+formulas of :mod:`mispair.estimate.share`)."""
 
 from __future__ import annotations
 
@@ -187,12 +186,10 @@ def sample_design(table: pd.DataFrame, sample: pd.DataFrame, *, fdr: float = FDR
     from mispair.estimate.share import (
         ALPHA,
         LOOK_ALPHA,
-        PLANNED_FOR,
         TARGET_HALF_WIDTH,
         TUNED_FOR,
         Z_LOOK,
         planned_look,
-        predicted_half_width,
         stratum_figures,
     )
 
@@ -205,12 +202,13 @@ def sample_design(table: pd.DataFrame, sample: pd.DataFrame, *, fdr: float = FDR
         part = stratum_figures(np.empty(0), f[strata == name], len(f))
         parts.append([str(name), part.pairs, part.mean])
     look = planned_look(f, strata)
+    for part in parts:  # each stratum's answers at the look (the page predicts the look's width)
+        part.append(int((strata[:look] == part[0]).sum()))
     return {
         "digest": order_digest(order["pair_id"].astype(str).tolist()),
         "n_pairs": len(f),
         "strata": parts,
         "look": look,
-        "look_applies": bool(predicted_half_width(look, f, strata, Z_LOOK) <= PLANNED_FOR),
         "alpha": ALPHA - LOOK_ALPHA,
         "tuned_for": TUNED_FOR,
         "z_look": Z_LOOK,

@@ -649,10 +649,29 @@
     }
     return high;
   }
-  function answersForDesign(e) {  // share.answers_for_design
+  function predictedVariance(pairs, mean, n) {  // design.predicted_variance
+    if (n <= 0) { return Infinity; }
+    if (n >= pairs) { return 0; }
+    var t = (n * mean + 1) / (n + 2);
+    return t * (1 - t) * (1 - n / pairs) / n;
+  }
+  function lookPredicted(seen) {  // share.predicted_half_width at the look, the answered strata at their answers' mean
+    var variance = 0, unseen = 0;
+    sample.strata.forEach(function (s) {
+      var weight = s[1] / sample.n_pairs, total = 0, count = 0;
+      for (var k = 0; k < seen.length; k++) {
+        if (sample.rows[k][4] === s[0]) { total += seen[k]; count += 1; }
+      }
+      if (s[3] === 0) { unseen += weight; } else {
+        variance += weight * weight * predictedVariance(s[1], count ? total / count : s[2], s[3]);
+      }
+    });
+    return sample.z_look * Math.sqrt(variance) + unseen;
+  }
+  function answersForDesign(e, seen) {  // share.answers_for_design (seen: the answers, unsure 0.5)
     var n = e.answers, std = e.std;
     if (n >= sample.n_pairs || (n && (e.high - e.low) / 2 <= sample.target)) { return n; }
-    if (n < sample.look && sample.look_applies) { return sample.look; }
+    if (n < sample.look && lookPredicted(seen) <= sample.target) { return sample.look; }
     return answersFor(std === std ? std : 0.5, sample.target, Math.max(n, 1), sample.n_pairs, sample.alpha);
   }
   function sampleEstimate(given) {  // share.sample_share of the answers (default: this browser's), without the fixed-n interval
@@ -666,7 +685,8 @@
       union(exact(lowRead), exact(highRead)) : union(stratifiedShare(lowRead), stratifiedShare(highRead));
     return {share: e.share, low: e.low, high: e.high, lam: e.lam, std: e.std,
             labels_only: [e.low, e.high], answers: n, correct: counts.correct,
-            mismatched: counts.mismatched, unsure: counts.unsure, answers_for_target: answersForDesign(e)};
+            mismatched: counts.mismatched, unsure: counts.unsure,
+            answers_for_target: answersForDesign(e, lowRead.map(function (v, k) { return (v + highRead[k]) / 2; }))};
   }
   // The proven drop (mispair.estimate.selection.proven_cut, as `mispair estimate --fdr` runs it on
   // the same answers; equal to its estimate.json's drop to 1e-9): the cut stratum ranked by

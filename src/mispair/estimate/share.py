@@ -227,7 +227,7 @@ def sample_share(answers: np.ndarray, order_probability: np.ndarray, order_strat
         reads = [stratified_share(read, everything, order_strata) for read in (low_read, high_read)]
         ppi = _union(reads[0][0], reads[1][0])
         fixed = _union(reads[0][1], reads[1][1])
-    needed = answers_for_design(ppi, everything, order_strata)
+    needed = answers_for_design(ppi, everything, order_strata, np.where(unsure, 0.5, judged))
     firm = judged[~unsure]
     mismatched = int(firm.sum())
     correct, doubtful = len(firm) - mismatched, int(unsure.sum())
@@ -235,21 +235,27 @@ def sample_share(answers: np.ndarray, order_probability: np.ndarray, order_strat
 
 
 def answers_for_design(
-    estimate: ShareEstimate, order_probability: np.ndarray, order_strata: np.ndarray
+    estimate: ShareEstimate,
+    order_probability: np.ndarray,
+    order_strata: np.ndarray,
+    answers: np.ndarray | None = None,
 ) -> int | None:
     """The answers at which the interval is expected within ± :data:`TARGET_HALF_WIDTH`: the
     present count when the ``estimate``'s interval already is; the planned look when it is still
-    ahead and predicted to reach it; else the confidence sequence's count at the present
-    per-answer deviation (:func:`answers_for`, its level ``ALPHA − LOOK_ALPHA``); None when not
-    within the collection's pairs."""
-    answers, big = estimate.answers, len(order_probability)
-    if answers >= big or (answers and estimate.half_width <= TARGET_HALF_WIDTH):
-        return answers
+    ahead and predicted to reach it (from the ``answers`` ``[n]`` so far, unsure ones 0.5, where a
+    stratum has some: :func:`predicted_half_width`); else the confidence sequence's count at the
+    present per-answer deviation (:func:`answers_for`, its level ``ALPHA − LOOK_ALPHA``); None
+    when not within the collection's pairs."""
+    answers_so_far, big = estimate.answers, len(order_probability)
+    if answers_so_far >= big or (answers_so_far and estimate.half_width <= TARGET_HALF_WIDTH):
+        return answers_so_far
     look = planned_look(order_probability, order_strata)
-    if answers < look and predicted_half_width(look, order_probability, order_strata, Z_LOOK) <= PLANNED_FOR:
-        return look
+    if answers_so_far < look:
+        predicted = predicted_half_width(look, order_probability, order_strata, Z_LOOK, answers)
+        if predicted <= PLANNED_FOR:
+            return look
     std = estimate.std if estimate.std == estimate.std else 0.5
-    return answers_for(std, TARGET_HALF_WIDTH, max(answers, 1), big, alpha=ALPHA - LOOK_ALPHA)
+    return answers_for(std, TARGET_HALF_WIDTH, max(answers_so_far, 1), big, alpha=ALPHA - LOOK_ALPHA)
 
 
 def _exact(judged: np.ndarray) -> ShareEstimate:
@@ -446,26 +452,35 @@ def stratified_share(
 
 
 def predicted_half_width(
-    answers: int, order_probability: np.ndarray, order_strata: np.ndarray, z: float
+    answers: int,
+    order_probability: np.ndarray,
+    order_strata: np.ndarray,
+    z: float,
+    judged: np.ndarray | None = None,
 ) -> float:
-    """The fixed-n half-width ``z · SE_fpc`` the design predicts after ``answers``, were the
-    probabilities calibrated (each stratum's share its mean probability ``F̄_h``, its variance
-    Agresti–Coull's as :func:`stratum_figures` takes it); a stratum without answers counts its
+    """The fixed-n half-width ``z · SE_fpc`` the design predicts after ``answers``, each stratum's
+    share taken as its mean probability ``F̄_h`` (were the probabilities calibrated) or, where the
+    ``judged`` answers so far (``[m]``, the first ``m`` pairs of the order) hold some of the
+    stratum, as their mean (so that scores blind to an error do not promise a narrow look), its
+    variance Agresti–Coull's as :func:`stratum_figures` takes it
+    (:func:`~mispair.estimate.design.predicted_variance`); a stratum without answers counts its
     whole weight."""
-
     from mispair.estimate.design import predicted_variance
 
     f = np.clip(np.asarray(order_probability, dtype=np.float64), 0.0, 1.0)
     strata = np.asarray(order_strata, dtype=object)
+    seen = np.zeros(0) if judged is None else np.asarray(judged, dtype=np.float64)
     variance, unseen = 0.0, 0.0
     for name in dict.fromkeys(strata.tolist()):
         inside = strata == name
         big, n = int(inside.sum()), int(inside[:answers].sum())
         weight = big / len(f)
+        mine = seen[inside[: len(seen)]]
+        mean = _sum(mine) / len(mine) if len(mine) else _sum(f[inside]) / big
         if n == 0:
             unseen += weight
         else:
-            variance += weight * weight * predicted_variance(big, _sum(f[inside]) / big, n)
+            variance += weight * weight * predicted_variance(big, mean, n)
     return z * math.sqrt(variance) + unseen
 
 
