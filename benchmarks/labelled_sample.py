@@ -140,6 +140,20 @@ def stratified_prefixes(y: np.ndarray, f: np.ndarray, strata: np.ndarray, look: 
     return np.maximum(low, 0), np.minimum(high, 1), (high - low) / 2, fixed
 
 
+def stratified_estimates(y: np.ndarray, f: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """``[len(y)]`` the design's estimate ``Σ_h W_h m̂_h`` after each of the first ``len(y)``
+    answers (a stratum without answers at its mean probability), as
+    :func:`mispair.estimate.share.stratified_share` gives it (tested equal at every n)."""
+    top, estimate = len(y), np.zeros(len(y))
+    for name in dict.fromkeys(strata.tolist()):
+        inside = strata == name
+        count = np.cumsum(inside[:top])
+        total = np.cumsum(np.where(inside[:top], y, 0.0))
+        prior = f[inside].mean()
+        estimate += inside.mean() * np.where(count > 0, total / np.maximum(count, 1), prior)
+    return estimate
+
+
 def reviewer(scored: Scored, seed: int, sizes: tuple[int, ...]) -> dict[str, list[float]]:
     """One honest reviewer's figures at each answer count of ``sizes``, on the design's order
     drawn from ``seed``; beside them, the plain uniform order's PPI interval (the design before)."""
@@ -153,6 +167,7 @@ def reviewer(scored: Scored, seed: int, sizes: tuple[int, ...]) -> dict[str, lis
     at, strata = sample["pair_id"].astype(int).to_numpy(), sample["stratum"].to_numpy()
     look = planned_look(p[at], strata)
     low, high, half, fixed = stratified_prefixes(truth[at], p[at], strata, look)
+    estimate = stratified_estimates(truth[at], p[at], strata)
     uniform = np.random.default_rng(seed).permutation(big)
     before = prefix_intervals(truth[uniform], p[uniform], float(p.mean()), True)
     within = np.flatnonzero(half <= 0.03)
@@ -172,6 +187,7 @@ def reviewer(scored: Scored, seed: int, sizes: tuple[int, ...]) -> dict[str, lis
         k = n - 1
         row = {
             "covered": float(low[k] <= share <= high[k]),
+            "error": float(estimate[k] - share),
             "covered_before": float(before[1][k] <= share <= before[2][k]),
             "width": high[k] - low[k],
             "width_before": before[2][k] - before[1][k],
@@ -296,12 +312,13 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops, args) -> str:
         "the plain uniform order of wave 5 (PPI's anytime interval), on the same committed scores. Per "
         "collection and rate (pooled over its score files): the true share and AUC; the planned look; the "
         "median answers until the interval is within ± 3 points (design / before); at n answers the share "
-        "of reviewers whose interval held the truth (design / before) and the widths (design, its fixed-n "
-        "width, before).",
+        "of reviewers whose interval held the truth (design / before), the widths (design, its fixed-n "
+        "width, before) and the design's mean estimate less the truth (its bias, with the Monte Carlo "
+        "standard error of that mean).",
         "",
         "| collection | truly mismatched | AUC | look | ± 3 points at (before) | n | holds (before) "
-        "| width | fixed-n width | width before |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| width | fixed-n width | width before | mean error (± se) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, members in groups.items():
         truth = np.mean([s.truth.mean() for s in members])
@@ -315,7 +332,8 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops, args) -> str:
                 f"| {name} | {truth:.3f} | {auc:.3f} | {mean('look', members):.0f} | "
                 f"{_median(three)} ({_median(before)}) | {n} | {mean('covered', members, n):.3f} "
                 f"({mean('covered_before', members, n):.3f}) | {mean('width', members, n):.3f} | "
-                f"{mean('width_fixed', members, n):.3f} | {mean('width_before', members, n):.3f} |"
+                f"{mean('width_fixed', members, n):.3f} | {mean('width_before', members, n):.3f} | "
+                f"{_mean_error(rows, members, n)} |"
             )
     every = np.concatenate([rows[s]["covered_all"] for s in rows])
     lines += [
@@ -362,6 +380,13 @@ def report(rows: dict[Scored, dict[str, list[float]]], stops, args) -> str:
         f"Least coverage over the score files and rules: {min(held):.3f}; mean {np.mean(held):.3f}.",
     ]
     return "\n".join(lines)
+
+
+def _mean_error(rows, members, n: int) -> str:
+    """The mean of the reviewers' estimate less the truth at ``n`` answers, ± its standard error."""
+    errors = np.concatenate([rows[s].get(f"error@{n}", []) for s in members])
+    se = errors.std(ddof=1) / np.sqrt(len(errors)) if len(errors) > 1 else float("nan")
+    return f"{errors.mean():+.4f} (± {se:.4f})"
 
 
 def _median(values) -> str:

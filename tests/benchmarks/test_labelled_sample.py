@@ -48,9 +48,11 @@ def test_the_design_s_running_sums_give_the_stratified_interval_at_every_n(bench
     look = planned_look(p[at], strata)
     low, high, _, _ = bench.stratified_prefixes(truth[at], p[at], strata, look)
     assert look < 400  # the look is inside the run, so its intersection is compared too
+    estimate = bench.stratified_estimates(truth[at], p[at], strata)
     for n in range(1, 400):
         found, _ = stratified_share(truth[at[:n]], p[at], strata)
         assert (low[n - 1], high[n - 1]) == pytest.approx((found.low, found.high), abs=1e-9)
+        assert estimate[n - 1] == pytest.approx(found.share, abs=1e-12)
 
 
 def test_a_quick_run_tables_every_size(bench, monkeypatch, capsys):
