@@ -393,7 +393,7 @@ def _audit(
     timings.lap("ranking")
     raw = _with_raw_similarity(table, audited, data)
     retrieval = Retrieval(outcome.summary.test, None if clean is None else clean.test)
-    result = _audit_summary(request, ranked, sources, table, retrieval)
+    result = _audit_summary(request, ranked, sources, table, retrieval, data)
     if others:
         own = ReseedVerdict(
             np.asarray(audited.pair_id), ranked.verdicts.suspected, result.estimated_mismatched_share
@@ -472,10 +472,16 @@ def _with_raw_similarity(table: pd.DataFrame, audited: AuditedPairs, data: DataC
 
 
 def _audit_summary(
-    request: AuditRequest, ranked: Ranked, sources: Sources, table: pd.DataFrame, retrieval: Retrieval
+    request: AuditRequest,
+    ranked: Ranked,
+    sources: Sources,
+    table: pd.DataFrame,
+    retrieval: Retrieval,
+    data: DataConfig,
 ) -> AuditSummary:
-    """The summary: counts and run, calibrated numbers, what was read and refused, the parts."""
-    audited, verdicts, data = ranked.audited, ranked.verdicts, run_data(request.config)
+    """The summary: counts and run, calibrated numbers, what was read and refused (``data``: the
+    settings the run read the collection with), the parts."""
+    audited, verdicts = ranked.audited, ranked.verdicts
     result = _summary(request, audited, verdicts, retrieval)
     fdr = request.options.fdr
     shares = calibration_summary(
