@@ -203,27 +203,34 @@ def test_a_damaged_structure_json_is_one_line(audited, tmp_path):
         AuditResult.load(audit).apply(None, tmp_path / "x", repair=True)
 
 
-def test_the_row_order_is_cut_where_a_row_is_missing_and_unknown_gaps_are_not_searched():
-    """A refused row inside a table cuts it in two (offsets never count across it); ids that do not
-    say a row's place leave the file out of the search."""
-    from mispair.audit.join_findings import _stretches
+def test_a_missing_row_keeps_its_place_in_the_row_order_and_unknown_gaps_are_not_searched():
+    """A refused or unaudited row inside a table numbered by rows keeps its place (-1, its id
+    kept); a gap of MAX_OFFSET rows or more, which no offset reaches across, cuts the file; ids
+    that do not say a row's place leave the file out of the search."""
+    from mispair.audit.join_errors import MAX_OFFSET
+    from mispair.audit.join_findings import _table_rows
 
     index = {str(k): k for k in range(10) if k != 4}  # row 4 refused, row 7 not audited
     del index["7"]
     listed = [str(k) for k in range(10) if k != 4]
-    order = _stretches(listed, ["4"], index, "captions.csv")
-    assert [part.tolist() for part in order.files] == [[0, 1, 2, 3], [5, 6], [8, 9]] and not order.unsearched
+    order = _table_rows(listed, ["4"], index, "captions.csv")
+    assert [part.tolist() for part in order.files] == [[0, 1, 2, 3, -1, 5, 6, -1, 8, 9]]
+    assert order.unread == [{4: "4", 7: "7"}] and not order.unsearched
+    far = [0, 1, 2, 2 + MAX_OFFSET, 3 + MAX_OFFSET, 4 + 2 * MAX_OFFSET]  # gaps of MAX_OFFSET - 1, MAX_OFFSET
+    ids = [str(r) for r in far]
+    cut = _table_rows(ids, [], {p: k for k, p in enumerate(ids)}, "t.csv")
+    assert [part.tolist() for part in cut.files] == [[0, 1, 2, *[-1] * (MAX_OFFSET - 1), 3, 4], [5]]
     own = {p: k for k, p in enumerate(["b", "a", "c"])}
-    assert _stretches(["b", "a", "c"], [], own, "t.csv").files[0].tolist() == [0, 1, 2]
-    assert _stretches(["b", "a", "c"], ["z"], own, "t.csv").unsearched == ["t.csv"]
+    assert _table_rows(["b", "a", "c"], [], own, "t.csv").files[0].tolist() == [0, 1, 2]
+    assert _table_rows(["b", "a", "c"], ["z"], own, "t.csv").unsearched == ["t.csv"]
     shuffled = {p: k for k, p in enumerate(["3", "1", "2"])}  # digits, not rising: not row numbers
-    assert _stretches(["3", "1", "2"], ["0"], shuffled, "t.csv").unsearched == ["t.csv"]
+    assert _table_rows(["3", "1", "2"], ["0"], shuffled, "t.csv").unsearched == ["t.csv"]
 
 
-def test_a_shard_is_cut_where_its_sample_is_refused_and_searched_on_both_sides(tmp_path):
+def test_a_shards_refused_sample_keeps_its_place_in_the_row_order(tmp_path):
     """A WebDataset shard keeps a refused sample's place (its members' order): the samples before
-    and after it are two stretches of the search, each in the shard's order; a sample nobody
-    audited cuts it too, and every shard is apart."""
+    and after it are one sequence in the shard's order with a row not read between them; so does
+    a sample nobody audited, and every shard is apart."""
     import io
     import tarfile
 
@@ -247,13 +254,12 @@ def test_a_shard_is_cut_where_its_sample_is_refused_and_searched_on_both_sides(t
     assert shard_keys(tmp_path / "a.tar") == [f"{k:03d}" for k in range(8)]
     audited = [f"a/{k:03d}" for k in (7, 6, 5, 4, 2, 1, 0)] + ["b/000", "b/001", "b/003"]  # b/002 not audited
     order = row_order(audited, np.zeros(len(audited)), DataConfig(root=str(tmp_path), source="webdataset"))
-    assert [[audited[k] for k in part] for part in order.files] == [
-        ["a/000", "a/001", "a/002"],
-        ["a/004", "a/005", "a/006", "a/007"],
-        ["b/000", "b/001"],
-        ["b/003"],
+    assert [[audited[k] if k >= 0 else None for k in part] for part in order.files] == [
+        ["a/000", "a/001", "a/002", None, "a/004", "a/005", "a/006", "a/007"],
+        ["b/000", "b/001", None, "b/003"],
     ]
-    assert order.names == ["shard a", "shard a", "shard b", "shard b"] and not order.unsearched
+    assert order.unread == [{3: "a/003"}, {2: "b/002"}]
+    assert order.names == ["shard a", "shard b"] and not order.unsearched
 
 
 def test_the_page_names_the_join_errors_with_their_captions_escaped(tmp_path):
@@ -346,7 +352,7 @@ def marked(marks: str, k: int, max_offset: int = 2):
         hit[other, i] = mark == "o" and inside[other, i]
         informative[j, i] &= mark != "u"
     zeros = np.zeros(inside.shape)
-    return Agreement(offsets, hit, informative, zeros, zeros.astype(np.int64))
+    return Agreement(offsets, hit, informative, zeros, zeros.astype(np.int64), np.ones(m, dtype=bool))
 
 
 def core(start: int, stop: int, k: int, file: int = 0, p: float = 1e-6):

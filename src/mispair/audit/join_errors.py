@@ -11,7 +11,11 @@ text is pasted on every picture of a batch. Both are found here as a whole:
   agrees at each), and better than its own picture. Rows whose
   picture at ``i + k`` is the same picture or a near-duplicate of their own tell nothing (a
   table with five captions per picture, a burst of video frames): they are neither agreement
-  nor disagreement, and a run spans them. Without a shift, offset ``k`` agrees at a rate of its
+  nor disagreement, and a run spans them. A row the audit did not read (a refused sample, an
+  unaudited row: ``-1`` in ``files``) keeps its place in the row arithmetic (the caption at row
+  ``i`` still belongs to the picture at row ``i + k``, counting it) but has no picture or caption:
+  it tells nothing at any offset, and neither does a row whose picture ``i + k`` is such a row; a
+  run spans them as it spans alike pictures. Without a shift, offset ``k`` agrees at a rate of its
   own (about ``1 / (2 max_offset)`` where the neighbours are alike to a caption; more at ``±1``
   where the rows are sorted by content, alike at ``k`` and ``-k``): the rate measured over every
   informative row of the collection (``(agreeing + 1) / (rows + 1)``). A shift of offset ``k``
@@ -74,11 +78,12 @@ is on 6)."""
 @dataclass(frozen=True)
 class ShiftRun:
     """A run of consecutive rows of file ``file`` (positions ``start`` to ``stop``, inclusive, in
-    the file's row order) whose captions belong ``offset`` rows away: of its ``informative`` rows
-    ``agreeing`` agree; ``gain``: the mean similarity gain of the caption with the picture
-    ``offset`` rows away over its own, on the informative rows; ``p_value``: corrected for every
-    segment tested. The evidence is the run's core's, the segment tested; ``edge_rows``: the rows
-    of the run outside its core (added at its ends, :func:`_extended`)."""
+    the file's row order, rows not read counted) whose captions belong ``offset`` rows away: of
+    its ``informative`` rows ``agreeing`` agree; ``gain``: the mean similarity gain of the caption
+    with the picture ``offset`` rows away over its own, on the informative rows; ``p_value``:
+    corrected for every segment tested. The evidence is the run's core's, the segment tested;
+    ``edge_rows``: the rows read of the run outside its core (added at its ends,
+    :func:`_extended`)."""
 
     file: int
     start: int
@@ -122,7 +127,8 @@ def find_shifts(
         captions: ``[n, d]`` each pair's caption vector (unit norm: a dot product is the similarity).
         pictures: ``[n, d]`` each pair's own picture vector.
         looks: ``[n]`` int, each pair's picture's class of near-duplicates (equal: alike).
-        files: each file's pair indices in its row order (the sequences a shift stays within).
+        files: each file's pair indices in its row order (the sequences a shift stays within);
+            ``-1`` for a row not read, which keeps its place (module description).
         wording: ``[n]`` int, each pair's caption's class of equal wording
             (:func:`caption_wording`); default: equal caption vectors.
     """
@@ -140,7 +146,7 @@ def find_shifts(
     ]
     if wording is None:
         wording = _equal_rows(captions)
-    runs = _extended(_disjoint(candidates), agree, [np.asarray(wording)[f] for f in files])
+    runs = _extended(_disjoint(candidates), agree, [_file_wording(np.asarray(wording), f) for f in files])
     offsets = agree[0].offsets if agree else np.zeros(0, dtype=np.int64)
     rates = {int(k): float(q) for k, q in zip(offsets, np.broadcast_to(null_rate, offsets.shape))}
     return ShiftScan(runs, rates, tests)
@@ -155,6 +161,14 @@ def _equal_rows(captions: np.ndarray) -> np.ndarray:
     return np.unique(keys, return_inverse=True)[1].astype(np.int64)
 
 
+def _file_wording(wording: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``[m]`` the wording classes of one file's rows (``rows``: pair indices, ``-1`` not read), each
+    row not read a class of its own (its caption is unknown: equal to no other)."""
+    words = wording[np.maximum(rows, 0)] if len(wording) else np.zeros(len(rows), dtype=np.int64)
+    fresh = int(wording.max(initial=-1)) + 1 + np.arange(len(rows))
+    return np.where(rows >= 0, words, fresh)
+
+
 def caption_wording(captions: Sequence[str]) -> np.ndarray:
     """``[n]`` each caption's class of equal wording (after
     :func:`~mispair.audit.duplicates.normalized`)."""
@@ -165,7 +179,8 @@ def caption_wording(captions: Sequence[str]) -> np.ndarray:
 @dataclass(frozen=True)
 class Agreement:
     """One file's evidence: ``hit [2K, m]`` (offset ``offsets[j]``, row ``i``) agreement,
-    ``informative [2K, m]`` (the picture ``i + k`` exists and is not alike), ``gain [2K, m]``
+    ``informative [2K, m]`` (rows ``i`` and ``i + k`` read, the picture ``i + k`` not alike),
+    ``read [m]`` the rows the audit read (a refused or unaudited row keeps its place), ``gain [2K, m]``
     the similarity with the picture ``i + k`` less the similarity with the row's own, ``unit
     [2K, m]`` the row's pair of pictures (its own look and that of the picture ``i + k``): rows
     of one unit (the captions of one picture beside those of another, five a picture in COCO)
@@ -176,15 +191,18 @@ class Agreement:
     informative: np.ndarray
     gain: np.ndarray
     unit: np.ndarray
+    read: np.ndarray
 
 
 def agreement(
     captions: np.ndarray, pictures: np.ndarray, looks: np.ndarray, rows: np.ndarray, max_offset: int
 ) -> Agreement:
-    """:class:`Agreement` of the file whose pair indices in row order are ``rows``."""
-    m = len(rows)
+    """:class:`Agreement` of the file whose pair indices in row order are ``rows`` (``-1``: a row
+    not read, which tells nothing and whose picture is no row's neighbour)."""
+    m, read = len(rows), np.asarray(rows) >= 0
     offsets = np.array([k for k in range(-max_offset, max_offset + 1) if k != 0], dtype=np.int64)
-    caps, pics, look = captions[rows], pictures[rows], np.asarray(looks)[rows]
+    at = np.where(read, rows, 0)
+    caps, pics, look = captions[at], pictures[at], np.asarray(looks)[at]
     own = np.einsum("nd,nd->n", caps, pics)
     sims = np.full((len(offsets), m), -np.inf)
     informative = np.zeros((len(offsets), m), dtype=bool)
@@ -192,13 +210,14 @@ def agreement(
     looks_count = int(look.max()) + 1 if m else 1
     for j, k in enumerate(offsets):
         i = np.arange(max(0, -k), min(m, m - k))
+        i = i[read[i] & read[i + k]]
         sims[j, i] = np.einsum("nd,nd->n", caps[i], pics[i + k])
         informative[j, i] = look[i + k] != look[i]
         unit[j, i] = look[i].astype(np.int64) * looks_count + look[i + k]
     best = sims.max(axis=0) if m else np.zeros(0)
     hit = informative & (sims >= best[None, :]) & (sims > own[None, :])  # ties: the same picture
     gain = np.where(np.isfinite(sims), sims - own[None, :], 0.0)
-    return Agreement(offsets, hit, informative, gain, unit)
+    return Agreement(offsets, hit, informative, gain, unit, read)
 
 
 def _runs(found: Agreement, file: int, null_rate: np.ndarray, tests: int) -> list[ShiftRun]:
@@ -286,7 +305,8 @@ def _extended(runs: list[ShiftRun], agree: list[Agreement], wording: list[np.nda
             start = _edge(found, wording[f], counts, j, r.start, -1, taken)
             stop = _edge(found, wording[f], counts, j, r.stop, 1, taken)
             taken[start : stop + 1] = True
-            edge = r.edge_rows + (r.start - start) + (stop - r.stop)
+            added = found.read[start : r.start].sum() + found.read[r.stop + 1 : stop + 1].sum()
+            edge = r.edge_rows + int(added)
             grown.append(replace(r, start=start, stop=stop, edge_rows=edge))
         out += _joined(grown, found)
     return out
@@ -325,8 +345,9 @@ def _joined(runs: list[ShiftRun], found: Agreement) -> list[ShiftRun]:
             if not found.informative[j, last.stop + 1 : run.start].any():
                 n = last.informative + run.informative
                 gain = (last.gain * last.informative + run.gain * run.informative) / max(n, 1)
-                core = last.rows - last.edge_rows + run.rows - run.edge_rows
-                rows = run.stop - last.start + 1
+                read = found.read
+                core = sum(int(read[r.start : r.stop + 1].sum()) - r.edge_rows for r in (last, run))
+                rows = int(read[last.start : run.stop + 1].sum())
                 out[-1] = ShiftRun(
                     last.file,
                     last.start,

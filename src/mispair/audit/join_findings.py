@@ -4,7 +4,10 @@
 The audit's pairs reach its models in an order of their content
 (:func:`~mispair.data.readers.table.content_order`), not the file's; the collection's own row
 order is read back from its reader (a table's rows, each WebDataset shard apart; a precomputed
-collection's splits in their files' order) and the audit's pairs found in it by pair id.
+collection's splits in their files' order) and the audit's pairs found in it by pair id. A row
+the audit did not read (a refused sample, an unaudited row) keeps its place where the collection
+tells it (a shard's members, a table numbered by rows): the runs are searched across it, and no
+caption is moved to or from it.
 
 The similarities are the audit run's index vectors (:class:`~mispair.search.model.SearchModel`,
 the cosine head's exact scores): one more encoding of every picture and caption by the final
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,8 +57,12 @@ class Shift:
     evidence (``agreeing`` of ``informative`` rows, mean ``similarity_gain``, corrected
     ``p_value``: the run's core, the segment tested), the repair (``moves``: ``[from, to]`` the
     caption of pair ``from`` goes to the picture of pair ``to``), the pairs whose own caption is
-    ``lost`` (none moves to them) and ``edge_rows``, the rows added at the core's ends
-    (:func:`~mispair.audit.join_errors.find_shifts`; 0 in an audit written before)."""
+    ``lost`` (none moves to them), ``edge_rows``, the rows added at the core's ends
+    (:func:`~mispair.audit.join_errors.find_shifts`; 0 in an audit written before), and the ids
+    of the rows between ``first_pair_id`` and ``last_pair_id`` the audit did not read
+    (``unread``: refused or not audited; they keep their place in the row arithmetic, and no
+    caption moves to or from them: a row whose own caption was on one is ``lost``). ``pairs``
+    counts the rows read."""
 
     file: str
     first_pair_id: str
@@ -71,16 +78,18 @@ class Shift:
     moves: list[tuple[str, str]]
     lost: list[str]
     edge_rows: int = 0
+    unread: list[str] = field(default_factory=list)
 
     def sentence(self) -> str:
         """The run in words (the headline's)."""
         edges = f", {self.edge_rows} of them added at its ends row by row" if self.edge_rows else ""
+        unread = f", and {len(self.unread)} not read between them" if self.unread else ""
         core = " in its core" if self.edge_rows else ""
         return (
             f"pairs {self.first_pair_id}–{self.last_pair_id} of {self.file} carry "
             f"{_offset_words(self.offset)} "
-            f"({self.pairs} rows{edges}, {self.agreeing} of {self.informative}{core} agree, chance of as "
-            f"many by accident {self.p_value:.1g}, similarity gain {self.similarity_gain:+.2f})"
+            f"({self.pairs} rows{edges}{unread}, {self.agreeing} of {self.informative}{core} agree, "
+            f"chance of as many by accident {self.p_value:.1g}, similarity gain {self.similarity_gain:+.2f})"
         )
 
 
@@ -173,6 +182,7 @@ def _shift(data: dict[str, Any]) -> Shift:
     named["pair_ids"] = [str(i) for i in data["pair_ids"]]
     named["moves"] = [(str(a), str(b)) for a, b in data["moves"]]
     named["lost"] = [str(i) for i in data["lost"]]
+    named["unread"] = [str(i) for i in data.get("unread", [])]  # none in an audit written before
     if not isinstance(named["offset"], int) or not 0 < abs(named["offset"]) <= 64:
         raise ValueError(f"offset {named['offset']!r}")
     edge_rows = named.setdefault("edge_rows", 0)
@@ -208,14 +218,37 @@ def _offset_words(k: int) -> str:
 @dataclass(frozen=True)
 class RowOrder:
     """The collection's own row order: each file's audit pair indices in its rows' order
-    (``files``; a file cut where a row is missing is one entry per unbroken stretch), with the
-    file's name (``names``); ``unsearched``: the files left out because a row of theirs is
-    missing (refused, or not audited) at a place that cannot be told, so that "k rows away"
+    (``files``; ``-1`` for a row not read, refused or not audited, which keeps its place; a file
+    is cut where :data:`~mispair.audit.join_errors.MAX_OFFSET` or more rows in a row are not read,
+    since no offset reaches across), with the file's name (``names``) and the ids of its rows not
+    read by position (``unread``; none where every row was read); ``unsearched``: the files left
+    out because a row of theirs is missing at a place that cannot be told, so that "k rows away"
     would not mean k rows of the file."""
 
     files: list[np.ndarray]
     names: list[str]
     unsearched: list[str] = field(default_factory=list)
+    unread: list[dict[int, str]] = field(default_factory=list)
+
+    def unread_ids(self, file: int, places: np.ndarray) -> list[str]:
+        """The ids of file ``file``'s rows not read at the positions ``places``."""
+        known = self.unread[file] if file < len(self.unread) else {}
+        return [known.get(int(i), f"row {int(i)}") for i in places]
+
+    def add(self, name: str, places: np.ndarray, pairs: np.ndarray, id_of: Callable[[int], str]) -> None:
+        """One file's audited rows added: ``places [r]`` their rising row numbers in the file,
+        ``pairs [r]`` their pair indices, ``id_of`` the id of the row at a number (for the rows
+        between them not read), cut where :data:`~mispair.audit.join_errors.MAX_OFFSET` or more
+        rows in a row are not read."""
+        cuts = np.flatnonzero(np.diff(places) > MAX_OFFSET) + 1
+        for part, at in zip(np.split(places, cuts), np.split(pairs, cuts)):
+            if not len(part):
+                continue
+            rows = np.full(int(part[-1] - part[0]) + 1, -1, dtype=np.int64)
+            rows[part - part[0]] = at
+            self.files.append(rows)
+            self.names.append(name)
+            self.unread.append({int(i): id_of(int(part[0] + i)) for i in np.flatnonzero(rows < 0)})
 
 
 def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> RowOrder:
@@ -231,40 +264,35 @@ def row_order(pair_ids: Sequence[str], split: np.ndarray, data: DataConfig) -> R
         names = list(dict.fromkeys(np.asarray(split).tolist()))
         return RowOrder([np.flatnonzero(np.asarray(split) == n) for n in names], names)
     index = {p: k for k, p in enumerate(pair_ids)}
-    if isinstance(reader, WebDatasetReader):  # each shard apart, cut where a sample is refused or not audited
-        return _shard_stretches(reader.shards(data), index)
+    if isinstance(reader, WebDatasetReader):  # each shard apart, refused and unaudited samples in place
+        return _shard_rows(reader.shards(data), index)
     table = reader.table(data)  # the rows as read: no picture's features needed
     listed = table.pairs["pair_id"].astype(str).tolist()
     refused = table.refused["pair_id"].astype(str).tolist() if len(table.refused) else []
-    return _stretches(listed, refused, index, Path(table.where).name)
+    return _table_rows(listed, refused, index, Path(table.where).name)
 
 
-def _shard_stretches(shards: list[Path], index: dict[str, int]) -> RowOrder:
-    """Each shard's samples in the shard's own order (:func:`~mispair.data.readers.webdataset.
-    shard_keys`: refused samples keep their place), cut wherever a sample is not among the
-    audited pairs ``index``: a refused or unaudited sample's place is known, so the rows on each
-    side are searched apart."""
+def _shard_rows(shards: list[Path], index: dict[str, int]) -> RowOrder:
+    """Each shard's audited samples (``index``: pair id to pair index) in the shard's own order
+    (:func:`~mispair.data.readers.webdataset.shard_keys`), a refused or unaudited sample kept in
+    its place as a row not read (:class:`RowOrder`)."""
     from mispair.data.readers.webdataset import shard_keys
 
     order = RowOrder([], [])
     for shard in shards:
-        stretch: list[int] = []
-        for key in [*shard_keys(shard), None]:
-            at = None if key is None else index.get(f"{shard.stem}/{key}")
-            if at is not None:
-                stretch.append(at)
-                continue
-            if stretch:
-                order.files.append(np.array(stretch, dtype=np.int64))
-                order.names.append(f"shard {shard.stem}")
-            stretch = []
+        ids = [f"{shard.stem}/{key}" for key in shard_keys(shard)]
+        places = np.array([n for n, p in enumerate(ids) if p in index], dtype=np.int64)
+        pairs = np.array([index[ids[n]] for n in places], dtype=np.int64)
+        order.add(f"shard {shard.stem}", places, pairs, ids.__getitem__)
     return order
 
 
-def _stretches(listed: list[str], refused: list[str], index: dict[str, int], name: str) -> RowOrder:
-    """A table's audited rows cut wherever a row is missing: where the pair ids are the rows'
-    numbers (no id column: digits, rising down the file), a refused or unaudited row's place is
-    known; with ids of their own, a table missing any row is left out of the search."""
+def _table_rows(listed: list[str], refused: list[str], index: dict[str, int], name: str) -> RowOrder:
+    """A table's audited rows (``listed``: the rows read, ``refused``: those the reader refused,
+    ``index``: the audited pair ids' indices): where the pair ids are the rows' numbers (no id
+    column: digits, rising down the file), a refused or unaudited row keeps its place as a row not
+    read (:class:`RowOrder`); with ids of their own, a table missing any row is left out of the
+    search."""
     numbered = all(p.isdigit() for p in listed + refused)
     if numbered and any(int(a) >= int(b) for a, b in itertools.pairwise(listed)):
         numbered = False
@@ -272,11 +300,12 @@ def _stretches(listed: list[str], refused: list[str], index: dict[str, int], nam
         if refused or any(p not in index for p in listed):
             return RowOrder([], [], [name])
         return RowOrder([np.array([index[p] for p in listed], dtype=np.int64)], [name])
-    rows = sorted(int(p) for p in listed if p in index)
-    cuts = np.flatnonzero(np.diff(rows) != 1) + 1 if rows else np.zeros(0, dtype=np.int64)
-    parts = [part for part in np.split(np.array(rows, dtype=np.int64), cuts) if len(part)]
-    files = [np.array([index[str(r)] for r in part], dtype=np.int64) for part in parts]
-    return RowOrder(files, [name] * len(files))
+    audited = np.array(sorted((int(p), index[p]) for p in listed if p in index), dtype=np.int64)
+    number = {int(p): p for p in refused + listed}
+    order = RowOrder([], [])
+    places, pairs = audited.reshape(-1, 2).T
+    order.add(name, places, pairs, lambda n: number.get(n, str(n)))
+    return order
 
 
 def join_findings(
@@ -348,19 +377,23 @@ def _named(
     run: ShiftRun, order: RowOrder, audited: AuditedPairs, suspected: np.ndarray, in_group: np.ndarray
 ) -> Shift:
     """A run of positions of one file as pair ids, with its moves (none to a pair that carries a
-    repeated caption: a pasted caption is never replaced by another row's) and lost rows."""
-    rows, ids = order.files[run.file], audited.pair_id
-    span = np.arange(run.start, run.stop + 1)
-    sources = span[(span + run.offset >= 0) & (span + run.offset < len(rows))]
-    moves = [(ids[rows[i]], ids[rows[i + run.offset]]) for i in sources if not in_group[rows[i + run.offset]]]
-    receiving = set((sources + run.offset).tolist())
-    lost = [ids[rows[i]] for i in span if i not in receiving]
+    repeated caption: a pasted caption is never replaced by another row's, and none to or from a
+    row not read) and lost rows (none moves to them: their own caption lies before the run or on
+    a row not read), and the ids of its rows not read."""
+    rows, ids, k = order.files[run.file], audited.pair_id, run.offset
+    positions = np.arange(run.start, run.stop + 1)
+    span = positions[rows[positions] >= 0]  # the rows read
+    sources = span[(span + k >= 0) & (span + k < len(rows))]
+    sources = sources[rows[sources + k] >= 0]  # never to a row not read
+    moves = [(ids[rows[i]], ids[rows[i + k]]) for i in sources if not in_group[rows[i + k]]]
+    receiving = set((sources + k).tolist())
+    lost = [ids[rows[i]] for i in span if i not in receiving]  # its caption above the run, or not read
     return Shift(
         file=order.names[run.file],
         first_pair_id=ids[rows[run.start]],
         last_pair_id=ids[rows[run.stop]],
         offset=run.offset,
-        pairs=run.rows,
+        pairs=len(span),
         agreeing=run.agreeing,
         informative=run.informative,
         similarity_gain=round(run.gain, 4),
@@ -370,6 +403,7 @@ def _named(
         moves=moves,
         lost=lost,
         edge_rows=run.edge_rows,
+        unread=order.unread_ids(run.file, positions[rows[positions] < 0]),
     )
 
 

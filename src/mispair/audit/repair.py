@@ -3,9 +3,10 @@
 A shift run of offset ``k`` (:mod:`mispair.audit.join_findings`) moves the caption found at row
 ``i`` to the picture at row ``i + k``: a ``replace`` decision for the pair at row ``i + k`` with
 that caption. The rows of a run that no caption moves to lost their own caption (a row deleted
-above them, the run's first ``k`` rows): ``drop`` decisions, which a person's own decision on
-the pair overrides (``keep`` keeps it with the caption it carries). A pair that carries a
-repeated caption is never given another row's caption. The decisions go through ``apply``'s own
+above them, the run's first ``k`` rows; or it sat on a row the audit did not read, such as a
+refused sample, to or from which no caption moves): ``drop`` decisions, which a person's own
+decision on the pair overrides (``keep`` keeps it with the caption it carries). A pair that
+carries a repeated caption is never given another row's caption. The decisions go through ``apply``'s own
 checks and writers, so a repaired collection is written in the collection's own form, and the
 same rows are written beside the audit as ``repair.csv`` for a person to review first
 (``mispair apply AUDIT --decisions AUDIT/repair.csv`` is the same as ``--repair``).
@@ -139,8 +140,9 @@ def check_findings(findings: JoinFindings, pairs: pd.DataFrame, summary: Mapping
 
 
 def _row_places(pairs: pd.DataFrame, summary: Mapping[str, Any] | None) -> dict[str, tuple[int, int]] | None:
-    """Each pair's (file, row) in the collection's own row order, or None where the audit's run
-    config is not kept or the collection is not a table (its order is the audit's own)."""
+    """Each pair's (file, row) in the collection's own row order (rows not read counted), or None
+    where the audit's run config is not kept or the collection is not a table (its order is the
+    audit's own)."""
     from mispair.audit.audit_folder import read_run_data
     from mispair.audit.join_findings import row_order
     from mispair.config import DataConfig, from_dict
@@ -155,4 +157,6 @@ def _row_places(pairs: pd.DataFrame, summary: Mapping[str, Any] | None) -> dict[
         return None
     ids = pairs["pair_id"].astype(str).tolist()
     order = row_order(ids, pairs["split"].astype(str).to_numpy(), config)
-    return {ids[index]: (f, k) for f, rows in enumerate(order.files) for k, index in enumerate(rows)}
+    return {
+        ids[index]: (f, k) for f, rows in enumerate(order.files) for k, index in enumerate(rows) if index >= 0
+    }
