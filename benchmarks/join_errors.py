@@ -31,6 +31,20 @@ and with it replaced by an empty finding (nothing else changed), and prints the 
 side by side with the search's own part of ``summary.json``'s ``timings`` (``join_errors``):
 
     python benchmarks/join_errors.py --shuffle --variants shift30 --forms folder --join-cost
+
+``--vectors-probe`` (issue 65) reads each variant's folder audit back and measures the evidence the
+shift search sees with two kinds of vectors: the final run's (what the audit uses: it trained on
+every training pair, the shifted ones as they are) and cross-fitted ones (the audited pairs dealt
+in halves by content, a scorer of the audit's held-out kind trained on each, each caption scored
+against the pictures around it by the scorer that did not train on it): per planted run, the rows
+that agree with its offset, the null rate there, how often the picture ``k`` rows away beats the
+row's own (inside the run, outside every run), how often a caption's own picture fits it best of
+its window (outside every run: the training pairs, the dev and test pairs), and the runs
+:func:`~mispair.audit.join_errors.find_shifts` reports:
+
+    python benchmarks/join_errors.py --variants clean shift30 --vectors-probe
+    python benchmarks/join_errors.py --shuffle --variants clean shift30 --vectors-probe
+    python benchmarks/join_errors.py --variants shift30 --vectors-probe --probe-folds 5 --probe-epochs 20
 """
 
 from __future__ import annotations
@@ -246,6 +260,133 @@ def join_cost(variant: str, form: str, work: Path, shuffle: bool = False, repeat
     return rows
 
 
+def final_vectors(run, audited) -> tuple[np.ndarray, np.ndarray]:
+    """``([n, d], [n, d])`` each pair's caption vector and its own picture's, by the final run (as
+    the audit's search reads them)."""
+    from mispair.search.model import SearchModel
+
+    model = SearchModel(run)
+    pictures = model.image_vectors(audited.pairs.pairs)[audited.pairs.image_of_caption]
+    return model.text_vectors(audited.pairs.tokens), pictures
+
+
+def cross_fitted(
+    run, audited, folds: int = 2, seed: int = 0, epochs: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``([n, folds·d], [n, folds·d], [n])``: the audited pairs dealt into ``folds`` parts by content,
+    one held-out scorer (the audit's kind) per part, trained on the other parts; a caption's vector
+    is its part's scorer's, in that scorer's block (zeros elsewhere), a picture's is every
+    scorer's: a dot product is the cosine under the scorer that held the caption out.
+    ``epochs``: the scorers' (default: the audit's ``division.epochs``). The parts last."""
+    from dataclasses import replace
+
+    from mispair.data.content import content_folds, fold_groups
+    from mispair.engine.held_out.plan import HeldOutScoring
+    from mispair.engine.held_out.scorers import ScorerRun, trained_scorers
+
+    pairs, scorer = audited.pairs, HeldOutScoring.of(run.config).scorer
+    scorer = replace(scorer, train=replace(scorer.train, epochs=epochs or scorer.train.epochs))
+    content = fold_groups(pairs.pairs.images, pairs.tokens, pairs.image_of_caption, folds)
+    part = content_folds(content, pairs.image_of_caption, folds, seed)
+    jobs = [
+        ScorerRun(h, replace(scorer, train=replace(scorer.train, seed=seed + h)), np.flatnonzero(part != h))
+        for h in range(folds)
+    ]
+    models = [model for _, model in trained_scorers(jobs, run.data, pairs, run.device)]
+    captions, pictures = [], []
+    for h, model in enumerate(models):
+        vectors = final_vectors(replace(run, models=[model]), audited)
+        captions.append(np.where((part == h)[:, None], vectors[0], 0.0))
+        pictures.append(vectors[1])
+    return np.concatenate(captions, axis=1), np.concatenate(pictures, axis=1), part
+
+
+def vectors_probe(
+    variant: str, work: Path, shuffle: bool = False, folds: int = 2, epochs: int | None = None
+) -> list[dict]:
+    """The evidence of the variant's folder audit with the final run's and cross-fitted vectors
+    (module description; ``folds`` parts, scorers of ``epochs`` epochs)."""
+    from mispair.audit.duplicates import find_duplicates
+    from mispair.audit.join_errors import picture_looks
+    from mispair.audit.join_findings import row_order
+    from mispair.audit.pair_table import audited_pairs
+    from mispair.engine.held_out.plan import HeldOutScoring
+    from mispair.engine.trained import TrainedRun
+
+    forms, _, offset, _ = write_forms(variant, work, shuffle)
+    out = forms["folder"].parent / "audit-folder"
+    audit(forms["folder"], out)
+    run = TrainedRun.open(out / "run" / "best.pt", "cpu")
+    audited = audited_pairs(run)
+    pairs = audited.pairs
+    duplicates = find_duplicates(
+        pairs.pairs.images,
+        pairs.pairs.captions,
+        pairs.image_of_caption,
+        audited.split,
+        train_split=run.config.data.train_split,
+    )
+    looks = picture_looks(duplicates.duplicate_of)[pairs.image_of_caption]
+    order = row_order(audited.pair_id, audited.split, run.config.data)
+    started = time.time()
+    crossed = cross_fitted(run, audited, folds, epochs=epochs)[:2]
+    kinds = {"final run": final_vectors(run, audited)}
+    scorers = f"{folds} parts, {epochs or HeldOutScoring.of(run.config).scorer.train.epochs} epochs"
+    kinds[f"cross-fitted ({scorers}, {time.time() - started:.0f} s)"] = crossed
+    described = {"rows": "shuffled" if shuffle else "sorted", "variant": variant}
+    return [
+        {**described, "vectors": name, **row}
+        for name, vectors in kinds.items()
+        for row in _evidence(*vectors, looks, order, audited, offset, VARIANTS[variant]["runs"])
+    ]
+
+
+def _evidence(captions, pictures, looks, order, audited, offset, runs) -> list[dict]:
+    """One row per planted run (one row without any) of the evidence :func:`vectors_probe` lists."""
+    from mispair.audit.join_errors import agreement, caption_wording, find_shifts
+
+    wording = caption_wording(audited.pairs.pairs.captions)
+    scan = find_shifts(captions, pictures, looks, order.files, wording=wording)
+    file = order.files[0]  # the folder: one file, its pair ids the row numbers
+    row = np.array([row_of(audited.pair_id[p]) if p >= 0 else -1 for p in file])
+    found = agreement(captions, pictures, looks, file, 8)
+    outside = (offset[np.maximum(row, 0)] == 0) & (file >= 0)
+    trained = audited.split[np.maximum(file, 0)] == "train"
+    best = ((found.gain < 0) | ~found.informative).all(axis=0) & found.informative.any(axis=0)
+    told = found.informative.any(axis=0) & outside
+    own_best = f"{best[told & trained].mean():.3f} / {best[told & ~trained].mean():.3f}"
+    reported = ", ".join(f"{row[r.start]}–{row[r.stop]} ({r.offset:+d})" for r in scan.runs) or "none"
+    rates = scan.null_rate.values()
+    if not runs:
+        null = f"{min(rates):.3f}–{max(rates):.3f}"
+        return [
+            {
+                "planted run": "–",
+                "null rate": null,
+                "own best of window: train / dev+test": own_best,
+                "runs reported": reported,
+            }
+        ]
+    rows = []
+    for start, stop, k in runs:
+        j = int(np.flatnonzero(found.offsets == k)[0])
+        inside = (row >= start) & (row <= stop) & found.informative[j]
+        beyond = outside & found.informative[j]
+        beats = f"{(found.gain[j, inside] > 0).mean():.2f} / {(found.gain[j, beyond] > 0).mean():.2f}"
+        rows.append(
+            {
+                "planted run": f"{start}–{stop} ({k:+d})",
+                "agree inside": f"{int(found.hit[j, inside].sum())} of {int(inside.sum())}",
+                "agree outside": f"{found.hit[j, beyond].mean():.3f}",
+                "null rate": f"{scan.null_rate[k]:.3f}",
+                "k beats own: inside / outside": beats,
+                "own best of window: train / dev+test": own_best,
+                "runs reported": reported,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,18 +396,30 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--shuffle", action="store_true", help="put the rows in a random order first")
     parser.add_argument("--join-cost", action="store_true", help="time the audit with and without the search")
+    parser.add_argument(
+        "--vectors-probe",
+        action="store_true",
+        help="the search's evidence with final-run and cross-fitted vectors",
+    )
+    parser.add_argument("--probe-folds", type=int, default=2, help="--vectors-probe: parts of the pairs")
+    parser.add_argument("--probe-epochs", type=int, help="--vectors-probe: the scorers' epochs")
     args = parser.parse_args()
     started, rows = time.time(), []
     for variant in args.variants:
+        if args.vectors_probe:
+            rows += vectors_probe(variant, args.work, args.shuffle, args.probe_folds, args.probe_epochs)
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            continue
         for form in args.forms:
             found = join_cost(variant, form, args.work, args.shuffle) if args.join_cost else []
             rows += found or [measure(variant, form, args.work, args.shuffle)]
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    columns = list(rows[0])
+    columns = list(dict.fromkeys(c for row in rows for c in row))  # a clean variant's probe has fewer
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
-        cells = [f"{v:.3f}" if isinstance(v, float) else ("–" if v is None else str(v)) for v in row.values()]
+        values = [row.get(c) for c in columns]
+        cells = [f"{v:.3f}" if isinstance(v, float) else ("–" if v is None else str(v)) for v in values]
         print("| " + " | ".join(cells) + " |")
     print(f"\n{time.time() - started:.0f} s in all")
 
