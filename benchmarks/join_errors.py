@@ -45,6 +45,20 @@ its window (outside every run: the training pairs, the dev and test pairs), and 
     python benchmarks/join_errors.py --variants clean shift30 --vectors-probe
     python benchmarks/join_errors.py --shuffle --variants clean shift30 --vectors-probe
     python benchmarks/join_errors.py --variants shift30 --vectors-probe --probe-folds 5 --probe-epochs 20
+
+``--edge-probe`` (issue 65) reads each variant's folder audit back (the final run's vectors, as the
+search reads them) and grows the same run cores with other rules for a run's edges: the audit's
+(the next row agrees, or carries a caption twice), "k beats own" (also a row whose picture ``k``
+rows away fits its caption better than its own) and a two-level likelihood ratio (agree: strong,
+k beats own: weak, neither: against; each outcome's rate inside the run from its core and outside
+from the rows outside every core, at ``k`` and ``-k`` the lower; the end moved to the best
+positive prefix of the next 8 informative rows): the planted rows inside a run of the right
+offset and the rows inside a run that are not planted at its offset; then, per planted row the
+audit's runs miss, what evidence it has (its gain at ``k``, the rank of the picture ``k`` rows
+away among the 17 of the window for its caption, and of its caption among the window's captions
+for that picture):
+
+    python benchmarks/join_errors.py --shuffle --variants clean shift1 shift10 shift30 --edge-probe
 """
 
 from __future__ import annotations
@@ -301,16 +315,14 @@ def cross_fitted(
     return np.concatenate(captions, axis=1), np.concatenate(pictures, axis=1), part
 
 
-def vectors_probe(
-    variant: str, work: Path, shuffle: bool = False, folds: int = 2, epochs: int | None = None
-) -> list[dict]:
-    """The evidence of the variant's folder audit with the final run's and cross-fitted vectors
-    (module description; ``folds`` parts, scorers of ``epochs`` epochs)."""
+def audit_inputs(variant: str, work: Path, shuffle: bool = False):
+    """The variant's folder audit (made once) read back as its shift search reads it: the final
+    run, the audited pairs, each pair's picture's class of near-duplicates, the row order; and
+    each row's planted offset."""
     from mispair.audit.duplicates import find_duplicates
     from mispair.audit.join_errors import picture_looks
     from mispair.audit.join_findings import row_order
     from mispair.audit.pair_table import audited_pairs
-    from mispair.engine.held_out.plan import HeldOutScoring
     from mispair.engine.trained import TrainedRun
 
     forms, _, offset, _ = write_forms(variant, work, shuffle)
@@ -328,6 +340,17 @@ def vectors_probe(
     )
     looks = picture_looks(duplicates.duplicate_of)[pairs.image_of_caption]
     order = row_order(audited.pair_id, audited.split, run.config.data)
+    return run, audited, looks, order, offset
+
+
+def vectors_probe(
+    variant: str, work: Path, shuffle: bool = False, folds: int = 2, epochs: int | None = None
+) -> list[dict]:
+    """The evidence of the variant's folder audit with the final run's and cross-fitted vectors
+    (module description; ``folds`` parts, scorers of ``epochs`` epochs)."""
+    from mispair.engine.held_out.plan import HeldOutScoring
+
+    run, audited, looks, order, offset = audit_inputs(variant, work, shuffle)
     started = time.time()
     crossed = cross_fitted(run, audited, folds, epochs=epochs)[:2]
     kinds = {"final run": final_vectors(run, audited)}
@@ -387,6 +410,166 @@ def _evidence(captions, pictures, looks, order, audited, offset, runs) -> list[d
     return rows
 
 
+def edge_probe(variant: str, work: Path, shuffle: bool = False) -> list[dict]:
+    """The variant's folder audit's runs grown with each edge rule, and the evidence of the planted
+    rows the audit's runs miss (module description)."""
+    import mispair.audit.join_errors as join_errors
+    from mispair.audit.join_errors import agreement, caption_wording, find_shifts
+
+    run, audited, looks, order, offset = audit_inputs(variant, work, shuffle)
+    captions, pictures = final_vectors(run, audited)
+    wording = caption_wording(audited.pairs.pairs.captions)
+    file = order.files[0]  # the folder: one file, its pair ids the row numbers
+    row = np.array([row_of(audited.pair_id[p]) if p >= 0 else -1 for p in file])
+    truth = np.where(row >= 0, offset[np.maximum(row, 0)], 0)
+    audit_edge, audit_extended = join_errors._edge, join_errors._extended
+    join_errors._extended = lambda runs, agree, wording: runs  # the cores, not grown
+    try:
+        cores = find_shifts(captions, pictures, looks, order.files, wording=wording).runs
+    finally:
+        join_errors._extended = audit_extended
+    rules = {"agree (the audit's)": audit_edge, "k beats own": _beats_edge, "two-level LLR": _llr_edge(cores)}
+    described, rows = {"rows": "shuffled" if shuffle else "sorted", "variant": variant}, []
+    for name, rule in rules.items():
+        join_errors._edge = rule
+        try:
+            runs = find_shifts(captions, pictures, looks, order.files, wording=wording).runs
+        finally:
+            join_errors._edge = audit_edge
+        found = np.zeros(len(file), dtype=int)
+        for r in runs:
+            found[r.start : r.stop + 1] = r.offset
+        found[row < 0] = 0
+        missed = np.flatnonzero((truth != 0) & (found != truth) & (row >= 0))
+        rows.append(
+            {
+                **described,
+                "edge rule": name,
+                "planted rows": int((truth != 0).sum()),
+                "in a run of the right offset": int(((truth != 0) & (found == truth)).sum()),
+                "in a run, not planted there": int(((found != 0) & (found != truth)).sum()),
+                "runs": ", ".join(f"{row[r.start]}–{row[r.stop]} ({r.offset:+d})" for r in runs) or "none",
+                "missed": _listed([str(row[i]) for i in missed]),
+            }
+        )
+        if name == "agree (the audit's)":
+            evidence = [_row_evidence(captions, pictures, file, row, int(i), int(truth[i])) for i in missed]
+    evident = agreement(captions, pictures, looks, file, join_errors.MAX_OFFSET)
+    outside = (truth == 0) & (row >= 0)
+    beats = {
+        int(k): float((evident.gain[j] > 0)[outside & evident.informative[j]].mean())
+        for j, k in enumerate(evident.offsets)
+    }
+    rows.append(
+        {
+            **described,
+            "edge rule": "evidence of the missed rows (gain, caption rank, picture rank)",
+            "missed": _listed(evidence, sep="; "),
+            "k beats own outside the planted runs": f"{min(beats.values()):.3f}–{max(beats.values()):.3f}",
+        }
+    )
+    return rows
+
+
+def _beats_edge(found, wording, counts, j, edge, step, taken) -> int:
+    """:func:`mispair.audit.join_errors._edge` with one more kind of row that fits: its picture ``k``
+    rows away fits its caption better than its own (``gain > 0``)."""
+    k, m = int(found.offsets[j]), found.hit.shape[1]
+    i = edge + step
+    while 0 <= i < m and 0 <= i + k < m and not taken[i]:
+        c = _outcome(found, wording, counts, j, i, step)
+        if c in "ab":
+            edge = i
+        elif c == "n":
+            break
+        i += step
+    return edge
+
+
+def _outcome(found, wording, counts, j, i, step) -> str:
+    """Row ``i`` at offset ``found.offsets[j]``: ``a`` agrees (or carries a caption twice, going the
+    way of ``k``), ``b`` the picture ``k`` rows away beats its own, ``n`` neither, ``-`` tells nothing."""
+    k = int(found.offsets[j])
+    twice = step * k > 0 and wording[i] == wording[i + k] and counts[wording[i]] == 2
+    if found.hit[j, i] or twice:
+        return "a"
+    if not found.informative[j, i]:
+        return "-"
+    return "b" if found.gain[j, i] > 0 else "n"
+
+
+def _llr_edge(cores, window: int = 8):
+    """An edge rule scoring each next row by the log-likelihood ratio of its outcome (:func:`_outcome`)
+    inside the run (rates from the run's core) against outside (rates over the rows outside every
+    core, the lower of ``k`` and ``-k``); the end moves to the best positive prefix of the next
+    ``window`` informative rows, again until none is positive."""
+
+    def edge_rule(found, wording, counts, j, edge, step, taken) -> int:
+        k, m = int(found.offsets[j]), found.hit.shape[1]
+        core = next(r for r in cores if r.offset == k and (r.start == edge or r.stop == edge))
+        inside = np.zeros(m, dtype=bool)
+        inside[core.start : core.stop + 1] = True
+        outside = np.ones(m, dtype=bool)
+        for r in cores:
+            outside[r.start : r.stop + 1] = False
+
+        def rates(where, j):
+            informative = found.informative[j] & where
+            hits = (found.hit[j] & informative).sum()
+            beats = ((found.gain[j] > 0) & ~found.hit[j] & informative).sum()
+            n = informative.sum() + 2
+            return (hits + 1) / n, (beats + 1) / n
+
+        p = rates(inside, j)
+        q = np.minimum(rates(outside, j), rates(outside, len(found.offsets) - 1 - j))
+        score = {
+            "a": np.log(p[0] / q[0]),
+            "b": np.log(p[1] / q[1]),
+            "n": np.log((1 - sum(p)) / (1 - sum(q))),
+            "-": 0.0,
+        }
+        while True:
+            i, total, best, best_at, seen = edge + step, 0.0, 0.0, None, 0
+            while 0 <= i < m and 0 <= i + k < m and not taken[i] and seen < window:
+                c = _outcome(found, wording, counts, j, i, step)
+                total, seen = total + score[c], seen + (c != "-")
+                if c != "-" and total > best:
+                    best, best_at = total, i
+                i += step
+            if best_at is None:
+                return edge
+            edge = best_at
+
+    return edge_rule
+
+
+def _row_evidence(captions, pictures, file, row, i, k, window: int = 8) -> str:
+    """``row (k): gain, caption rank, picture rank`` of a planted row: its caption's similarity gain
+    with the picture ``k`` rows away, that picture's rank for its caption among the window's
+    pictures (its own included), and its caption's rank for that picture among the window's
+    captions (0: the best)."""
+    m = len(file)
+
+    def around(c):
+        return [file[c + o] for o in range(-window, window + 1) if 0 <= c + o < m and file[c + o] >= 0]
+
+    def rank(scores, mine):  # one product for all: the row's own score compared exactly
+        return int((scores > scores[mine]).sum())
+
+    caption, theirs = captions[file[i]], pictures[file[i + k]]
+    by_caption = pictures[around(i)] @ caption
+    gain = by_caption[around(i).index(file[i + k])] - by_caption[around(i).index(file[i])]
+    cap_rank = rank(by_caption, around(i).index(file[i + k]))
+    pic_rank = rank(captions[around(i + k)] @ theirs, around(i + k).index(file[i]))
+    return f"{row[i]} ({k:+d}): {gain:+.2f}, {cap_rank}, {pic_rank}"
+
+
+def _listed(items: list[str], most: int = 12, sep: str = ", ") -> str:
+    """The first ``most`` items, then how many there are in all."""
+    shown = sep.join(items[:most]) or "none"
+    return shown if len(items) <= most else f"{shown} … ({len(items)} in all)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -403,9 +586,14 @@ def main() -> None:
     )
     parser.add_argument("--probe-folds", type=int, default=2, help="--vectors-probe: parts of the pairs")
     parser.add_argument("--probe-epochs", type=int, help="--vectors-probe: the scorers' epochs")
+    parser.add_argument("--edge-probe", action="store_true", help="grow the runs with other edge rules")
     args = parser.parse_args()
     started, rows = time.time(), []
     for variant in args.variants:
+        if args.edge_probe:
+            rows += edge_probe(variant, args.work, args.shuffle)
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            continue
         if args.vectors_probe:
             rows += vectors_probe(variant, args.work, args.shuffle, args.probe_folds, args.probe_epochs)
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
