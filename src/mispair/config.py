@@ -196,7 +196,9 @@ class DivisionConfig:
     rounds before the last train one scorer per set of folds held out together
     (:mod:`~mispair.engine.held_out.nested`), so that no scorer trains on pairs trusted by a model
     that saw a fold it holds out (the plain refinement rounds' trust was, and a fold's own pairs
-    then score above its decoys: ``benchmarks/refinement_leak.py``). ``answers``: labels files
+    then score above its decoys: ``benchmarks/refinement_leak.py``). ``trust_pairs``: the most
+    pairs one of those trust scorers trains on (a sample, seeded per scorer, as ``scorer_pairs``);
+    None: ``scorer_pairs``. ``answers``: labels files
     (``pair_id,label``, :mod:`mispair.estimate.labels`; several reviewers' merged, a disagreement
     unsure): a person's judgements, fixed for every
     out-of-fold scorer (:mod:`~mispair.engine.held_out.answers`: pairs judged correct always
@@ -217,6 +219,7 @@ class DivisionConfig:
     scorer_pairs: int | None = None  # the most pairs an out-of-fold scorer trains on (a sample)
     reference: bool = False  # scorers trained on the truly matched pairs (planted noise only)
     nested_trust: bool = False  # the last round's trust decided without the fold it scores
+    trust_pairs: int | None = None  # the most pairs a nested-trust scorer trains on (None: scorer_pairs)
     answers: list[str] = field(default_factory=list)  # labels files: judged pairs fixed for the scorers
 
     def __post_init__(self) -> None:
@@ -224,6 +227,10 @@ class DivisionConfig:
             raise ConfigError(f"division.folds: at least 2, got {self.folds}")
         if self.scorer_pairs is not None and self.scorer_pairs < 1:
             raise ConfigError(f"division.scorer_pairs: at least 1 (or null: all), got {self.scorer_pairs}")
+        if self.trust_pairs is not None and self.trust_pairs < 1:
+            raise ConfigError(
+                f"division.trust_pairs: at least 1 (or null: scorer_pairs), got {self.trust_pairs}"
+            )
         if self.refine_epochs is not None and self.refine_epochs < 1:
             raise ConfigError(
                 f"division.refine_epochs: at least 1 (or null: from scratch), got {self.refine_epochs}"

@@ -151,7 +151,8 @@ def _scorer(
     repeat: int,
 ) -> ScorerRun:
     """The scorer that holds out the folds ``held`` of ``fold [n_pairs]``: it trains on the pairs
-    outside them (those ``trusted`` only, where given), seeded by its repeat and set."""
+    outside them (those ``trusted`` only, where given; at most ``plan.trust_pairs`` of them, else
+    ``plan.scorer_pairs``), seeded by its repeat and set."""
     seed = child_seed(scoring.seeds.repeats[repeat], "trust", sum(1 << f for f in held))
     held_out = np.isin(fold, held)
     training = ~held_out
@@ -159,4 +160,6 @@ def _scorer(
         training &= trusted
     training = with_answers(training, held_out, scoring.judged)
     config = replace(scoring.scorer, train=replace(scoring.scorer.train, seed=seed))
-    return ScorerRun(job, config, sampled(np.flatnonzero(training), scoring.plan.scorer_pairs, seed))
+    plan = scoring.plan
+    most = plan.scorer_pairs if plan.trust_pairs is None else plan.trust_pairs
+    return ScorerRun(job, config, sampled(np.flatnonzero(training), most, seed))

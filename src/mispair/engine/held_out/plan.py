@@ -34,8 +34,9 @@ class HeldOutPlan:
     the scores averaged), ``score_kind`` (a name of
     :data:`~mispair.engine.held_out.kinds.SCORE_KINDS`) at temperature ``tau``, ``refine_epochs``
     (warm-started refinement rounds; None: from scratch), ``scorer_pairs`` (the most pairs a
-    scorer trains on; None: all), ``reference`` (scorers trained on the truly matched pairs) and
-    ``nested_trust`` (the last round's trust of a fold decided by the other folds alone)."""
+    scorer trains on; None: all), ``reference`` (scorers trained on the truly matched pairs),
+    ``nested_trust`` (the last round's trust of a fold decided by the other folds alone) and
+    ``trust_pairs`` (the most pairs a nested-trust scorer trains on; None: ``scorer_pairs``)."""
 
     folds: int = 5
     rounds: int = 1
@@ -47,6 +48,7 @@ class HeldOutPlan:
     scorer_pairs: int | None = None
     reference: bool = False
     nested_trust: bool = False
+    trust_pairs: int | None = None
 
     @classmethod
     def of(cls, division: DivisionConfig) -> HeldOutPlan:
@@ -62,6 +64,7 @@ class HeldOutPlan:
             scorer_pairs=division.scorer_pairs,
             reference=division.reference,
             nested_trust=division.nested_trust,
+            trust_pairs=division.trust_pairs,
         )
 
     def but(self, **changes: object) -> HeldOutPlan:

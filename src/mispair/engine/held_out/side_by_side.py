@@ -14,6 +14,10 @@ scorer's gradient clipped by its own norm and Adam applied per scorer (its own s
 learning rate). Each scorer sees exactly the batches, initial weights, clipping and Adam updates
 it would see alone (:func:`~mispair.engine.held_out.scorers.train_scorer`), so its weights and held-out
 scores agree with the sequential ones to float rounding (``tests/engine/test_side_by_side.py``).
+The step keeps its gradients across steps (autograd stops at the linear maps' outputs; the
+weights' gradients are written in place) and updates every row in one Adam call when all share a
+step count and learning rate: bitwise the weights of autograd and a per-row Adam, a third faster
+(``benchmarks/results/bench_audit_scale.md``).
 
 The scorers of a round finish together: an audit interrupted during a round's training trains
 that round's scorers again on resume (trained one by one, the scorers finished before the
@@ -157,16 +161,19 @@ def batched_info_nce(image_side: Tensor, text_side: Tensor, tau: float) -> Tenso
 
 class StackedAdam:
     """``torch.optim.Adam`` (L2 weight decay, no AMSGrad) over tensors ``[S, ...]`` whose rows are
-    ``S`` separate models: each row has its own step count and learning rate, and a step updates
-    the chosen rows only. Every row is one tensor of PyTorch's fused Adam kernel (one pass over
-    it, as the trainer's optimizer over each model's own tensors)."""
+    ``S`` separate models, with their gradients ``grads`` (same shapes): each row has its own step
+    count and learning rate, and a step updates the chosen rows only. Adam is elementwise, so rows
+    at one step count and learning rate are updated by PyTorch's fused kernel in one pass over the
+    whole tensors when they are every row (the usual step), else one row at a time, each row one
+    tensor of the kernel (as the trainer's optimizer over each model's own tensors)."""
 
-    def __init__(self, params: list[Tensor], weight_decay: float) -> None:
-        self.params = params
+    def __init__(self, params: list[Tensor], grads: list[Tensor], weight_decay: float) -> None:
+        self.params, self.grads = params, grads
         self.weight_decay = weight_decay
         self.m = [torch.zeros_like(p) for p in params]
         self.v = [torch.zeros_like(p) for p in params]
         self.steps = [torch.zeros((), dtype=torch.float32, device=params[0].device) for _ in params[0]]
+        self.counts = np.zeros(len(params[0]), dtype=np.int64)
 
     @torch.no_grad()
     def step(self, rows: list[int], lrs: list[float]) -> None:
@@ -175,19 +182,15 @@ class StackedAdam:
             chosen = [j for j, rate in zip(rows, lrs) if rate == lr]
             for j in chosen:
                 self.steps[j] += 1
-            views = [
-                (p.detach()[j], p.grad[j], m[j], v[j], self.steps[j])
-                for p, m, v in zip(self.params, self.m, self.v)
-                for j in chosen
-            ]
-            params, grads, first, second, steps = (list(column) for column in zip(*views))
+            self.counts[chosen] += 1
+            if len(chosen) == len(self.counts) and (self.counts == self.counts[0]).all():
+                tensors = [self.params, self.grads, self.m, self.v, [self.steps[0]] * len(self.params)]
+            else:
+                tensors = self._rows(chosen)
             torch._fused_adam_(
-                params,
-                grads,
-                first,
-                second,
+                *tensors[:4],
                 [],
-                steps,
+                tensors[4],
                 lr=lr,
                 beta1=ADAM_BETAS[0],
                 beta2=ADAM_BETAS[1],
@@ -197,16 +200,39 @@ class StackedAdam:
                 maximize=False,
             )
 
+    def _rows(self, chosen: list[int]) -> list[list[Tensor]]:
+        """The rows ``chosen`` of the params, grads, moments and step counts, one tensor a row."""
+        views = [
+            (p[j], g[j], m[j], v[j], self.steps[j])
+            for p, g, m, v in zip(self.params, self.grads, self.m, self.v)
+            for j in chosen
+        ]
+        return [list(column) for column in zip(*views)]
+
 
 @torch.no_grad()
-def clip_rows(params: list[Tensor], max_norm: float) -> None:
-    """``clip_grad_norm_`` of each row's gradient (its slices of every tensor together)."""
+def clip_rows(grads: list[Tensor], max_norm: float) -> None:
+    """``clip_grad_norm_`` of each row's gradient (its slices of every tensor of ``grads``
+    together), in place."""
     norms = torch.linalg.vector_norm(
-        torch.stack([torch.linalg.vector_norm(p.grad.flatten(1), dim=1) for p in params], dim=1), dim=1
+        torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads], dim=1), dim=1
     )
     scale = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
-    for p in params:
-        p.grad.mul_(scale.view((-1,) + (1,) * (p.dim() - 1)))
+    for g in grads:
+        g.mul_(scale.view((-1,) + (1,) * (g.dim() - 1)))
+
+
+@dataclass(frozen=True)
+class GroupStep:
+    """One step of the scorers ``rows [G]`` whose batches have one size: what their linear maps
+    read, ``images [G, B, D]`` and ``captions [G, B, H]``, and their outputs ``image_side`` and
+    ``text_side [G, B, E]`` (the autograd leaves of the loss)."""
+
+    rows: Tensor
+    images: Tensor
+    captions: Tensor
+    image_side: Tensor
+    text_side: Tensor
 
 
 def train_side_by_side(
@@ -214,32 +240,28 @@ def train_side_by_side(
 ) -> list[dict[str, Tensor]]:
     """The trained weights (:data:`LINEAR_WEIGHTS`, on the CPU) of every scorer of ``jobs``, all
     trained at once (module docstring): step ``t`` trains every scorer with a ``t``-th step
-    (scorers with fewer pairs finish earlier), grouping those whose batches have one size."""
+    (scorers with fewer pairs finish earlier), grouping those whose batches have one size.
+    Autograd runs from the loss to the linear maps' outputs only; their weights' gradients are
+    the products its ``baddbmm`` backward computes, written into gradients allocated once (a
+    fresh ``[S, D, E]`` gradient each step cost a page fault per 4 KiB of it)."""
     params = [  # weights as [S, in, out], a Linear's transposed: the batched products run 2.5× faster
-        torch.stack([_input_major(job.start[name].detach().float()) for job in jobs])
-        .to(device)
-        .requires_grad_()
+        torch.stack([_input_major(job.start[name].detach().float()) for job in jobs]).to(device)
         for name in LINEAR_WEIGHTS
     ]
-    optimizer = StackedAdam(params, spec.weight_decay)
+    grads = [torch.zeros_like(p) for p in params]
+    optimizer = StackedAdam(params, grads, spec.weight_decay)
     schedules = [batch_schedule(job, spec) for job in jobs]
     for t in range(max(len(s) for s in schedules)):
         active = [j for j, s in enumerate(schedules) if t < len(s)]
-        for p in params:
-            p.grad = None
         sizes = sorted({len(schedules[j][t][0]) for j in active})
         groups = [[j for j in active if len(schedules[j][t][0]) == size] for size in sizes]
-        loss = sum(
-            _group_loss(params, [schedules[j][t][0] for j in g], g, inputs, spec, device) for g in groups
-        )
-        if not torch.isfinite(loss):
-            raise DivergedError(f"a scorer's training loss became {loss.item()}; lower train.lr")
-        loss.backward()
-        if spec.grad_clip > 0:  # the rows not trained this step have no gradient to clip
-            clip_rows(params, spec.grad_clip)
+        steps = [_group_step(params, [schedules[j][t][0] for j in g], g, inputs, device) for g in groups]
+        _gradients(steps, params, grads, spec.tau)
+        if spec.grad_clip > 0:  # the rows not trained this step hold stale gradients, never applied
+            clip_rows(grads, spec.grad_clip)
         optimizer.step(active, [spec.lr_at(schedules[j][t][1]) for j in active])
     return [
-        {name: _input_major(p.detach()[j]).cpu().clone() for name, p in zip(LINEAR_WEIGHTS, params)}
+        {name: _input_major(p[j]).cpu().clone() for name, p in zip(LINEAR_WEIGHTS, params)}
         for j in range(len(jobs))
     ]
 
@@ -249,21 +271,46 @@ def _input_major(tensor: Tensor) -> Tensor:
     return tensor.t().contiguous() if tensor.dim() == 2 else tensor
 
 
-def _group_loss(
+@torch.no_grad()
+def _group_step(
     params: list[Tensor],
     batches: list[np.ndarray],
     group: list[int],
     inputs: LinearInputs,
-    spec: SideBySideSpec,
     device: torch.device,
-) -> Tensor:
-    """The summed InfoNCE of the scorers ``group`` on their ``batches`` (one size)."""
+) -> GroupStep:
+    """The forward pass of the scorers ``group`` on their ``batches`` (one size) up to the linear
+    maps' outputs, which require a gradient."""
     pairs = torch.from_numpy(np.stack(batches)).to(device)  # [G, B]
     images = inputs.images[inputs.image_of_caption[pairs]]  # [G, B, D]
     captions = inputs.captions[inputs.caption_rows[pairs]]  # [G, B, H]
     rows = torch.tensor(group, device=device)
     whole = len(group) == len(params[0])
     w_image, b_image, w_text, b_text = (p if whole else p[rows] for p in params)
-    image_side = torch.baddbmm(b_image[:, None, :], images, w_image)
-    text_side = torch.baddbmm(b_text[:, None, :], captions, w_text)
-    return batched_info_nce(l2_normalize(image_side), l2_normalize(text_side), spec.tau).sum()
+    image_side = torch.baddbmm(b_image[:, None, :], images, w_image).requires_grad_()
+    text_side = torch.baddbmm(b_text[:, None, :], captions, w_text).requires_grad_()
+    return GroupStep(rows, images, captions, image_side, text_side)
+
+
+def _gradients(steps: list[GroupStep], params: list[Tensor], grads: list[Tensor], tau: float) -> None:
+    """The gradients of the summed InfoNCE of every group of ``steps`` with respect to ``params``,
+    written into the rows of ``grads`` the groups train (``baddbmm``'s backward: the weight's
+    ``inputsᵀ @ ∂output``, the bias's ``∂output`` summed over the batch)."""
+    with torch.enable_grad():
+        loss = sum(
+            batched_info_nce(l2_normalize(s.image_side), l2_normalize(s.text_side), tau).sum() for s in steps
+        )
+        if not torch.isfinite(loss):
+            raise DivergedError(f"a scorer's training loss became {loss.item()}; lower train.lr")
+        sides = torch.autograd.grad(loss, [side for s in steps for side in (s.image_side, s.text_side)])
+    for s, d_image, d_text in zip(steps, sides[::2], sides[1::2], strict=True):
+        if len(s.rows) == len(params[0]):  # every row: straight into the gradients, no copy
+            torch.bmm(s.images.transpose(1, 2), d_image, out=grads[0])
+            torch.sum(d_image, dim=1, out=grads[1])
+            torch.bmm(s.captions.transpose(1, 2), d_text, out=grads[2])
+            torch.sum(d_text, dim=1, out=grads[3])
+        else:
+            grads[0][s.rows] = torch.bmm(s.images.transpose(1, 2), d_image)
+            grads[1][s.rows] = torch.sum(d_image, dim=1)
+            grads[2][s.rows] = torch.bmm(s.captions.transpose(1, 2), d_text)
+            grads[3][s.rows] = torch.sum(d_text, dim=1)
