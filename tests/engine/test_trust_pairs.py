@@ -65,3 +65,28 @@ def test_a_trust_pairs_below_one_is_one_error_line(value):
     with pytest.raises(ConfigError, match=r"division\.trust_pairs: at least 1") as error:
         load_config(None, [f"division.trust_pairs={value}"])
     assert "\n" not in str(error.value)
+
+
+def test_unset_trust_pairs_keeps_the_score_cache_key_of_before_and_a_cap_changes_it():
+    """A score cache written before the field existed is read again (its key is the settings'
+    digest without ``trust_pairs``, recomputed here as it was then); a cap is a new key."""
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from mispair.engine.held_out.answers import answers_key
+    from mispair.engine.held_out.entry import _scores_key
+    from mispair.engine.held_out.sampling import DECOYS_PER_PAIR, FOLDS_BY
+
+    config, _, train = _setup([])
+    scoring = HeldOutScoring.of(config)
+    settings = {k: v for k, v in asdict(scoring.scorer).items() if k not in ("name", "output")}
+    for key in ("answers", "trust_pairs"):
+        settings["division"].pop(key)
+    settings["folds_by"], settings["decoys_per_pair"] = FOLDS_BY, DECOYS_PER_PAIR
+    before = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
+    before.update(np.ascontiguousarray(train.image_of_caption).tobytes())
+    before.update(answers_key(None).encode())
+    assert _scores_key(scoring, train) == before.hexdigest()
+    capped, _, _ = _setup(["division.trust_pairs=5000"])  # the same run but for the cap
+    assert _scores_key(HeldOutScoring.of(capped), train) != _scores_key(scoring, train)

@@ -120,6 +120,8 @@ def _scores_key(scoring: HeldOutScoring, train: TrainingPairs, others: TrainingP
     splits' pairing when they are scored too)."""
     settings = {k: v for k, v in asdict(scoring.scorer).items() if k not in ("name", "output")}
     settings["division"].pop("answers", None)  # the answers themselves enter below
+    if settings["division"].get("trust_pairs") is None:  # unset: the scores of before, the keys of before
+        settings["division"].pop("trust_pairs", None)
     settings["folds_by"] = FOLDS_BY
     settings["decoys_per_pair"] = DECOYS_PER_PAIR
     digest = hashlib.blake2b(json.dumps(settings, sort_keys=True, default=str).encode(), digest_size=16)
