@@ -5,6 +5,7 @@ one-line error that writes nothing."""
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -311,3 +312,18 @@ def test_undecided_pairs_of_the_fdr_cut_are_removed_and_the_cut_is_the_audits_su
     with pytest.raises(ConfigError, match="give one of them"):
         result.apply(decisions, tmp_path / "other", fdr=0.1, threshold=0.5)
     assert not (tmp_path / "other").exists()
+
+
+def test_apply_says_the_rows_the_audit_refused_are_not_in_the_cleaned_collection(audited, tmp_path, capsys):
+    """A row the audit refused (an empty caption cell, a picture it cannot read) is not written:
+    apply's last line says how many and where they are listed, not only the docs."""
+    _, audit_dir, result = audited
+    audit = tmp_path / "audit"
+    shutil.copytree(audit_dir, audit)
+    refused = pd.DataFrame({"pair_id": ["97", "98"], "image": ["a.png", "b.png"], "caption": ["", ""]})
+    refused.assign(reason="empty caption").to_csv(audit / "refused.csv", index=False)
+    assert main(["apply", str(audit), "--fdr", "0.1", "--out", str(tmp_path / "clean")]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.endswith(f"; the 2 row(s) the audit refused are not in it ({audit / 'refused.csv'})")
+    written = pd.read_csv(tmp_path / "clean" / "captions.csv", dtype=str, keep_default_na=False)
+    assert len(written) == len(result.pairs) - int(result.pairs["suspected"].sum())

@@ -307,13 +307,49 @@ def test_the_headline_marks_the_repair_as_not_checked():
     from mispair.audit.summary import JoinErrors
 
     found = JoinErrors(
-        shifts=1, shifted_pairs=30, suspected_in_findings=12, share_after_repair=0.1, findings=["x"]
+        shifts=1,
+        shifted_pairs=30,
+        suspected_in_findings=12,
+        share_after_repair=0.1,
+        share_after_repair_interval=[0.04, 0.13],
+        findings=["x"],
     )
     lines = found.lines(20)
     assert (
         lines[0] == "join error: x" and "8 of the 20 suspected pairs are outside these findings" in lines[1]
     )
-    assert "not checked by any answer" in lines[1] and "about 10% of the pairs would remain" in lines[1]
+    assert "not checked by any answer" in lines[1]
+    assert "about 10% (95% interval 4–13%) of the pairs would remain" in lines[1]
+
+
+def test_the_share_after_repair_counts_the_untouched_pairs_not_the_shifted_pairs_probabilities():
+    """The share after repair is Storey's estimate over the pairs no shift touches, counted over
+    the pairs that remain: a brute-force count of the untouched pairs scoring like the lowest 30%
+    of the decoys. A final run that learned half the shifted pairs (they score as matched) does
+    not move it, and the truth (50 mismatched pairs left of 999) lies in its interval."""
+    from mispair.audit.join_findings import _explained
+    from mispair.audit.pair_table import AuditedPairs
+
+    rng = np.random.default_rng(0)
+    n, null = 1000, rng.normal(size=4000)
+    score = rng.normal(size=n) + 6.0  # matched: far above the decoys
+    outside = np.r_[0:400, 901:1000]
+    mismatched = rng.choice(outside, size=50, replace=False)
+    score[mismatched] = rng.normal(size=50)  # as a decoy scores
+    score[400:900:2] = rng.normal(size=250)  # half the shifted pairs unlearned, half learned
+    ids = [str(i) for i in range(n)]
+    audited = AuditedPairs(None, np.zeros(n), ids, score, None, None, False, (null,), n)  # type: ignore[arg-type]
+    moves = [(str(i), str(i + 1)) for i in range(400, 900)]
+    found = a_shift(moves, ["400"])
+    _explained(found, audited, np.zeros(n, dtype=bool), 0.3)
+
+    kept = np.r_[0:400, 901:1000]  # no shift's pair and no receiving one (900 receives 899's)
+    below = sum(sum(d <= s for d in null) + 1 <= 0.3 * (len(null) + 1) for s in score[kept])
+    assert found.share_after_repair == pytest.approx(below / (len(kept) * 0.3) * len(kept) / 999, abs=1e-6)
+    low, high = found.share_after_repair_interval
+    assert low <= 50 / 999 <= high and high - low < 0.08
+    summary = JoinFindings.from_dict(found.to_dict(), "structure.json")
+    assert summary.share_after_repair_interval == found.share_after_repair_interval
 
 
 @pytest.mark.parametrize(

@@ -67,12 +67,15 @@ class AuditedPairs:
     ``n_train``), then the other splits' where they were scored; None where the run scored none."""
     n_train: int = 0
 
-    def calibration(self) -> Calibration | None:
+    def calibration(self, rows: np.ndarray | None = None) -> Calibration | None:
         """The pairs' calibrated numbers (:func:`~mispair.division.calibration.calibrate`), or
-        None without decoys."""
+        None without decoys; of the pairs ``rows`` only (``[n]`` bool) when given, against the
+        same decoys (the share of those pairs, e.g. the pairs outside the join errors found)."""
         if self.null is None:
             return None
-        parts = np.split(self.score, [self.n_train]) if len(self.null) == 2 else [self.score]
+        kept = np.ones(len(self.score), dtype=bool) if rows is None else np.asarray(rows, dtype=bool)
+        ends = [self.n_train] if len(self.null) == 2 else []
+        parts = [score[keep] for score, keep in zip(np.split(self.score, ends), np.split(kept, ends))]
         return calibrate([Stratum(score, null) for score, null in zip(parts, self.null)])
 
     @property

@@ -439,7 +439,7 @@ def _ranked(request: AuditRequest, run: TrainedRun, audited: AuditedPairs, timin
     )
     share = verdicts.calibration.share if verdicts.calibration is not None else None
     timings.lap("ranking")
-    structure = join_findings(run, audited, duplicates, verdicts.suspected, verdicts.mismatch, share)
+    structure = join_findings(run, audited, duplicates, verdicts.suspected, share)
     timings.lap("join_errors")
     points = embedding_map(run, audited.pairs, seed=options.seed)
     run.release_texts()  # no caption is read after the map (a million MiniLM states: 1 GB)
@@ -509,6 +509,7 @@ def _join_errors(found: JoinFindings) -> JoinErrors:
         repeated_caption_pairs=sum(r.pairs for r in found.repeated_captions),
         suspected_in_findings=found.suspected_in_shifts + found.suspected_in_repeated_captions,
         share_after_repair=found.share_after_repair,
+        share_after_repair_interval=found.share_after_repair_interval,
         findings=found.sentences(),
     )
 

@@ -169,6 +169,7 @@ class JoinErrors:
     repeated_caption_pairs: int = 0
     suspected_in_findings: int = 0
     share_after_repair: float | None = None
+    share_after_repair_interval: list[float] | None = None
     findings: list[str] = field(default_factory=list)
 
     def lines(self, suspected: int) -> list[str]:
@@ -181,9 +182,13 @@ class JoinErrors:
             "these findings"
         ]
         if self.share_after_repair is not None and self.shifts:
+            interval = self.share_after_repair_interval
+            within = ""
+            if interval is not None:
+                within = f" (95% interval {100 * interval[0]:.0f}–{100 * interval[1]:.0f}%)"
             parts.append(
-                f"after `mispair apply --repair` about {100 * self.share_after_repair:.0f}% of the pairs "
-                "would remain mismatched"
+                f"after `mispair apply --repair` about {100 * self.share_after_repair:.0f}%{within} of the "
+                "pairs would remain mismatched"
             )
         checked = "the scores' word, not checked by any answer, so review it before applying"
         return [*lines, "; ".join(parts) + f" (structure.json; repair.csv lists the repair: {checked})"]

@@ -49,11 +49,14 @@ def _cmd_apply(args: argparse.Namespace) -> None:
         print(_repaired(audit.structure))
     files = applied.files or []
     written = f" as {applied.form} ({', '.join(files[:3])}{', ...' * (len(files) > 3)})" if files else ""
+    refused = 0 if audit.refused is None else len(audit.refused)
+    listed = folder / "refused.csv"
+    unread = f"; the {refused} row(s) the audit refused are not in it ({listed})" if refused else ""
     print(
         f"wrote {applied.folder}{written}: {applied.kept} pairs kept "
         f"({applied.replaced} with a new caption), {applied.removed} removed; images "
         f"{applied.linked} hard-linked, {applied.copied} copied; the reasons in keep.csv and "
-        "removed.csv, the kept pair ids in keep_keys.txt"
+        f"removed.csv, the kept pair ids in keep_keys.txt{unread}"
     )
 
 
