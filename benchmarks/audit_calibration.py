@@ -199,7 +199,32 @@ def held_out_scores(
     }
 
 
+def placebo_features(share: float, salt: int = 0) -> None:
+    """Move ``share`` of the picture features' float16 entries one float16 step up or down, the
+    entries and the direction drawn from a digest of each batch's features and ``salt`` (the same
+    pictures are moved alike in every seed's audit; another ``salt``, another placebo): a change
+    of the features of the size ONNX Runtime's rounding makes (``--placebo``;
+    ``results/encoder_speed.md``), that no one would call a change of the encoder. Patches this
+    process's :class:`mispair.data.features.GridRunner`."""
+    from mispair.data.features import GridRunner
+
+    encode = GridRunner._encode
+
+    def moved(self, run, batch):  # type: ignore[no-untyped-def]
+        out = encode(self, run, batch)
+        digest = hashlib.sha256(out.tobytes() + str(salt).encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        where = rng.random(out.shape) < share
+        step = np.where(rng.random(out.shape) < 0.5, np.float16(np.inf), np.float16(-np.inf))
+        out[where] = np.nextafter(out[where], step[where])
+        return out
+
+    GridRunner._encode = moved  # type: ignore[method-assign]
+
+
 def score(args: argparse.Namespace) -> None:
+    if args.placebo:
+        placebo_features(args.placebo, args.placebo_salt)
     scores = Path(args.scores)
     scores.mkdir(parents=True, exist_ok=True)
     for name in args.collections:
@@ -260,6 +285,14 @@ def main() -> None:
         help="a setting of the audit's run, KEY=VALUE (repeatable): a variant, scored into its own --scores",
     )
     run.add_argument("--scores", default=str(SCORES), help="where the scores go (a variant's folder)")
+    run.add_argument(
+        "--placebo",
+        type=float,
+        default=0.0,
+        help="move this share of the picture features' float16 entries one step (placebo_features); "
+        "give it its own --cache-dir",
+    )
+    run.add_argument("--placebo-salt", type=int, default=0, help="another placebo (another --cache-dir)")
     tab = sub.add_parser("table")
     tab.add_argument("--scores", default=str(SCORES), help="the scores read (rows.json beside them)")
     args = parser.parse_args()
