@@ -162,7 +162,7 @@ def test_a_run_trained_with_onnx_reads_without_it(onnx_cache, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert load_config(None, ["data.encoder_runtime=onnx"]).data.encoder_runtime == "onnx"
-    assert DataConfig().encoder_runtime == "torch"  # the default needs nothing more
+    assert DataConfig().encoder_runtime == "auto"  # the default needs nothing more: PyTorch without it
     cache, compute = TokenStateCache("minilm-test"), minilm_compute("onnx")
     cache.fill([[101, 5, 102]], lambda tokens, lengths: torch.zeros(*tokens.shape, 384))  # cached before
     assert cache.fill([[101, 5, 102]], compute) == 0  # cached: nothing to run

@@ -66,11 +66,11 @@ class DataConfig:
     (ONNX Runtime on the CPU, ``pip install 'mispair[onnx]'``, checked before a run starts; the
     model is exported once and cached, see :mod:`mispair.onnx_runtime`), or ``auto``: ONNX
     Runtime for EfficientNet-Lite0 on a CPU where it is installed (2–2.8× the pictures a second
-    per core), PyTorch otherwise and for MiniLM (:func:`mispair.data.features.auto_runtime`;
-    ``benchmarks/results/encoder_speed.md``; not the default until the audit's calibration is
-    checked with it over seeds). A
-    performance setting: the features are the same to rounding, and a run trained with ``onnx``
-    opens without ONNX Runtime.
+    per core), PyTorch otherwise and for MiniLM (:func:`mispair.data.features.auto_runtime`), the
+    default: the audit's numbers on the calibration collections move with it no more than with a
+    placebo of the same size (``benchmarks/results/encoder_speed.md``). A performance setting:
+    the features are the same to rounding, and a run trained with ``onnx`` opens without ONNX
+    Runtime.
     ``image_form``: what of each picture's features is read and cached (once per picture
     content, :mod:`mispair.data.picture_store`): ``mean`` (the mean of its fragments, what a model
     that reads only the mean feature reads: 2–3 KB a picture), ``grid`` (every fragment, 125 KB:
@@ -96,7 +96,7 @@ class DataConfig:
     image_encoder_options: dict[str, Any] = field(default_factory=dict)
     caption_encoder: str | None = None
     caption_encoder_options: dict[str, Any] = field(default_factory=dict)
-    encoder_runtime: Literal["auto", "torch", "onnx"] = "torch"
+    encoder_runtime: Literal["auto", "torch", "onnx"] = "auto"
     image_form: Literal["auto", "mean", "grid"] = "auto"
     vocab: str | None = None
     now_tokenizer: str = "bpe"  # NoW's pre-tokenized captions: bpe | bert | jieba
