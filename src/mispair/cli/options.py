@@ -148,9 +148,9 @@ def runtime_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--encoder-runtime",
         metavar="{auto,torch,onnx}",
-        help="what runs EfficientNet-Lite0 and a frozen MiniLM: torch (default), onnx "
-        "(ONNX Runtime: pip install 'mispair[onnx]') or auto (ONNX Runtime for EfficientNet-Lite0 "
-        "on a CPU where it is installed, else torch)",
+        help="what runs EfficientNet-Lite0 and a frozen MiniLM: auto (the default of audit and "
+        "train: ONNX Runtime for EfficientNet-Lite0 on a CPU where it is installed, else torch), "
+        "torch (the default of prepare) or onnx (ONNX Runtime: pip install 'mispair[onnx]')",
     )
 
 
