@@ -164,12 +164,19 @@ class OnnxModule:
 
     @classmethod
     def of(
-        cls, module: nn.Module, example: tuple[Tensor, ...], signature: Signature, name: str
+        cls,
+        module: nn.Module,
+        example: tuple[Tensor, ...],
+        signature: Signature,
+        name: str,
+        folder: Path | None = None,
     ) -> OnnxModule:
-        """``module`` run by ONNX Runtime: exported once (:func:`exported`), then loaded; a missing
-        ONNX Runtime is a one-line error before anything is exported."""
+        """``module`` run by ONNX Runtime: exported once into ``folder`` (:func:`exported`), then
+        loaded; a missing ONNX Runtime is a one-line error before anything is exported. The file
+        found there is run as it is: give a folder only this user may write
+        (:func:`mispair.data.cache_folder.onnx_folder`)."""
         onnxruntime()
-        return cls(exported(module, example, signature, name))
+        return cls(exported(module, example, signature, name, folder))
 
     def __call__(self, *tensors: Tensor) -> Tensor:
         feeds = {name: t.detach().to("cpu").numpy() for name, t in zip(self.inputs, tensors)}

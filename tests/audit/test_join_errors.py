@@ -350,6 +350,10 @@ def test_the_share_after_repair_counts_the_untouched_pairs_not_the_shifted_pairs
     assert low <= 50 / 999 <= high and high - low < 0.08
     summary = JoinFindings.from_dict(found.to_dict(), "structure.json")
     assert summary.share_after_repair_interval == found.share_after_repair_interval
+    for damaged in ([0.1], [0.1, 0.2, 0.3], "ab", [None, 0.2]):
+        with pytest.raises(DataError, match=r"^structure\.json: not a structure\.json the audit writes"):
+            damaged_file = {**found.to_dict(), "share_after_repair_interval": damaged}
+            JoinFindings.from_dict(damaged_file, "structure.json")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import torch
 
 from mispair.data import features
 from mispair.data.features import EXPORT_PAYS, GridRunner, auto_runtime, pixel_encoder
-from mispair.errors import ConfigError
+from mispair.errors import ConfigError, DataError
 from mispair.nn.text.state_cache import TokenStateCache, length_batches
 from mispair.onnx_runtime import OnnxModule, export_path
 from mispair.progress import progress_bar
@@ -125,3 +125,26 @@ def test_captions_batched_by_length_get_the_states_of_fixed_batches():
     torch.testing.assert_close(states[0.1], states[None], atol=1e-5, rtol=1e-5)
     computed = {p: sum(b * n for q, b, n in shapes if q == p) for p in (None, 0.1)}
     assert computed[0.1] <= 1.1 * sum(len(t) for t in tokens) < computed[None]
+
+
+def test_an_onnx_model_cache_others_may_write_is_refused_and_auto_keeps_pytorch(tmp_path, monkeypatch):
+    """The exported model found in the cache is run as it is, so its folder must be this user's
+    alone: one that others may write (a model planted there) is a one-line refusal, and ``auto``
+    runs PyTorch instead; a private one is used."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path))
+    tiny, pixels = Tiny(), torch.rand(2, 3, 64, 64)
+    (tmp_path / "onnx").mkdir(mode=0o700)
+    (tmp_path / "onnx").chmod(0o777)
+    with pytest.raises(DataError, match=r"onnx: .*ONNX model cache") as exc:
+        pixel_encoder(tiny, "onnx")
+    assert "\n" not in str(exc.value) and not list((tmp_path / "onnx").iterdir())  # nothing exported
+    expected = pixel_encoder(tiny, "torch")(pixels)
+    fallback = pixel_encoder(tiny, "auto", pictures=EXPORT_PAYS)
+    assert not isinstance(fallback, OnnxModule) and torch.equal(fallback(pixels), expected)  # PyTorch
+    assert not list((tmp_path / "onnx").iterdir())
+    (tmp_path / "onnx").chmod(0o700)
+    found = pixel_encoder(tiny, "onnx")
+    assert isinstance(found, OnnxModule) and export_path(tiny, "tiny").is_file()
+    assert torch.allclose(found(pixels), expected, atol=1e-5)

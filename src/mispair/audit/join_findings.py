@@ -164,7 +164,9 @@ class JoinFindings:
                 value = data.get(name)
                 setattr(found, name, None if value is None else float(value))
             interval = data.get("share_after_repair_interval")
-            found.share_after_repair_interval = None if interval is None else [float(v) for v in interval]
+            if interval is not None:
+                low, high = (float(v) for v in interval)  # two numbers, or a ValueError
+                found.share_after_repair_interval = [low, high]
             found.note = None if data.get("note") is None else str(data["note"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DataError(

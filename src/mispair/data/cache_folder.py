@@ -46,6 +46,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mispair"
 
 
+def onnx_folder() -> Path:
+    """Where the exported ONNX models are kept and loaded from: ``onnx/`` in :func:`cache_root`,
+    made and checked as :func:`private_folder` (a model file found there is run as it is, so no
+    one else may have written it)."""
+    return private_folder(cache_root() / "onnx", "ONNX model cache")
+
+
 def collection_cache(data: DataConfig) -> Path:
     """Where what is derived from the collection of ``data`` is kept: ``data.cache_dir`` when
     given, else ``collections/<name>-<digest>/`` in :func:`cache_root`, one folder per

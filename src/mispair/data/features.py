@@ -32,10 +32,10 @@ from torch import nn
 from tqdm import tqdm
 
 from mispair.data.cache_files import BadEntry, Rejected, write_arrays
-from mispair.data.cache_folder import private_folder
+from mispair.data.cache_folder import onnx_folder, private_folder
 from mispair.data.pictures import images as pictures
 from mispair.errors import ConfigError, DataError
-from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, export_path
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, export_path, onnxruntime
 from mispair.onnx_runtime import installed as onnx_installed
 from mispair.progress import progress_bar
 
@@ -301,7 +301,9 @@ def auto_runtime(encoder: nn.Module, device: torch.device, pictures: int | None 
 
 def _onnx_encoder(encoder: nn.Module) -> OnnxModule:
     size = getattr(encoder, "image_size", 224)
-    return OnnxModule.of(encoder, (torch.zeros(2, 3, size, size),), PIXELS_TO_GRID, _name(encoder))
+    pixels = (torch.zeros(2, 3, size, size),)
+    onnxruntime()  # a missing runtime is said before the cache folder is made
+    return OnnxModule.of(encoder, pixels, PIXELS_TO_GRID, _name(encoder), onnx_folder())
 
 
 def _name(encoder: nn.Module) -> str:

@@ -28,12 +28,13 @@ import torch
 from torch import Tensor, nn
 
 from mispair.config import ModelConfig
+from mispair.data.cache_folder import onnx_folder
 from mispair.errors import ConfigError
 from mispair.nn.embedding import Fragments, l2_normalize, masked_mean
 from mispair.nn.heads import head_reads_fragments
 from mispair.nn.text import register_text_encoder
 from mispair.nn.text.state_cache import StateFn, TokenStateCache, shared_cache
-from mispair.onnx_runtime import OnnxModule, Signature, check_runtime
+from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, onnxruntime
 from mispair.pretrained import MINILM_INSTALL_HINT, minilm_dir
 
 
@@ -107,7 +108,9 @@ IDS_TO_STATES = Signature(
 def onnx_minilm() -> OnnxModule:
     """The frozen MiniLM run by ONNX Runtime (exported once from its weights, then loaded)."""
     example = torch.ones(2, 8, dtype=torch.long)
-    return OnnxModule.of(_LastHidden(frozen_minilm()), (example, example), IDS_TO_STATES, "minilm")
+    onnxruntime()  # a missing runtime is said before the cache folder is made
+    model = _LastHidden(frozen_minilm())
+    return OnnxModule.of(model, (example, example), IDS_TO_STATES, "minilm", onnx_folder())
 
 
 def onnx_minilm_states(tokens: Tensor, lengths: Tensor) -> Tensor:
