@@ -102,16 +102,16 @@ def test_the_exported_model_is_kept_and_reused_and_other_weights_export_again(on
     export = onnx_runtime._export
     monkeypatch.setattr(onnx_runtime, "_export", lambda *a: calls.append(a[-1]) or export(*a))
     module, example = Doubling(), (torch.ones(2, 3),)
-    first = exported(module, example, SIGNATURE, "doubling")
+    first = exported(module, example, SIGNATURE, "doubling", onnx_cache)
     stamp = first.stat().st_mtime_ns
-    again = exported(Doubling(), example, SIGNATURE, "doubling")  # a later run: same weights
+    again = exported(Doubling(), example, SIGNATURE, "doubling", onnx_cache)  # a later run: same weights
     assert again == first and first.stat().st_mtime_ns == stamp and calls == ["doubling"]
     x = torch.arange(15.0).view(5, 3)  # another batch size
     assert torch.equal(OnnxModule(again)(x), x * 2)
 
     with torch.no_grad():
         module.scale.fill_(3.0)
-    other = exported(module, example, SIGNATURE, "doubling")
+    other = exported(module, example, SIGNATURE, "doubling", onnx_cache)
     assert other != first and calls == ["doubling", "doubling"]
     assert sorted(p.name for p in onnx_cache.iterdir()) == sorted([first.name, other.name])  # no temp file
 
@@ -171,11 +171,10 @@ def test_a_run_trained_with_onnx_reads_without_it(onnx_cache, monkeypatch):
     assert not onnx_cache.exists()  # nothing exported without a runtime to run it
 
 
-def test_a_cache_that_cannot_be_written_is_one_line(onnx_cache, tmp_path, monkeypatch):
+def test_a_cache_that_cannot_be_written_is_one_line(onnx_cache, tmp_path):
     (tmp_path / "taken").write_text("a file")
-    monkeypatch.setenv("MISPAIR_CACHE", str(tmp_path / "taken"))
     with pytest.raises(DataError, match=r"ONNX model cache.*set MISPAIR_CACHE to a writable folder$") as exc:
-        exported(Doubling(), (torch.ones(2, 3),), SIGNATURE, "doubling")
+        exported(Doubling(), (torch.ones(2, 3),), SIGNATURE, "doubling", tmp_path / "taken" / "onnx")
     assert "\n" not in str(exc.value)
 
 
@@ -185,7 +184,7 @@ def test_a_model_that_does_not_export_is_one_line(onnx_cache):
             return x.tolist()
 
     with pytest.raises(ConfigError, match=r"^data\.encoder_runtime=onnx: listing cannot be exported") as exc:
-        exported(Listing(), (torch.ones(2, 3),), SIGNATURE, "listing")
+        exported(Listing(), (torch.ones(2, 3),), SIGNATURE, "listing", onnx_cache)
     assert "\n" not in str(exc.value) and "encoder_runtime=torch" in str(exc.value)
 
 

@@ -2,15 +2,16 @@
 EfficientNet-Lite0 on a CPU, :func:`mispair.data.features.auto_runtime`), optional.
 
 ``pip install 'mispair[onnx]'``. A module is exported once with :func:`torch.onnx.export` from its
-local PyTorch weights (the batch and sequence axes left dynamic) into :func:`cache_folder`, the
-file named by a digest of the weights and written atomically: later runs load it, other weights
-are another file. ONNX Runtime runs it on the CPU with as many threads as torch is set to use.
+local PyTorch weights (the batch and sequence axes left dynamic) into the folder it is given (runs
+give :func:`mispair.data.cache_folder.onnx_folder`, which only this user may write), the file
+named by a digest of the weights and written atomically: later runs load it, other weights are
+another file. ONNX Runtime runs it on the CPU with as many threads as torch is set to use.
 
 In float32 its outputs are PyTorch's up to rounding (1 − cosine below 1e-10 for MiniLM's token
 states and EfficientNet-Lite0's grids, ``benchmarks/results/bench_features.md``), so a feature
 cache does not tell the two runtimes apart. Example::
 
-    encoder = OnnxModule.of(module, (example,), signature, "my-encoder")
+    encoder = OnnxModule.of(module, (example,), signature, "my-encoder", onnx_folder())
     features = encoder(pixels)  # a Tensor, as module(pixels) gives
 """
 
@@ -20,7 +21,6 @@ import hashlib
 import importlib
 import importlib.util
 import io
-import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -60,15 +60,6 @@ def require_runtime(runtime: str, key: str = "data.encoder_runtime") -> str:
     return runtime
 
 
-def cache_folder() -> Path:
-    """Where exported models are kept: ``$MISPAIR_CACHE/onnx``, else ``$XDG_CACHE_HOME/mispair/onnx``,
-    else ``~/.cache/mispair/onnx`` (beside the other caches of pretrained models)."""
-    root = os.environ.get("MISPAIR_CACHE")
-    if not root:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mispair"
-    return Path(root) / "onnx"
-
-
 def weights_digest(module: nn.Module) -> str:
     """A digest of every tensor of ``module``'s state dict: its name, dtype, shape and bytes."""
     digest = hashlib.blake2b(f"export-v{EXPORT_VERSION}-opset{OPSET}".encode(), digest_size=12)
@@ -94,9 +85,9 @@ def exported(
     example: tuple[Tensor, ...],
     signature: Signature,
     name: str,
-    folder: Path | None = None,
+    folder: Path,
 ) -> Path:
-    """The ONNX file of ``module`` (eval mode) in ``folder`` (default :func:`cache_folder`):
+    """The ONNX file of ``module`` (eval mode) in ``folder``:
     ``{name}-{weights digest}.onnx``, exported from ``module(*example)`` when not there yet.
 
     Raises:
@@ -116,10 +107,9 @@ def exported(
     return path
 
 
-def export_path(module: nn.Module, name: str, folder: Path | None = None) -> Path:
-    """Where :func:`exported` keeps ``module``'s ONNX file (it may not be there yet)."""
-    folder = cache_folder() if folder is None else Path(folder)
-    return folder / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}-{weights_digest(module)}.onnx"
+def export_path(module: nn.Module, name: str, folder: Path) -> Path:
+    """Where :func:`exported` keeps ``module``'s ONNX file in ``folder`` (it may not be there yet)."""
+    return Path(folder) / f"{re.sub(r'[^A-Za-z0-9._-]', '_', name)}-{weights_digest(module)}.onnx"
 
 
 def _export(module: nn.Module, example: tuple[Tensor, ...], signature: Signature, name: str) -> bytes:
@@ -169,7 +159,7 @@ class OnnxModule:
         example: tuple[Tensor, ...],
         signature: Signature,
         name: str,
-        folder: Path | None = None,
+        folder: Path,
     ) -> OnnxModule:
         """``module`` run by ONNX Runtime: exported once into ``folder`` (:func:`exported`), then
         loaded; a missing ONNX Runtime is a one-line error before anything is exported. The file

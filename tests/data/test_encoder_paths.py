@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from mispair.data import features
+from mispair.data.cache_folder import onnx_location
 from mispair.data.features import EXPORT_PAYS, GridRunner, auto_runtime, pixel_encoder
 from mispair.errors import ConfigError, DataError
 from mispair.nn.text.state_cache import TokenStateCache, length_batches
@@ -58,8 +59,8 @@ def test_auto_takes_onnx_on_a_cpu_where_it_pays(tmp_path, monkeypatch):
     assert auto_runtime(tiny, cpu) == "onnx"  # how many is not known: it pays in the end
     assert auto_runtime(tiny, cpu, EXPORT_PAYS) == "onnx"
     assert auto_runtime(tiny, cpu, EXPORT_PAYS - 1) == "torch"  # the export would cost more
-    export_path(tiny, "tiny").parent.mkdir(parents=True)
-    export_path(tiny, "tiny").write_bytes(b"")
+    export_path(tiny, "tiny", onnx_location()).parent.mkdir(parents=True)
+    export_path(tiny, "tiny", onnx_location()).write_bytes(b"")
     assert auto_runtime(tiny, cpu, 1) == "onnx"  # exported already: nothing to pay
     assert auto_runtime(tiny, torch.device("cuda")) == "torch"
     assert auto_runtime(torch.nn.Conv2d(3, 4, 32), cpu) == "torch"  # not measured faster
@@ -146,5 +147,5 @@ def test_an_onnx_model_cache_others_may_write_is_refused_and_auto_keeps_pytorch(
     assert not list((tmp_path / "onnx").iterdir())
     (tmp_path / "onnx").chmod(0o700)
     found = pixel_encoder(tiny, "onnx")
-    assert isinstance(found, OnnxModule) and export_path(tiny, "tiny").is_file()
+    assert isinstance(found, OnnxModule) and export_path(tiny, "tiny", onnx_location()).is_file()
     assert torch.allclose(found(pixels), expected, atol=1e-5)

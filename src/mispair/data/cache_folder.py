@@ -46,11 +46,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mispair"
 
 
+def onnx_location() -> Path:
+    """``onnx/`` in :func:`cache_root`, neither made nor checked: where to look for an exported
+    model without writing anything (:func:`onnx_folder` before one is run)."""
+    return cache_root() / "onnx"
+
+
 def onnx_folder() -> Path:
-    """Where the exported ONNX models are kept and loaded from: ``onnx/`` in :func:`cache_root`,
-    made and checked as :func:`private_folder` (a model file found there is run as it is, so no
-    one else may have written it)."""
-    return private_folder(cache_root() / "onnx", "ONNX model cache")
+    """Where the exported ONNX models are kept and loaded from: :func:`onnx_location`, made and
+    checked as :func:`private_folder` (a model file found there is run as it is, so no one else
+    may have written it)."""
+    return private_folder(onnx_location(), "ONNX model cache")
 
 
 def collection_cache(data: DataConfig) -> Path:

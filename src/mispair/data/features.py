@@ -32,7 +32,7 @@ from torch import nn
 from tqdm import tqdm
 
 from mispair.data.cache_files import BadEntry, Rejected, write_arrays
-from mispair.data.cache_folder import onnx_folder, private_folder
+from mispair.data.cache_folder import onnx_folder, onnx_location, private_folder
 from mispair.data.pictures import images as pictures
 from mispair.errors import ConfigError, DataError
 from mispair.onnx_runtime import OnnxModule, Signature, check_runtime, export_path, onnxruntime
@@ -296,7 +296,7 @@ def auto_runtime(encoder: nn.Module, device: torch.device, pictures: int | None 
         return "torch"
     if pictures is None or pictures >= EXPORT_PAYS:
         return "onnx"
-    return "onnx" if export_path(encoder, _name(encoder)).is_file() else "torch"
+    return "onnx" if export_path(encoder, _name(encoder), onnx_location()).is_file() else "torch"
 
 
 def _onnx_encoder(encoder: nn.Module) -> OnnxModule:
