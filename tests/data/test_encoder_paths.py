@@ -3,6 +3,7 @@ several threads keep their order, ``data.encoder_runtime: auto`` takes ONNX Runt
 pays and falls back to PyTorch, and captions batched by length get the states of fixed batches.
 (Their speed is measured by ``benchmarks/encoder_speed.py``, never here.)"""
 
+import os
 import random
 import time
 
@@ -35,6 +36,61 @@ class Tiny(torch.nn.Module):
 
     def forward(self, pixels):
         return self.conv(pixels)
+
+
+def two_snapshots(idle: int):
+    """``_cpu_times`` of 4 cores over a window of 200 jiffies, ``idle`` of them idle."""
+    return iter([(100, 200, 4), (100 + idle, 400, 4)]).__next__
+
+
+def test_the_encoder_threads_are_the_cores_idle_now_not_the_load_average(monkeypatch):
+    """Other work leaving 3 of 4 cores idle over the window gives 3 threads, whatever the load
+    average (which counts this process's own last minutes); never more than torch's threads."""
+    monkeypatch.setattr(features.os, "getloadavg", lambda: (9.0, 9.0, 9.0), raising=False)
+    before = torch.get_num_threads()
+    try:
+        for idle, threads, expected in [(150, 8, 3), (150, 2, 2), (0, 8, 1), (200, 8, 4), (49, 8, 1)]:
+            monkeypatch.setattr(features, "_cpu_times", two_snapshots(idle))
+            torch.set_num_threads(threads)
+            assert features.idle_cores(0.0) == pytest.approx(4 * idle / 200)
+            monkeypatch.setattr(features, "_cpu_times", two_snapshots(idle))
+            assert features._thread_count() == expected
+        monkeypatch.setattr(features, "_cpu_times", lambda: None)  # not Linux: torch's threads
+        torch.set_num_threads(3)
+        assert features.idle_cores(0.0) is None and features._thread_count() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_cpu_times_read_this_machine():
+    times = features._cpu_times()
+    if times is None:
+        pytest.skip("no /proc/stat here")
+    idle, total, cores = times
+    assert 0 <= idle <= total and cores == os.cpu_count()
+    assert 0.0 <= features.idle_cores(0.05) <= cores
+
+
+def test_the_pictures_threads_end_with_the_pictures(monkeypatch):
+    """The encoder runs on :func:`_thread_count` threads; the run after it keeps its own."""
+    seen = []
+
+    class Counting(Tiny):
+        def forward(self, pixels):
+            seen.append(torch.get_num_threads())
+            return super().forward(pixels)
+
+    def load(i):
+        return Image.new("RGB", (64, 64), (20 * i, 0, 0))
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(features, "_thread_count", lambda: 1 if before > 1 else 2)
+    runner = GridRunner(Counting(), "cpu", 2, "torch")
+    for _ in range(2):  # a second run (another chunk) the same
+        with progress_bar(total=4, disable=True) as bar:
+            runner.run(load, range(4), bar)
+        assert torch.get_num_threads() == before
+    assert set(seen) == {1 if before > 1 else 2} and len(seen) == 4
 
 
 def test_several_loaders_keep_the_pictures_order():
