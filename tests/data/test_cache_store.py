@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from mispair.cli import main
-from mispair.data import picture_store
+from mispair.data import picture_features, picture_store
 from mispair.data.cache_files import read_arrays
 from mispair.data.features import extract_grid_features, file_key
 from mispair.data.pairset import PairSet
 from mispair.data.picture_features import extract_folder_features
 from mispair.data.picture_store import STORE, entries, evict, least_recent
+from mispair.errors import DataError
 from tests.data.test_cache_trust import TinyGrid, caught, folder, forged
 
 pytest.importorskip("PIL.Image")
@@ -43,6 +44,28 @@ def test_the_same_picture_in_two_folders_and_twice_in_one_is_encoded_once(tmp_pa
     np.testing.assert_array_equal(second.features, first.features[:-1])
     assert second.digests == first.digests[:-1]
     assert len(list(entries(tmp_path / "cache" / STORE))) == len(names)
+
+
+def test_chunks_stored_while_the_next_is_encoded_are_every_one_stored_in_order(tmp_path, monkeypatch):
+    """The writer thread stores chunk k while chunk k + 1 is encoded: with chunks of 2, every one
+    of 7 pictures is stored and returned in its row, as one chunk of all gives them; a failure to
+    store reaches the caller as the store's own one-line error."""
+    root, names = folder(tmp_path, n=7)
+    whole = extract(root, names, tmp_path / "whole", TinyGrid())
+    monkeypatch.setattr(picture_features, "CHUNK", 2)
+    chunked = extract(root, names, tmp_path / "chunked", TinyGrid())
+    assert chunked.features.tobytes() == whole.features.tobytes() and chunked.digests == whole.digests
+    assert len(list(entries(tmp_path / "chunked" / STORE))) == 7
+    encoder = TinyGrid()
+    again = extract(root, names, tmp_path / "chunked", encoder)  # every entry read back
+    assert encoder.pictures == 0 and again.features.tobytes() == whole.features.tobytes()
+
+    def full(self, content, entry):
+        raise DataError("image feature cache: no space left on the device")
+
+    monkeypatch.setattr(picture_store.PictureStore, "save", full)
+    with pytest.raises(DataError, match=r"^image feature cache: no space left on the device$"):
+        extract(root, names, tmp_path / "full", TinyGrid())
 
 
 def test_the_mean_entry_is_what_the_run_read_from_the_grid_bit_for_bit(tmp_path):

@@ -69,9 +69,14 @@ class EfficientNetLite0Grid(nn.Module):
 
 def to_batch(pictures: Sequence) -> torch.Tensor:
     """RGB PIL images of one size → ``[B, 3, S, S]`` float tensor, ``(pixel − 127) / 128``."""
-    arrays = np.stack([np.asarray(p.convert("RGB"), dtype=np.uint8) for p in pictures])
-    pixels = torch.from_numpy(arrays).permute(0, 3, 1, 2).float()
-    return (pixels - 127.0) / 128.0
+    return torch.stack([picture_tensor(p) for p in pictures])
+
+
+def picture_tensor(picture) -> torch.Tensor:
+    """One RGB PIL image → ``[3, S, S]`` float tensor, ``(pixel − 127) / 128`` (made by the
+    loader threads of :class:`GridRunner`, off the encoder's thread)."""
+    array = (np.asarray(picture.convert("RGB"), dtype=np.float32) - 127.0) / 128.0  # (NumPy: one thread)
+    return torch.from_numpy(array).permute(2, 0, 1)
 
 
 def file_key(path: Path) -> str:
@@ -231,8 +236,13 @@ class GridRunner:
     def _run(self, load: Callable, indices: Sequence[int], bar: tqdm) -> tuple[np.ndarray, np.ndarray]:
         encode = self._prepare()
         features, valid = [], []
+
+        def tensor(i: int) -> torch.Tensor | None:
+            picture = load(i)
+            return None if picture is None else picture_tensor(picture)
+
         with ThreadPoolExecutor(max_workers=self.loaders) as pool:
-            pictures = pool.map(load, indices)
+            pictures = pool.map(tensor, indices)
             for batch in _batches(pictures, self.batch_size):
                 features.append(self._encode(encode, batch))
                 valid.extend(p is not None for p in batch)
@@ -263,8 +273,8 @@ class GridRunner:
         return self.encode
 
     def _encode(self, encode: Callable[[torch.Tensor], torch.Tensor], batch: list) -> np.ndarray:
-        blank = _blank(getattr(self.encoder, "image_size", 224))
-        grid = encode(to_batch([p if p is not None else blank for p in batch]))  # [B, D, h, w]
+        blank = picture_tensor(_blank(getattr(self.encoder, "image_size", 224)))
+        grid = encode(torch.stack([p if p is not None else blank for p in batch]))  # [B, D, h, w]
         out = grid.flatten(2).transpose(1, 2).float().cpu().numpy().astype(np.float16)
         out[[p is None for p in batch]] = 0
         return out

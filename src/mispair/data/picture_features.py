@@ -12,7 +12,7 @@ sharing the store (torchrun) encode their own block of the missing pictures firs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -74,13 +74,25 @@ def picture_features(
             found[key] = entry
     todo = _firsts(keys, found)
     runner.pictures = len(todo)
-    with progress_bar(
-        total=len(paths), initial=len(paths) - len(todo), desc="features", unit="img", disable=not progress
-    ) as bar:
+    done, hide = len(paths) - len(todo), not progress
+    with (
+        progress_bar(total=len(paths), initial=done, desc="features", unit="img", disable=hide) as bar,
+        ThreadPoolExecutor(max_workers=1) as writer,
+    ):
         chunks = [todo[s : s + CHUNK] for s in range(0, len(todo), CHUNK)]
+        storing: tuple[int, Future] | None = None  # a chunk the writer stores while the next is encoded
         for k in [*claim_order(len(chunks), *process_rank()), *range(len(chunks))]:
+            if storing is not None and storing[0] == k:  # this chunk again: its entries first
+                found.update(storing[1].result())
+                storing = None
             wanted = [i for i in chunks[k] if keys[i] is None or keys[i] not in found]
-            found.update(_encoded(wanted, keys, paths, load, store, runner, rejected, bar))
+            from_store, finish = _encoded(wanted, keys, paths, load, store, runner, rejected, bar)
+            found.update(from_store)
+            if storing is not None:
+                found.update(storing[1].result())
+            storing = None if finish is None else (k, writer.submit(finish))
+        if storing is not None:
+            found.update(storing[1].result())
     rejected.warn()
     if todo and process_rank()[0] == 0:
         evict(store.folder, cap())
@@ -107,9 +119,11 @@ def _encoded(
     runner: GridRunner,
     rejected: Rejected,
     bar,
-) -> dict[str | None, Entry]:
-    """The entries of the pictures ``indices``: another process's where it stored one meanwhile,
-    else encoded, and stored when the file still has the content it was keyed by."""
+) -> tuple[dict[str | None, Entry], Callable[[], dict[str | None, Entry]] | None]:
+    """The entries of the pictures ``indices`` another process stored meanwhile, and for the
+    others, encoded here, a function that makes their entries and stores each whose file still
+    has the content it was keyed by (run on the writer thread while the next chunk is encoded;
+    None when there are none)."""
     out: dict[str | None, Entry] = {}
     if indices and process_rank()[1] > 1:
         for i in indices:
@@ -118,17 +132,22 @@ def _encoded(
                 out[key] = entry
         indices = [i for i in indices if keys[i] is None or keys[i] not in out]
     if not indices:
-        return out
+        return out, None
     grids, valid = runner.run(load, indices, bar)
-    features = grids.astype(np.float32).mean(axis=1, keepdims=True) if store.form == "mean" else grids
-    digests = stored_digests(grids)
-    for j, i in enumerate(indices):
-        entry = Entry(features[j], bool(valid[j]), digests[j])
-        key = keys[i]
-        if key is not None and content_key(paths[i]) == key:
-            store.save(key, entry)
-        out[key if key is not None else f"unreadable:{i}"] = entry
-    return out
+
+    def stored() -> dict[str | None, Entry]:
+        features = grids.astype(np.float32).mean(axis=1, keepdims=True) if store.form == "mean" else grids
+        digests = stored_digests(grids)
+        entries: dict[str | None, Entry] = {}
+        for j, i in enumerate(indices):
+            entry = Entry(features[j], bool(valid[j]), digests[j])
+            key = keys[i]
+            if key is not None and content_key(paths[i]) == key:
+                store.save(key, entry)
+            entries[key if key is not None else f"unreadable:{i}"] = entry
+        return entries
+
+    return out, stored
 
 
 def _assembled(keys: list[str | None], found: dict) -> PictureFeatures:
