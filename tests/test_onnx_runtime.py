@@ -108,6 +108,8 @@ def test_the_exported_model_is_kept_and_reused_and_other_weights_export_again(on
     assert again == first and first.stat().st_mtime_ns == stamp and calls == ["doubling"]
     x = torch.arange(15.0).view(5, 3)  # another batch size
     assert torch.equal(OnnxModule(again)(x), x * 2)
+    options = OnnxModule(again).session.get_session_options()  # idle threads sleep, not spin
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
     with torch.no_grad():
         module.scale.fill_(3.0)

@@ -148,6 +148,10 @@ class OnnxModule:
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only
+        # threads sleep between runs instead of spinning: the pictures' loader and writer threads
+        # need the cores then (1,500 pictures on 2 cores: 69.4 against 63.7 a second, medians of 5
+        # interleaved pairs, each pair faster; the same arithmetic)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.path = Path(path)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = [node.name for node in self.session.get_inputs()]
