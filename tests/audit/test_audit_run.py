@@ -3,6 +3,7 @@ score, the top 3 suggestions equal to a brute-force search of the full similarit
 as scikit-learn scores it, a finished audit reused, the outputs consistent."""
 
 import csv
+import importlib.util
 import json
 
 import numpy as np
@@ -15,7 +16,13 @@ from mispair.audit import audit_collection
 from mispair.audit.atlas import embedding_map, pooled_embeddings, project
 from mispair.audit.collection import audit_config
 from mispair.audit.pair_table import audited_pairs
-from mispair.audit.ranking import best_matches, brute_matches, suggestion_pools, vector_matches
+from mispair.audit.ranking import (
+    best_matches,
+    brute_matches,
+    faiss_applies,
+    suggestion_pools,
+    vector_matches,
+)
 from mispair.audit.run import AUDIT_PARTS
 from mispair.audit.selfcheck import self_check
 from mispair.audit.words import LIKELY, verdict
@@ -99,6 +106,7 @@ def test_suggestions_are_the_best_matches_of_the_full_similarity_matrix(audited,
     full = cross_similarities(run.models, pairs, np.arange(n_images), np.arange(n_captions)).numpy()
     paired = full[pairs.image_of_caption, np.arange(n_captions)]
     searches = [("brute", 7), ("brute", 1024), ("faiss", 1024), ("auto", 1024)]  # auto: faiss (cosine)
+    assert faiss_applies(run) == (importlib.util.find_spec("faiss") is not None)  # the head's, cosine
     for search, chunk in searches:  # a few images at a time, all at once, an index: the same answer
         matches = best_matches(run, pairs=pairs, chunk=chunk, search=search)
         assert np.array_equal(matches.captions[:, 0], full.argmax(axis=1))

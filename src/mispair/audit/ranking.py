@@ -101,7 +101,7 @@ def best_matches(
 def faiss_applies(run: TrainedRun) -> bool:
     """True when :func:`vector_matches` gives the head's best matches: a head whose similarity an
     inner-product index reproduces (``vector_search``, e.g. ``cosine``), FAISS installed."""
-    searchable = all(getattr(model.similarity, "vector_search", False) for model in run.models)
+    searchable = all(getattr(model.head, "vector_search", False) for model in run.models)
     return searchable and importlib.util.find_spec("faiss") is not None
 
 
