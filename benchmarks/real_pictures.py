@@ -616,6 +616,7 @@ class Measurement:
     command: str = ""
     stages: dict[str, float] = field(default_factory=dict)
     peak_at: str = "–"
+    realised_fdr: float | None = None  # the share of the suspected pairs the truth calls matched
 
 
 def disk_bytes(folder: Path) -> int:
@@ -662,7 +663,7 @@ def audit(root: Path, collection: Collection, overrides: tuple[str, ...] = (), p
         tail = log.read_text(encoding="utf-8", errors="replace")[-2000:]
         raise SystemExit(f"the audit failed (exit {os.waitstatus_to_exitcode(status)}):\n{tail}")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    auc_probability, auc_score = detection(out / "pairs.csv", collection.truth)
+    auc_probability, auc_score, realised_fdr = detection(out / "pairs.csv", collection.truth)
     parts = {k: float(v) for k, v in summary.get("timings", {}).items()}
     stages = {p: parts[p] for p in PARTS if p in parts}
     stages["start-up and the rest"] = wall - parts.get("total", sum(stages.values()))
@@ -683,6 +684,7 @@ def audit(root: Path, collection: Collection, overrides: tuple[str, ...] = (), p
         collection_bytes=disk_bytes(collection.folder),
         auc_probability=auc_probability,
         auc_score=auc_score,
+        realised_fdr=realised_fdr,
         share=summary.get("estimated_mismatched_share"),
         interval=list(interval) if interval else None,
         suspected=summary.get("suspected"),
@@ -711,14 +713,18 @@ def stage_at(seconds: float | None, parts: dict[str, float], wall: float) -> str
     return "the end"
 
 
-def detection(pairs_csv: Path, truth_csv: Path) -> tuple[float, float]:
+def detection(pairs_csv: Path, truth_csv: Path) -> tuple[float, float, float | None]:
     """AUC against the planted truth of ``mismatch_probability`` and of ``-held_out_score``
-    (lower is more suspect; no ties where the probability saturates at 1)."""
+    (lower is more suspect; no ties where the probability saturates at 1), and the realised
+    false-discovery rate of the ``suspected`` pairs (the share of them the truth calls matched;
+    None when none is suspected), to set beside the FDR the audit estimated."""
     import pandas as pd
     from sklearn.metrics import roc_auc_score
 
     pairs = pd.read_csv(
-        pairs_csv, usecols=["pair_id", "mismatch_probability", "held_out_score"], dtype={"pair_id": str}
+        pairs_csv,
+        usecols=["pair_id", "mismatch_probability", "held_out_score", "suspected"],
+        dtype={"pair_id": str, "suspected": str},
     )
     truth = pd.read_csv(truth_csv, dtype={"pair_id": str})
     joined = truth.merge(pairs, on="pair_id", how="left")
@@ -727,8 +733,12 @@ def detection(pairs_csv: Path, truth_csv: Path) -> tuple[float, float]:
         count = joined["mismatch_probability"].isna().sum()
         raise SystemExit(f"{pairs_csv}: {count} pairs of the truth not in it, e.g. {missing}")
     y = joined["mismatched"].to_numpy()
-    return float(roc_auc_score(y, joined["mismatch_probability"])), float(
-        roc_auc_score(y, -joined["held_out_score"])
+    suspected = (joined["suspected"] == "True").to_numpy()
+    fdr = float((y[suspected] == 0).mean()) if suspected.any() else None
+    return (
+        float(roc_auc_score(y, joined["mismatch_probability"])),
+        float(roc_auc_score(y, -joined["held_out_score"])),
+        fdr,
     )
 
 
@@ -801,7 +811,8 @@ def figures_table(rows: list[Measurement]) -> str:
         "start-up and the rest s",
     ]
     head += ["peak RSS MiB (stage)", "peak anon MiB", "cache MiB", "output MiB", "collection MiB"]
-    head += ["AUC (probability)", "AUC (score)", "est. share [interval]", "load before → after"]
+    head += ["AUC (probability)", "AUC (score)", "suspected (realised FDR)", "est. share [interval]"]
+    head += ["load before → after"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for m in rows:
         parts = [f"{m.stages[p]:.1f}" if p in m.stages else "–" for p in PARTS]
@@ -813,7 +824,9 @@ def figures_table(rows: list[Measurement]) -> str:
         cells = [f"{m.pictures:,}", f"{m.planted:,}", f"{m.render_s:.1f}", f"{m.wall_s:.1f}", *parts]
         cells += [f"{m.stages['start-up and the rest']:.1f}", f"{m.rss_mib:,.0f} ({m.peak_at})", anon]
         cells += [mib(m.cache_bytes), mib(m.out_bytes), mib(m.collection_bytes)]
-        cells += [f"{m.auc_probability:.3f}", f"{m.auc_score:.3f}", share, load]
+        fdr = "–" if m.realised_fdr is None else f"{m.realised_fdr:.1%}"
+        suspected = "–" if m.suspected is None else f"{m.suspected:,} ({fdr})"
+        cells += [f"{m.auc_probability:.3f}", f"{m.auc_score:.3f}", suspected, share, load]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

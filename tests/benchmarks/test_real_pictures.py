@@ -158,3 +158,29 @@ def test_the_script_runs_end_to_end(tmp_path):
     auc = float(row[head.index("AUC (probability)")])
     assert 0.6 < auc <= 1.0
     assert (work / "n300" / "audit" / "pairs.csv").is_file() and (work / "n300" / "cache").is_dir()
+
+
+def test_detection_scores_the_audit_against_the_truth_as_a_loop_does(bench, tmp_path):
+    """AUCs as scikit-learn's, and the realised FDR of the suspected pairs as a loop counts it."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    n = 200
+    mismatched = rng.random(n) < 0.3
+    probability = np.clip(mismatched * 0.5 + rng.random(n) * 0.6, 0, 1).round(4)
+    score = rng.normal(size=n).round(5) - mismatched
+    suspected = probability > 0.45  # some matched pairs among them
+    with open(tmp_path / "pairs.csv", "w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(["pair_id", "caption", "mismatch_probability", "held_out_score", "suspected"])
+        for i in rng.permutation(n):  # another row order than the truth's
+            out.writerow([f"{i:04d}", "a caption", probability[i], score[i], bool(suspected[i])])
+    with open(tmp_path / "truth.csv", "w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(["pair_id", "mismatched"])
+        out.writerows([f"{i:04d}", int(mismatched[i])] for i in range(n))
+    auc_probability, auc_score, fdr = bench.detection(tmp_path / "pairs.csv", tmp_path / "truth.csv")
+    assert auc_probability == pytest.approx(roc_auc_score(mismatched, probability))
+    assert auc_score == pytest.approx(roc_auc_score(mismatched, -score))
+    wrong = sum(1 for i in range(n) if suspected[i] and not mismatched[i])
+    assert fdr == pytest.approx(wrong / sum(suspected)) and 0 < fdr < 1
